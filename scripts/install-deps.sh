@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything Berth needs on a Debian host and builds it. Safe to run again: each step is
+# skipped when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  crun runc conmon catatonit          # OCI runtimes, the per-container monitor, the --init process
+  netavark aardvark-dns iptables nftables iproute2   # networking
+  zstd                                # zstd-compressed layers
+  attr                                # setfattr/getfattr for overlay xattrs
+  docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian ships docker-registry as a service; Berth's tests start their own registries.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
+  systemctl stop docker-registry || true
+fi
+
+# Node dependencies: better-sqlite3 builds against the local Node headers (no prebuilt download).
+stamp=node_modules/.berth-lock-hash
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "install-deps: npm ci"
+  npm_config_nodedir="${npm_config_nodedir:-/usr}" npm ci --no-audit --no-fund --loglevel=error
+  echo "$want" > "$stamp"
+fi
+
+npm run --silent build

@@ -1,0 +1,197 @@
+/** /images/...: pull, list, inspect, history, tag, remove, prune. Image names may contain slashes. */
+import type { Router } from '../router.js';
+import { queryBool, queryString, sendJson, type RequestContext } from '../request.js';
+import { parseFilters, matchLabels, filterBool } from '../filters.js';
+import { versionBefore } from '../api-version.js';
+import type { Engine } from '../../engine/engine.js';
+import type { ImageView } from '../../engine/images.js';
+import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
+import { decodeRegistryAuth } from '../../registry/auth-config.js';
+import { parseReference, familiarString } from '../../registry/reference.js';
+import type { Platform } from '../../lib/oci.js';
+import { isDigest } from '../../lib/digest.js';
+import { JsonLineWriter } from '../json-lines.js';
+
+export function imageRoutes(r: Router, engine: Engine): void {
+  r.on('GET', '/images/json', (ctx) => listImages(ctx, engine));
+  r.on('POST', '/images/create', (ctx) => createImage(ctx, engine));
+  r.on('POST', '/images/prune', (ctx) => pruneImages(ctx, engine));
+  r.on('GET', '/images/*', (ctx) => {
+    const rest = ctx.params['*']!;
+    if (rest.endsWith('/json')) return sendJson(ctx, 200, inspectImage(engine, engine.images.get(rest.slice(0, -5)), ctx.version));
+    if (rest.endsWith('/history')) return sendJson(ctx, 200, engine.images.history(rest.slice(0, -8)));
+    throw notFound('page not found');
+  });
+  r.on('POST', '/images/*', (ctx) => {
+    const rest = ctx.params['*']!;
+    if (rest.endsWith('/tag')) {
+      const repo = queryString(ctx.query, 'repo');
+      if (!repo) throw invalidArgument('repository name must have at least one component');
+      engine.images.tag(rest.slice(0, -4), repo, queryString(ctx.query, 'tag'));
+      ctx.res.writeHead(201);
+      ctx.res.end();
+      return;
+    }
+    throw notFound('page not found');
+  });
+  r.on('DELETE', '/images/*', async (ctx) => {
+    const items = await engine.images.remove(ctx.params['*']!, { force: queryBool(ctx.query, 'force'), noprune: queryBool(ctx.query, 'noprune') });
+    sendJson(ctx, 200, items);
+  });
+}
+
+const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
+
+function listImages(ctx: RequestContext, engine: Engine): void {
+  const filters = parseFilters(ctx.query.get('filters') ?? ctx.query.get('filter'), LIST_FILTERS);
+  const all = queryBool(ctx.query, 'all');
+  const dangling = filterBool(filters.get('dangling'), 'dangling');
+  const refPatterns = filters.get('reference') ?? [];
+  const before = filters.get('before')?.map((n) => engine.images.get(n).record.addedAt);
+  const since = filters.get('since')?.map((n) => engine.images.get(n).record.addedAt);
+  const parents = all ? new Set<string>() : engine.images.parentIds();
+  const old = versionBefore(ctx.version, '1.44');
+  const out = [];
+  for (const v of engine.images.list()) {
+    const untagged = v.repoTags.length === 0;
+    if (!all && untagged && parents.has(v.record.id)) continue;
+    if (dangling !== undefined && dangling !== untagged) continue;
+    if (!matchLabels(filters.get('label'), v.config.config?.Labels)) continue;
+    if (before && !before.every((t) => v.record.addedAt < t)) continue;
+    if (since && !since.every((t) => v.record.addedAt > t)) continue;
+    let tags = v.repoTags;
+    if (refPatterns.length) {
+      tags = tags.filter((t) => refPatterns.some((p) => referenceMatches(p, t)));
+      if (tags.length === 0) continue;
+    }
+    const entry: Record<string, unknown> = {
+      Id: v.record.id,
+      ParentId: v.record.parent,
+      RepoTags: tags.length ? tags : old ? ['<none>:<none>'] : [],
+      RepoDigests: v.repoDigests.length ? v.repoDigests : old && untagged ? ['<none>@<none>'] : v.repoDigests,
+      Created: Math.floor(Date.parse(v.record.created) / 1000) || 0,
+      Size: v.record.size,
+      SharedSize: -1,
+      Labels: v.config.config?.Labels ?? {},
+      Containers: engine.images.usage(v.record.id).running.length + engine.images.usage(v.record.id).stopped.length,
+    };
+    if (old) entry.VirtualSize = v.record.size;
+    out.push(entry);
+  }
+  sendJson(ctx, 200, out);
+}
+
+/** `reference` filter: a glob on the familiar name, with or without tag. */
+function referenceMatches(pattern: string, tagged: string): boolean {
+  const re = new RegExp('^' + pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*') + '$');
+  const colon = tagged.lastIndexOf(':');
+  const name = colon > tagged.lastIndexOf('/') ? tagged.slice(0, colon) : tagged;
+  return re.test(tagged) || re.test(name);
+}
+
+export function inspectImage(engine: Engine, v: ImageView, version: string): Record<string, unknown> {
+  const c = v.config;
+  const layerDirs = v.record.chainIds.map((id) => engine.images.layers.diffDir(id as `sha256:${string}`));
+  const out: Record<string, unknown> = {
+    Id: v.record.id,
+    RepoTags: v.repoTags,
+    RepoDigests: v.repoDigests,
+    Parent: v.record.parent,
+    Comment: (c.history?.length ? c.history[c.history.length - 1]!.comment : '') ?? '',
+    Created: c.created ?? v.record.created,
+    DockerVersion: (c.docker_version as string | undefined) ?? '',
+    Author: c.author ?? '',
+    Config: { ...emptyConfig(), ...(c.config ?? {}) },
+    Architecture: c.architecture,
+    Os: c.os,
+    Size: v.record.size,
+    GraphDriver: {
+      Name: 'overlay2',
+      Data: layerDirs.length ? { LowerDir: layerDirs.slice(0, -1).reverse().join(':') || undefined, MergedDir: undefined, UpperDir: layerDirs[layerDirs.length - 1], WorkDir: undefined } : {},
+    },
+    RootFS: { Type: 'layers', Layers: c.rootfs?.diff_ids ?? [] },
+    Metadata: { LastTagTime: '0001-01-01T00:00:00Z' },
+  };
+  if (c.variant) out.Variant = c.variant;
+  if (versionBefore(version, '1.44')) out.VirtualSize = v.record.size;
+  if (versionBefore(version, '1.45')) {
+    out.Container = (c.container as string | undefined) ?? '';
+    out.ContainerConfig = c.container_config ?? emptyConfig();
+  }
+  if (!versionBefore(version, '1.52') && !v.record.parent) delete out.Parent;
+  return out;
+}
+
+function emptyConfig(): Record<string, unknown> {
+  return { Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false, Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null, WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null };
+}
+
+async function createImage(ctx: RequestContext, engine: Engine): Promise<void> {
+  let fromImage = queryString(ctx.query, 'fromImage');
+  if (!fromImage) throw new BerthError('not-implemented', 'importing images (fromSrc) is not supported yet');
+  if (fromImage.endsWith(':')) fromImage = fromImage.slice(0, -1);
+  const tag = queryString(ctx.query, 'tag');
+  let name = fromImage;
+  if (tag) {
+    // `tag` overrides any tag in fromImage, and may be a digest.
+    const base = parseReference(fromImage, { defaultTag: false });
+    const bare = familiarString({ domain: base.domain, path: base.path });
+    name = isDigest(tag) ? `${bare}@${tag}` : `${bare}:${tag}`;
+  }
+  const ref = parseReference(name);
+  const platform = parsePlatform(queryString(ctx.query, 'platform'));
+  const auth = decodeRegistryAuth(header(ctx, 'x-registry-auth'));
+  const abort = new AbortController();
+  ctx.res.on('close', () => {
+    if (!ctx.res.writableFinished) abort.abort(new Error('client disconnected'));
+  });
+  const out = new JsonLineWriter(ctx.res);
+  try {
+    await engine.pull(ref, { auth, platform, signal: abort.signal }, (m) => out.write(m));
+  } catch (err) {
+    if (!out.started) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    out.write({ errorDetail: { message }, error: message });
+  }
+  out.end();
+}
+
+function header(ctx: RequestContext, name: string): string | undefined {
+  const v = ctx.req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+export function parsePlatform(s: string | undefined): Platform | undefined {
+  if (!s) return undefined;
+  const [os, architecture, variant] = s.split('/');
+  if (!os || (architecture !== undefined && architecture === '')) throw invalidArgument(`invalid platform: ${s}`);
+  const p: Platform = { os: os.toLowerCase(), architecture: architecture ?? 'amd64' };
+  if (variant) p.variant = variant;
+  return p;
+}
+
+async function pruneImages(ctx: RequestContext, engine: Engine): Promise<void> {
+  const filters = parseFilters(ctx.query.get('filters'), ['dangling', 'label', 'label!', 'until']);
+  const dangling = filterBool(filters.get('dangling'), 'dangling') ?? true;
+  const untilVals = filters.get('until');
+  const until = untilVals?.length ? parseUntil(untilVals[0]!) : undefined;
+  const { deleted, reclaimed } = await engine.images.prune({
+    danglingOnly: dangling,
+    match: (v) =>
+      matchLabels(filters.get('label'), v.config.config?.Labels) &&
+      !(filters.get('label!') ?? []).some((l) => matchLabels([l], v.config.config?.Labels)) &&
+      (until === undefined || v.record.addedAt < until),
+  });
+  sendJson(ctx, 200, { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed });
+}
+
+/** `until`: a Unix timestamp, an RFC 3339 date, or a Go duration like 24h. */
+function parseUntil(v: string): number {
+  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
+  const d = /^(\d+)(h|m|s)$/.exec(v);
+  if (d) return Date.now() - Number(d[1]) * { h: 3600e3, m: 60e3, s: 1e3 }[d[2] as 'h' | 'm' | 's'];
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
+  return t;
+}
+

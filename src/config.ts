@@ -1,0 +1,158 @@
+/**
+ * Daemon configuration: built-in defaults, then /etc/berth/daemon.json (or --config-file), then flags.
+ * Flag names follow dockerd's where they mean the same thing.
+ */
+import { readFileSync, existsSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+
+export interface DaemonConfig {
+  hosts: string[];
+  dataRoot: string;
+  execRoot: string;
+  configFile: string;
+  pidfile: string;
+  registryMirrors: string[];
+  insecureRegistries: string[];
+  defaultRuntime: 'crun' | 'runc';
+  logLevel: string;
+  logOpts: Record<string, string>;
+  group: string;
+}
+
+export const DEFAULT_CONFIG: DaemonConfig = {
+  hosts: ['unix:///run/berth/berth.sock'],
+  dataRoot: '/var/lib/berth',
+  execRoot: '/run/berth',
+  configFile: '/etc/berth/daemon.json',
+  pidfile: '/run/berth/berthd.pid',
+  registryMirrors: [],
+  insecureRegistries: [],
+  defaultRuntime: 'crun',
+  logLevel: 'info',
+  logOpts: {},
+  group: 'docker',
+};
+
+const USAGE = `Usage: berthd [OPTIONS]
+
+A Docker Engine API compatible container engine.
+
+Options:
+  -H, --host list                 Daemon socket(s) to listen on (default unix:///run/berth/berth.sock)
+      --data-root string          Root of persistent state (default /var/lib/berth)
+      --exec-root string          Root of runtime state: sockets, runtime dirs (default /run/berth)
+      --config-file string        Daemon configuration file (default /etc/berth/daemon.json)
+      --pidfile string            Path of the daemon's PID file (default /run/berth/berthd.pid)
+      --registry-mirror list      Preferred registry mirror for docker.io pulls
+      --insecure-registry list    Registries (host[:port] or CIDR) reached over plain HTTP / unverified TLS
+      --default-runtime string    OCI runtime for containers: crun or runc (default crun)
+      --log-level string          debug, info, warn, error, fatal (default info)
+      --log-opt list              Default container log options (max-size=10m, max-file=3)
+      --group string              Group owning the unix socket, if it exists (default docker)
+  -h, --help                      Print usage
+  -v, --version                   Print version
+`;
+
+/** daemon.json keys, as in dockerd's file. Unknown keys are rejected so typos do not pass silently. */
+const FILE_KEYS: Record<string, keyof DaemonConfig> = {
+  hosts: 'hosts',
+  'data-root': 'dataRoot',
+  'exec-root': 'execRoot',
+  pidfile: 'pidfile',
+  'registry-mirrors': 'registryMirrors',
+  'insecure-registries': 'insecureRegistries',
+  'default-runtime': 'defaultRuntime',
+  'log-level': 'logLevel',
+  'log-opts': 'logOpts',
+  group: 'group',
+};
+
+export class ConfigError extends Error {}
+
+export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
+  const { values } = parseArgs({
+    args: argv,
+    allowPositionals: false,
+    options: {
+      host: { type: 'string', short: 'H', multiple: true },
+      'data-root': { type: 'string' },
+      'exec-root': { type: 'string' },
+      'config-file': { type: 'string' },
+      pidfile: { type: 'string' },
+      'registry-mirror': { type: 'string', multiple: true },
+      'insecure-registry': { type: 'string', multiple: true },
+      'default-runtime': { type: 'string' },
+      'log-level': { type: 'string', short: 'l' },
+      'log-opt': { type: 'string', multiple: true },
+      group: { type: 'string', short: 'G' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
+  if (values.help) return 'help';
+  if (values.version) return 'version';
+
+  const cfg: DaemonConfig = structuredClone(DEFAULT_CONFIG);
+  const explicitFile = values['config-file'];
+  cfg.configFile = explicitFile ?? cfg.configFile;
+  if (existsSync(cfg.configFile)) {
+    applyFile(cfg, cfg.configFile);
+  } else if (explicitFile) {
+    throw new ConfigError(`unable to configure the daemon: open ${explicitFile}: no such file or directory`);
+  }
+
+  if (values.host?.length) cfg.hosts = values.host;
+  if (values['data-root']) cfg.dataRoot = values['data-root'];
+  if (values['exec-root']) cfg.execRoot = values['exec-root'];
+  if (values.pidfile) cfg.pidfile = values.pidfile;
+  if (values['registry-mirror']?.length) cfg.registryMirrors = values['registry-mirror'];
+  if (values['insecure-registry']?.length) cfg.insecureRegistries = values['insecure-registry'];
+  if (values['default-runtime']) cfg.defaultRuntime = values['default-runtime'] as DaemonConfig['defaultRuntime'];
+  if (values['log-level']) cfg.logLevel = values['log-level'];
+  if (values.group) cfg.group = values.group;
+  for (const opt of values['log-opt'] ?? []) {
+    const eq = opt.indexOf('=');
+    if (eq <= 0) throw new ConfigError(`invalid log-opt: ${opt}`);
+    cfg.logOpts[opt.slice(0, eq)] = opt.slice(eq + 1);
+  }
+  validate(cfg);
+  return cfg;
+}
+
+function applyFile(cfg: DaemonConfig, path: string): void {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`unable to configure the daemon with file ${path}: ${(err as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError(`unable to configure the daemon with file ${path}: not a JSON object`);
+  }
+  const target = cfg as unknown as Record<string, unknown>;
+  for (const [key, value] of Object.entries(parsed)) {
+    const field = FILE_KEYS[key];
+    if (!field) throw new ConfigError(`unable to configure the daemon with file ${path}: the following directives don't match any configuration option: ${key}`);
+    target[field] = value;
+  }
+}
+
+function validate(cfg: DaemonConfig): void {
+  const isStrings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
+  if (!isStrings(cfg.hosts) || cfg.hosts.length === 0) throw new ConfigError('hosts must be a list of addresses');
+  if (!isStrings(cfg.registryMirrors)) throw new ConfigError('registry-mirrors must be a list of URLs');
+  if (!isStrings(cfg.insecureRegistries)) throw new ConfigError('insecure-registries must be a list');
+  if (cfg.defaultRuntime !== 'crun' && cfg.defaultRuntime !== 'runc') {
+    throw new ConfigError(`default-runtime must be crun or runc, not ${JSON.stringify(cfg.defaultRuntime)}`);
+  }
+  for (const h of cfg.hosts) {
+    if (!h.startsWith('unix://') && !h.startsWith('tcp://') && !h.startsWith('/')) {
+      throw new ConfigError(`invalid host address ${JSON.stringify(h)}: use unix:///path or tcp://host:port`);
+    }
+  }
+  for (const k of ['dataRoot', 'execRoot', 'pidfile'] as const) {
+    if (typeof cfg[k] !== 'string' || !cfg[k].startsWith('/')) throw new ConfigError(`${k} must be an absolute path`);
+  }
+}
+
+export { USAGE };

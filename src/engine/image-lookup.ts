@@ -1,0 +1,66 @@
+/**
+ * Finds an image the way dockerd does: a full or short id (with or without `sha256:`), a tag
+ * (`busybox` means `busybox:latest`) or a digest reference.
+ */
+import { notFound, invalidArgument } from '../lib/errors.js';
+import type { ImageRecord, ImageRecords } from '../state/image-records.js';
+import { familiarString, fullName, fullString, tryParseReference, type Reference } from '../registry/reference.js';
+
+const HEX_PREFIX = /^[a-f0-9]{1,64}$/;
+
+export interface FoundImage {
+  image: ImageRecord;
+  /** The reference the caller named, when it was a name rather than an id. */
+  ref?: Reference;
+}
+
+export function lookupImage(records: ImageRecords, nameOrId: string): FoundImage {
+  const found = tryLookupImage(records, nameOrId);
+  if (!found) throw notFound(`No such image: ${displayName(nameOrId)}`);
+  return found;
+}
+
+export function tryLookupImage(records: ImageRecords, nameOrId: string): FoundImage | undefined {
+  const s = nameOrId.trim();
+  if (s.startsWith('sha256:')) {
+    const hex = s.slice(7);
+    if (!HEX_PREFIX.test(hex)) throw invalidArgument(`invalid reference format`);
+    const image = byIdPrefix(records, hex, s);
+    return image && { image };
+  }
+  if (/^[a-f0-9]{64}$/.test(s)) {
+    const image = records.getImage(`sha256:${s}`);
+    return image && { image };
+  }
+  const ref = tryParseReference(s);
+  if (ref) {
+    const r = records.getRef(refKey(ref));
+    if (r) {
+      const image = records.getImage(r.imageId);
+      if (image) return { image, ref };
+    }
+  }
+  if (HEX_PREFIX.test(s)) {
+    const image = byIdPrefix(records, s, s);
+    if (image) return { image };
+  }
+  return undefined;
+}
+
+function byIdPrefix(records: ImageRecords, hex: string, shown: string): ImageRecord | undefined {
+  const ids = records.imageIdsWithPrefix(hex);
+  if (ids.length > 1) throw invalidArgument(`multiple IDs found with provided prefix: ${shown}`);
+  return ids.length === 1 ? records.getImage(ids[0]!) : undefined;
+}
+
+/** `busybox` → `busybox:latest` for messages, as dockerd prints them. */
+export function displayName(nameOrId: string): string {
+  if (/^(sha256:)?[a-f0-9]{1,64}$/.test(nameOrId)) return nameOrId;
+  const ref = tryParseReference(nameOrId);
+  return ref ? familiarString(ref) : nameOrId;
+}
+
+/** The key an image reference is stored under: the digest wins over a tag. */
+export function refKey(ref: Reference): string {
+  return ref.digest ? `${fullName(ref)}@${ref.digest}` : fullString(ref);
+}

@@ -1,0 +1,239 @@
+/**
+ * Image operations on the local store: list, inspect, history, tag, remove, prune.
+ * Pulling lives in pull-image.ts. Records are in state/, files in images/.
+ */
+import { conflict, invalidArgument, notFound } from '../lib/errors.js';
+import type { ImageConfig } from '../lib/oci.js';
+import type { ImageRecord, ImageRecords } from '../state/image-records.js';
+import type { LayerStore } from '../images/layer-store.js';
+import type { ContentStore } from '../images/content-store.js';
+import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
+import { lookupImage, refKey, displayName } from './image-lookup.js';
+import type { EventBus } from './events.js';
+import { log } from '../lib/log.js';
+
+export interface ImageUsage {
+  running: string[];
+  stopped: string[];
+}
+
+/** Who uses an image; the container service plugs itself in here. */
+export type ImageUsageProbe = (imageId: string) => ImageUsage;
+
+export interface ImageView {
+  record: ImageRecord;
+  config: ImageConfig;
+  repoTags: string[];
+  repoDigests: string[];
+}
+
+export interface DeleteResponseItem {
+  Untagged?: string;
+  Deleted?: string;
+}
+
+export class ImageService {
+  usage: ImageUsageProbe = () => ({ running: [], stopped: [] });
+  readonly #configCache = new Map<string, ImageConfig>();
+
+  constructor(
+    readonly records: ImageRecords,
+    readonly layers: LayerStore,
+    readonly content: ContentStore,
+    readonly events: EventBus,
+  ) {}
+
+  get(nameOrId: string): ImageView {
+    return this.view(lookupImage(this.records, nameOrId).image);
+  }
+
+  view(record: ImageRecord): ImageView {
+    const repoTags: string[] = [];
+    const repoDigests: string[] = [];
+    for (const r of this.records.refsOf(record.id)) {
+      const ref = tryParseReference(r.ref, { defaultTag: false });
+      if (!ref) continue;
+      (r.kind === 'tag' ? repoTags : repoDigests).push(familiarString(ref));
+    }
+    return { record, config: this.config(record), repoTags, repoDigests };
+  }
+
+  config(record: ImageRecord): ImageConfig {
+    let c = this.#configCache.get(record.id);
+    if (!c) {
+      c = JSON.parse(record.config) as ImageConfig;
+      this.#configCache.set(record.id, c);
+    }
+    return c;
+  }
+
+  list(): ImageView[] {
+    const refs = new Map<string, { tags: string[]; digests: string[] }>();
+    for (const r of this.records.allRefs()) {
+      const ref = tryParseReference(r.ref, { defaultTag: false });
+      if (!ref) continue;
+      let e = refs.get(r.imageId);
+      if (!e) refs.set(r.imageId, (e = { tags: [], digests: [] }));
+      (r.kind === 'tag' ? e.tags : e.digests).push(familiarString(ref));
+    }
+    return this.records.listImages().map((record) => {
+      const e = refs.get(record.id);
+      return { record, config: this.config(record), repoTags: e?.tags ?? [], repoDigests: e?.digests ?? [] };
+    });
+  }
+
+  /** Image ids that are the local parent of another image (hidden from `docker images` unless all). */
+  parentIds(): Set<string> {
+    return new Set(this.records.listImages().map((i) => i.parent).filter(Boolean));
+  }
+
+  tag(source: string, repo: string, tag: string | undefined): string {
+    const image = lookupImage(this.records, source).image;
+    let ref: Reference;
+    try {
+      ref = parseReference(tag ? `${repo}:${tag}` : repo);
+    } catch (err) {
+      throw invalidArgument((err as Error).message);
+    }
+    if (ref.digest) throw invalidArgument('refusing to create a tag with a digest reference');
+    this.records.putRef(refKey(ref), image.id, 'tag');
+    const name = familiarString(ref);
+    this.events.publish('image', 'tag', image.id, { name });
+    return name;
+  }
+
+  /** DELETE /images/{name}: untag, or delete when nothing else names the image (dockerd's rules). */
+  async remove(nameOrId: string, opts: { force: boolean; noprune: boolean }): Promise<DeleteResponseItem[]> {
+    const { image, ref } = lookupImage(this.records, nameOrId);
+    const short = image.id.slice(7, 19);
+    const usage = this.usage(image.id);
+    const users = [...usage.running, ...usage.stopped];
+    const out: DeleteResponseItem[] = [];
+    const untag = (key: string) => {
+      const rr = tryParseReference(key, { defaultTag: false });
+      const name = rr ? familiarString(rr) : key;
+      this.records.deleteRef(key);
+      out.push({ Untagged: name });
+      this.events.publish('image', 'untag', image.id, { name });
+    };
+    let refs = this.records.refsOf(image.id);
+
+    if (ref) {
+      if (!opts.force && refs.length === 1 && users.length > 0) {
+        throw conflict(`conflict: unable to remove repository reference "${nameOrId}" (must force) - container ${users[0]!.slice(0, 12)} is using its referenced image ${short}`);
+      }
+      untag(refKey(ref));
+      refs = this.records.refsOf(image.id);
+      if (!ref.digest) {
+        // With its last tag gone, a repository's digest references go too.
+        const repo = fullName(ref);
+        const nameOf = (key: string) => tryParseReference(key, { defaultTag: false });
+        if (!refs.some((r) => r.kind === 'tag' && nameOf(r.ref) && fullName(nameOf(r.ref)!) === repo)) {
+          for (const r of refs) if (r.kind === 'digest' && nameOf(r.ref) && fullName(nameOf(r.ref)!) === repo) untag(r.ref);
+          refs = this.records.refsOf(image.id);
+        }
+      }
+      if (refs.length > 0 || users.length > 0) return out;
+    } else {
+      if (!opts.force && refs.filter((r) => r.kind === 'tag').length > 1) {
+        throw conflict(`conflict: unable to delete ${short} (must be forced) - image is referenced in multiple repositories`);
+      }
+      if (usage.running.length > 0) {
+        throw conflict(`conflict: unable to delete ${short} (cannot be forced) - image is being used by running container ${usage.running[0]!.slice(0, 12)}`);
+      }
+      if (usage.stopped.length > 0 && !opts.force) {
+        throw conflict(`conflict: unable to delete ${short} (must be forced) - image is being used by stopped container ${usage.stopped[0]!.slice(0, 12)}`);
+      }
+      for (const r of refs) untag(r.ref);
+      // Forced while stopped containers use it: the names go, the layers stay for those containers.
+      if (users.length > 0) return out;
+    }
+    out.push(...(await this.#deleteImage(image, opts.noprune)));
+    return out;
+  }
+
+  async #deleteImage(image: ImageRecord, noprune: boolean): Promise<DeleteResponseItem[]> {
+    const out: DeleteResponseItem[] = [];
+    const orphans = this.records.deleteImage(image.id);
+    this.#configCache.delete(image.id);
+    out.push({ Deleted: image.id });
+    this.events.publish('image', 'delete', image.id, { name: image.id });
+    for (const chainId of orphans) {
+      await this.layers.remove(chainId as `sha256:${string}`).catch((err) => log.warn('layer removal failed', { chainId, err }));
+      out.push({ Deleted: chainId });
+    }
+    await this.content.delete(image.id as `sha256:${string}`).catch(() => undefined);
+    // A local parent left without a name or child is removed too, unless noprune.
+    if (!noprune && image.parent) {
+      const parent = this.records.getImage(image.parent);
+      if (parent && this.records.refsOf(parent.id).length === 0 && !this.parentIds().has(parent.id) && this.#unused(parent.id)) {
+        out.push(...(await this.#deleteImage(parent, false)));
+      }
+    }
+    return out;
+  }
+
+  #unused(id: string): boolean {
+    const u = this.usage(id);
+    return u.running.length + u.stopped.length === 0;
+  }
+
+  /** POST /images/prune: dangling images by default, all unused with dangling=false. */
+  async prune(opts: { danglingOnly: boolean; match: (v: ImageView) => boolean }): Promise<{ deleted: DeleteResponseItem[]; reclaimed: number }> {
+    const deleted: DeleteResponseItem[] = [];
+    let reclaimed = 0;
+    const parents = this.parentIds();
+    for (const v of this.list()) {
+      if (!this.#unused(v.record.id)) continue;
+      if (opts.danglingOnly && (v.repoTags.length > 0 || parents.has(v.record.id))) continue;
+      if (!opts.match(v)) continue;
+      if (!this.records.getImage(v.record.id)) continue; // removed as someone's parent already
+      for (const r of this.records.refsOf(v.record.id)) {
+        const rr = tryParseReference(r.ref, { defaultTag: false });
+        deleted.push({ Untagged: rr ? familiarString(rr) : r.ref });
+      }
+      const items = await this.#deleteImage(v.record, false);
+      deleted.push(...items);
+      reclaimed += v.record.size;
+    }
+    return { deleted, reclaimed };
+  }
+
+  history(nameOrId: string): { Id: string; Created: number; CreatedBy: string; Tags: string[] | null; Size: number; Comment: string }[] {
+    const v = this.get(nameOrId);
+    const hist = v.config.history ?? [];
+    const out: { Id: string; Created: number; CreatedBy: string; Tags: string[] | null; Size: number; Comment: string }[] = [];
+    let layerIdx = 0;
+    for (const h of hist) {
+      let size = 0;
+      if (!h.empty_layer) {
+        const chainId = v.record.chainIds[layerIdx++];
+        size = chainId ? (this.records.getLayer(chainId)?.size ?? 0) : 0;
+      }
+      out.push({
+        Id: '<missing>',
+        Created: h.created ? Math.floor(Date.parse(h.created) / 1000) : 0,
+        CreatedBy: h.created_by ?? '',
+        Tags: null,
+        Size: size,
+        Comment: h.comment ?? '',
+      });
+    }
+    out.reverse();
+    if (out.length === 0) out.push({ Id: v.record.id, Created: Math.floor(Date.parse(v.record.created) / 1000) || 0, CreatedBy: '', Tags: v.repoTags, Size: v.record.size, Comment: '' });
+    out[0]!.Id = v.record.id;
+    out[0]!.Tags = v.repoTags.length ? v.repoTags : null;
+    return out;
+  }
+
+  /** Used by messages: the name as the client gave it, with :latest added. */
+  displayName(nameOrId: string): string {
+    return displayName(nameOrId);
+  }
+
+  requireExists(nameOrId: string): ImageRecord {
+    const found = lookupImage(this.records, nameOrId);
+    if (!found) throw notFound(`No such image: ${displayName(nameOrId)}`);
+    return found.image;
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * The composition root: read the configuration, build the stores and drivers, hand them to the
+ * engine, and serve the API. Nothing else in the tree wires components together.
+ */
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig, ConfigError, USAGE, type DaemonConfig } from './config.js';
+import { log, setLogLevel } from './lib/log.js';
+import { openDatabase } from './state/db.js';
+import { ImageRecords } from './state/image-records.js';
+import { ContentStore } from './images/content-store.js';
+import { LayerStore } from './images/layer-store.js';
+import { RegistryClient } from './registry/registry-client.js';
+import { EventBus } from './engine/events.js';
+import { ImageService } from './engine/images.js';
+import { Engine } from './engine/engine.js';
+import { Router, SERVER_VERSION } from './api/router.js';
+import { listen, closeListeners } from './api/server.js';
+import { systemRoutes } from './api/routes/system.js';
+import { imageRoutes } from './api/routes/images.js';
+
+async function main(): Promise<void> {
+  let config: DaemonConfig | 'help' | 'version';
+  try {
+    config = loadConfig(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`berthd: ${(err as Error).message}\n\n${USAGE}`);
+    process.exitCode = err instanceof ConfigError ? 1 : 125;
+    return;
+  }
+  if (config === 'help') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (config === 'version') {
+    process.stdout.write(`Berth version ${SERVER_VERSION}\n`);
+    return;
+  }
+  setLogLevel(config.logLevel);
+
+  mkdirSync(config.dataRoot, { recursive: true, mode: 0o711 });
+  mkdirSync(config.execRoot, { recursive: true, mode: 0o711 });
+  writeFileSync(config.pidfile, `${process.pid}\n`);
+
+  const db = openDatabase(join(config.dataRoot, 'berth.db'));
+  const content = new ContentStore(config.dataRoot);
+  const layers = new LayerStore(config.dataRoot);
+  await content.cleanIngest();
+  await layers.cleanTemp();
+
+  const events = new EventBus();
+  const images = new ImageService(new ImageRecords(db), layers, content, events);
+  const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
+  const engine = new Engine(config, events, images, registry);
+
+  const router = new Router();
+  systemRoutes(router, engine);
+  imageRoutes(router, engine);
+
+  const listeners = await listen(router, config.hosts, config.group);
+  log.info('berthd started', { version: SERVER_VERSION, dataRoot: config.dataRoot, pid: process.pid });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down', { signal });
+    await closeListeners(listeners);
+    db.close();
+    rmSync(config.pidfile as string, { force: true });
+    log.info('berthd stopped');
+  };
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      shutdown(sig).then(
+        () => process.exit(0),
+        (err) => {
+          log.error('shutdown failed', { err });
+          process.exit(1);
+        },
+      );
+    });
+  }
+}
+
+main().catch((err) => {
+  log.error('fatal', { err: err instanceof Error ? err.stack : String(err) });
+  process.exit(1);
+});

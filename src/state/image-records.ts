@@ -1,0 +1,173 @@
+/** Image, reference and layer rows. Writes that belong together happen in one transaction. */
+import type { Db } from './db.js';
+import type { Descriptor } from '../lib/oci.js';
+
+export interface ImageRecord {
+  id: string;
+  config: string;
+  chainIds: string[];
+  layerBlobs: Descriptor[];
+  parent: string;
+  size: number;
+  created: string;
+  addedAt: number;
+}
+
+export interface LayerRecord {
+  chainId: string;
+  diffId: string;
+  parent: string | null;
+  size: number;
+}
+
+export interface RefRecord {
+  ref: string;
+  imageId: string;
+  kind: 'tag' | 'digest';
+  createdAt: number;
+}
+
+interface ImageRow {
+  id: string;
+  config: string;
+  chain_ids: string;
+  layer_blobs: string;
+  parent: string;
+  size: number;
+  created: string;
+  added_at: number;
+}
+
+const toImage = (r: ImageRow): ImageRecord => ({
+  id: r.id,
+  config: r.config,
+  chainIds: JSON.parse(r.chain_ids),
+  layerBlobs: JSON.parse(r.layer_blobs),
+  parent: r.parent,
+  size: r.size,
+  created: r.created,
+  addedAt: r.added_at,
+});
+
+export class ImageRecords {
+  readonly #db: Db;
+  readonly #getImage;
+  readonly #allImages;
+  readonly #idsByPrefix;
+  readonly #getRef;
+  readonly #refsOf;
+  readonly #allRefs;
+  readonly #putRef;
+  readonly #delRef;
+  readonly #putImage;
+  readonly #delImage;
+  readonly #getLayer;
+  readonly #putLayer;
+  readonly #delLayer;
+  readonly #layerUsers;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#getImage = db.prepare<[string], ImageRow>('SELECT * FROM images WHERE id = ?');
+    this.#allImages = db.prepare<[], ImageRow>('SELECT * FROM images ORDER BY added_at DESC');
+    this.#idsByPrefix = db.prepare<[string, string], { id: string }>('SELECT id FROM images WHERE id >= ? AND id < ? LIMIT 2');
+    this.#getRef = db.prepare<[string], { ref: string; image_id: string; kind: 'tag' | 'digest'; created_at: number }>('SELECT * FROM image_refs WHERE ref = ?');
+    this.#refsOf = db.prepare<[string], { ref: string; image_id: string; kind: 'tag' | 'digest'; created_at: number }>('SELECT * FROM image_refs WHERE image_id = ? ORDER BY created_at, ref');
+    this.#allRefs = db.prepare<[], { ref: string; image_id: string; kind: 'tag' | 'digest'; created_at: number }>('SELECT * FROM image_refs ORDER BY created_at, ref');
+    this.#putRef = db.prepare('INSERT INTO image_refs(ref, image_id, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id, created_at = excluded.created_at');
+    this.#delRef = db.prepare('DELETE FROM image_refs WHERE ref = ?');
+    this.#putImage = db.prepare('INSERT OR IGNORE INTO images(id, config, chain_ids, layer_blobs, parent, size, created, added_at) VALUES (@id, @config, @chainIds, @layerBlobs, @parent, @size, @created, @addedAt)');
+    this.#delImage = db.prepare('DELETE FROM images WHERE id = ?');
+    this.#getLayer = db.prepare<[string], { chain_id: string; diff_id: string; parent: string | null; size: number }>('SELECT * FROM layers WHERE chain_id = ?');
+    this.#putLayer = db.prepare('INSERT OR IGNORE INTO layers(chain_id, diff_id, parent, size, created_at) VALUES (?, ?, ?, ?, ?)');
+    this.#delLayer = db.prepare('DELETE FROM layers WHERE chain_id = ?');
+    this.#layerUsers = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM images, json_each(images.chain_ids) WHERE json_each.value = ?");
+  }
+
+  getImage(id: string): ImageRecord | undefined {
+    const row = this.#getImage.get(id);
+    return row && toImage(row);
+  }
+
+  listImages(): ImageRecord[] {
+    return this.#allImages.all().map(toImage);
+  }
+
+  /** Up to two image ids starting with `sha256:<prefix>`; two means the prefix is ambiguous. */
+  imageIdsWithPrefix(hexPrefix: string): string[] {
+    const lo = `sha256:${hexPrefix}`;
+    const hi = `sha256:${hexPrefix}\uffff`;
+    return this.#idsByPrefix.all(lo, hi).map((r) => r.id);
+  }
+
+  getRef(ref: string): RefRecord | undefined {
+    const r = this.#getRef.get(ref);
+    return r && { ref: r.ref, imageId: r.image_id, kind: r.kind, createdAt: r.created_at };
+  }
+
+  refsOf(imageId: string): RefRecord[] {
+    return this.#refsOf.all(imageId).map((r) => ({ ref: r.ref, imageId: r.image_id, kind: r.kind, createdAt: r.created_at }));
+  }
+
+  allRefs(): RefRecord[] {
+    return this.#allRefs.all().map((r) => ({ ref: r.ref, imageId: r.image_id, kind: r.kind, createdAt: r.created_at }));
+  }
+
+  getLayer(chainId: string): LayerRecord | undefined {
+    const r = this.#getLayer.get(chainId);
+    return r && { chainId: r.chain_id, diffId: r.diff_id, parent: r.parent, size: r.size };
+  }
+
+  /** Number of images whose layer chain includes this layer. */
+  layerUsers(chainId: string): number {
+    return this.#layerUsers.get(chainId)?.n ?? 0;
+  }
+
+  /** Records layers, the image and its references in one transaction (the pull's commit point). */
+  saveImage(image: ImageRecord, layers: LayerRecord[], refs: { ref: string; kind: 'tag' | 'digest' }[]): void {
+    const now = Date.now();
+    this.#db.transaction(() => {
+      for (const l of layers) this.#putLayer.run(l.chainId, l.diffId, l.parent, l.size, now);
+      this.#putImage.run({
+        id: image.id,
+        config: image.config,
+        chainIds: JSON.stringify(image.chainIds),
+        layerBlobs: JSON.stringify(image.layerBlobs),
+        parent: image.parent,
+        size: image.size,
+        created: image.created,
+        addedAt: image.addedAt,
+      });
+      for (const r of refs) this.#putRef.run(r.ref, image.id, r.kind, now);
+    })();
+  }
+
+  putRef(ref: string, imageId: string, kind: 'tag' | 'digest'): void {
+    this.#putRef.run(ref, imageId, kind, Date.now());
+  }
+
+  deleteRef(ref: string): void {
+    this.#delRef.run(ref);
+  }
+
+  /** Deletes an image row (its refs go with it) and returns the layers no other image uses. */
+  deleteImage(id: string): string[] {
+    return this.#db.transaction(() => {
+      const img = this.getImage(id);
+      if (!img) return [];
+      this.#delImage.run(id);
+      const orphans: string[] = [];
+      for (const chainId of [...img.chainIds].reverse()) {
+        if (this.layerUsers(chainId) === 0) {
+          this.#delLayer.run(chainId);
+          orphans.push(chainId);
+        }
+      }
+      return orphans;
+    })();
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.#db.transaction(fn)();
+  }
+}
