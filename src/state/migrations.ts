@@ -30,4 +30,13 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX image_refs_image ON image_refs(image_id);
   `,
+  // 2: containers (the record is one JSON document; name is unique)
+  `
+  CREATE TABLE containers (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  `,
 ];
