@@ -1,0 +1,105 @@
+/**
+ * Plain node:http/https requests for registry traffic: keep-alive agents (one that verifies TLS,
+ * one that does not, for insecure registries), redirects that never carry credentials to another
+ * origin, and abort signals that close the socket.
+ */
+import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import https from 'node:https';
+import { BerthError, errorMessage } from '../lib/errors.js';
+import { describeRequest } from './registry-errors.js';
+
+export interface HttpRequest {
+  method: string;
+  url: URL;
+  headers?: OutgoingHttpHeaders;
+  body?: string | Buffer;
+  signal?: AbortSignal | undefined;
+  /** Verify TLS certificates (default true). */
+  tlsVerify?: boolean;
+  /** How many redirects to follow (default 0: return the 3xx response). */
+  maxRedirects?: number;
+  /** Fail when no response headers arrive within this time (ms). Never applies to bodies. */
+  headersTimeoutMs?: number;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const USER_AGENT = 'berth/0.1 (docker-compatible)';
+
+/** A request that failed before any HTTP status was received (DNS, connect, TLS, reset). */
+export class TransportError extends BerthError {
+  readonly code: string | undefined;
+  constructor(request: string, cause: unknown) {
+    super('internal', `${request}: ${errorMessage(cause)}`, { cause });
+    this.code = (cause as { code?: string } | null)?.code;
+  }
+}
+
+export class HttpTransport {
+  readonly #http = new http.Agent({ keepAlive: true });
+  readonly #https = new https.Agent({ keepAlive: true });
+  readonly #httpsInsecure = new https.Agent({ keepAlive: true, rejectUnauthorized: false });
+
+  /** Sends one request (following redirects when asked) and resolves with the response head. */
+  async request(req: HttpRequest): Promise<IncomingMessage> {
+    let url = req.url;
+    let method = req.method.toUpperCase();
+    let headers: OutgoingHttpHeaders = { 'user-agent': USER_AGENT, ...req.headers };
+    let body = req.body;
+    for (let hop = 0; ; hop++) {
+      const res = await this.#once(method, url, headers, body, req);
+      const location = res.headers.location;
+      if (!REDIRECTS.has(res.statusCode ?? 0) || location === undefined || hop >= (req.maxRedirects ?? 0)) return res;
+      res.resume();
+      const next = new URL(location, url);
+      if (next.protocol !== 'http:' && next.protocol !== 'https:') return res;
+      if (next.origin !== url.origin) {
+        // Credentials are for the registry only, never for a CDN or object store it points to.
+        headers = { ...headers };
+        delete headers.authorization;
+        delete headers.Authorization;
+      }
+      if (res.statusCode === 303 && method !== 'HEAD') {
+        method = 'GET';
+        body = undefined;
+      }
+      url = next;
+    }
+  }
+
+  #once(method: string, url: URL, headers: OutgoingHttpHeaders, body: string | Buffer | undefined, req: HttpRequest): Promise<IncomingMessage> {
+    const isHttps = url.protocol === 'https:';
+    const agent = !isHttps ? this.#http : req.tlsVerify === false ? this.#httpsInsecure : this.#https;
+    const what = describeRequest(method, url);
+    return new Promise((resolve, reject) => {
+      if (req.signal?.aborted) {
+        reject(req.signal.reason);
+        return;
+      }
+      const outHeaders = { ...headers };
+      if (body !== undefined) outHeaders['content-length'] = Buffer.byteLength(body);
+      const options: https.RequestOptions = { method, headers: outHeaders, agent };
+      if (req.signal) options.signal = req.signal;
+      const cr = (isHttps ? https : http).request(url, options);
+      let timer: NodeJS.Timeout | undefined;
+      if (req.headersTimeoutMs !== undefined) {
+        timer = setTimeout(() => cr.destroy(new Error(`timeout awaiting response headers after ${req.headersTimeoutMs} ms`)), req.headersTimeoutMs);
+      }
+      cr.on('response', (res) => {
+        clearTimeout(timer);
+        resolve(res);
+      });
+      cr.on('error', (err) => {
+        clearTimeout(timer);
+        reject(req.signal?.aborted ? req.signal.reason : new TransportError(what, err));
+      });
+      cr.end(body);
+    });
+  }
+
+  /** Closes idle keep-alive sockets; in-flight requests are left alone. */
+  close(): void {
+    this.#http.destroy();
+    this.#https.destroy();
+    this.#httpsInsecure.destroy();
+  }
+}
