@@ -130,6 +130,25 @@ describe('anonymous registry', () => {
   });
 });
 
+describe('TLS registry with a self-signed certificate on loopback', () => {
+  let reg: TestRegistry;
+  const client = new RegistryClient();
+  before(async () => {
+    reg = await startRegistry({ tls: true });
+  });
+  after(async () => {
+    client.close();
+    await reg?.stop();
+  });
+
+  test('is reached over HTTPS without verification', async () => {
+    const pushed = await pushImage(reg, 'berth-test/tls', 'v1');
+    const img = await client.resolve(parseReference(`${reg.host}/berth-test/tls:v1`), {});
+    assert.equal(img.endpoint, `https://${reg.host}/`);
+    await checkLayers(client, img, pushed);
+  });
+});
+
 describe('htpasswd (Basic) registry', () => {
   let reg: TestRegistry;
   const client = new RegistryClient();

@@ -41,6 +41,7 @@ export class RegistrySession {
   readonly #offline: boolean;
   #challenge: Challenge | undefined;
   #lastGrant: TokenGrant | undefined;
+  readonly #realmVerify = new Map<string, boolean>();
 
   private constructor(ctx: SessionContext, host: RegistryHost, endpoint: Endpoint, challenge: Challenge | undefined, opts: SessionOptions) {
     this.#ctx = ctx;
@@ -134,10 +135,26 @@ export class RegistrySession {
     if (ch.scheme === 'basic') return auth?.username !== undefined ? basicAuthorization(auth.username, auth.password ?? '') : undefined;
     if (auth?.registrytoken !== undefined) return `Bearer ${auth.registrytoken}`;
     const req = this.#tokenRequest(ch, signal);
-    const tlsVerify = !(await this.#ctx.hosts.isInsecure(new URL(req.realm).host));
+    const tlsVerify = await this.#realmTlsVerify(req.realm);
     const grant = await this.#ctx.tokens.get(TokenCache.key(req), () => fetchToken(this.#ctx.transport, { ...req, tlsVerify }));
     this.#lastGrant = grant;
     return `Bearer ${grant.token}`;
+  }
+
+  /** Token services on loopback or insecure hosts may use self-signed certificates too. */
+  async #realmTlsVerify(realm: string): Promise<boolean> {
+    let host: string;
+    try {
+      host = new URL(realm).host;
+    } catch {
+      return true; // fetchToken reports the bad realm
+    }
+    let verify = this.#realmVerify.get(host);
+    if (verify === undefined) {
+      verify = !(await this.#ctx.hosts.isInsecure(host));
+      this.#realmVerify.set(host, verify);
+    }
+    return verify;
   }
 
   #tokenRequest(ch: Challenge, signal: AbortSignal | undefined): Omit<TokenRequest, 'tlsVerify'> {

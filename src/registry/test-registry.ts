@@ -4,8 +4,9 @@
  * The shared harness lives in test/harness/; this is the registry module's private minimum.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { createServer as createNetServer } from 'node:net';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { connect, createServer as createNetServer } from 'node:net';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,7 +38,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function startRegistry(opts: { htpasswd?: Credentials; token?: { realm: string; service: string; issuer: string; certPem: string } } = {}): Promise<TestRegistry> {
+export async function startRegistry(opts: { htpasswd?: Credentials; token?: { realm: string; service: string; issuer: string; certPem: string }; tls?: boolean } = {}): Promise<TestRegistry> {
   const dir = mkdtempSync(join(tmpdir(), 'berth-registry-'));
   let proc: ChildProcess | undefined;
   try {
@@ -48,6 +49,12 @@ export async function startRegistry(opts: { htpasswd?: Credentials; token?: { re
       'storage:', '  filesystem:', `    rootdirectory: ${join(dir, 'data')}`,
       'http:', `  addr: 127.0.0.1:${port}`, `  secret: ${randomBytes(16).toString('hex')}`,
     ];
+    if (opts.tls) {
+      // Self-signed: only an insecure (unverified) HTTPS client can talk to it.
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt'),
+        '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+      lines.push('  tls:', `    certificate: ${join(dir, 'tls.crt')}`, `    key: ${join(dir, 'tls.key')}`);
+    }
     if (opts.htpasswd) {
       const entry = execFileSync('htpasswd', ['-Bbn', opts.htpasswd.user, opts.htpasswd.password], { encoding: 'utf8' });
       writeFileSync(join(dir, 'htpasswd'), entry.trim() + '\n');
@@ -65,17 +72,13 @@ export async function startRegistry(opts: { htpasswd?: Credentials; token?: { re
       log += d.toString();
       writeFileSync(logPath, log);
     });
-    const url = `http://127.0.0.1:${port}`;
+    const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
     const started = Date.now();
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`docker-registry exited (${proc.exitCode}): ${log}`);
-      try {
-        await fetch(`${url}/v2/`);
-        break;
-      } catch {
-        if (Date.now() - started > 15_000) throw new Error(`docker-registry did not start: ${log}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      if (await listening(port)) break;
+      if (Date.now() - started > 15_000) throw new Error(`docker-registry did not start: ${log}`);
+      await new Promise((r) => setTimeout(r, 50));
     }
     const p = proc;
     return { host: `127.0.0.1:${port}`, url, pid: p.pid!, stop: () => stopProcess(p).finally(() => rmSync(dir, { recursive: true, force: true })) };
@@ -84,6 +87,17 @@ export async function startRegistry(opts: { htpasswd?: Credentials; token?: { re
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect(port, '127.0.0.1');
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
 }
 
 function stopProcess(p: ChildProcess): Promise<void> {
@@ -107,19 +121,35 @@ function authHeader(auth?: Credentials | string): Record<string, string> {
 /** Monolithic upload: POST for a session, then PUT with the digest and the bytes. */
 export async function pushBlob(reg: { url: string }, repo: string, data: Buffer, mediaType: string, auth?: Credentials | string): Promise<Descriptor> {
   const digest = sha256Of(data);
-  const start = await fetch(`${reg.url}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: authHeader(auth) });
-  if (start.status !== 202) throw new Error(`upload start: ${start.status} ${await start.text()}`);
-  const loc = new URL(start.headers.get('location')!, reg.url);
+  const start = await call('POST', new URL(`/v2/${repo}/blobs/uploads/`, reg.url), authHeader(auth));
+  if (start.status !== 202) throw new Error(`upload start: ${start.status} ${start.body}`);
+  const loc = new URL(start.headers.location as string, reg.url);
   loc.searchParams.set('digest', digest);
-  const put = await fetch(loc, { method: 'PUT', body: new Uint8Array(data), headers: { ...authHeader(auth), 'content-type': 'application/octet-stream' } });
-  if (put.status !== 201) throw new Error(`upload put: ${put.status} ${await put.text()}`);
+  const put = await call('PUT', loc, { ...authHeader(auth), 'content-type': 'application/octet-stream' }, data);
+  if (put.status !== 201) throw new Error(`upload put: ${put.status} ${put.body}`);
   return { mediaType, digest, size: data.length };
 }
 
 export async function pushManifest(reg: { url: string }, repo: string, reference: string, body: Buffer, mediaType: string, auth?: Credentials | string): Promise<Digest> {
-  const res = await fetch(`${reg.url}/v2/${repo}/manifests/${reference}`, { method: 'PUT', body: new Uint8Array(body), headers: { ...authHeader(auth), 'content-type': mediaType } });
-  if (res.status !== 201) throw new Error(`manifest put: ${res.status} ${await res.text()}`);
+  const res = await call('PUT', new URL(`/v2/${repo}/manifests/${reference}`, reg.url), { ...authHeader(auth), 'content-type': mediaType }, body);
+  if (res.status !== 201) throw new Error(`manifest put: ${res.status} ${res.body}`);
   return sha256Of(body);
+}
+
+/** One request; TLS is not verified (test registries use self-signed certificates). */
+function call(method: string, url: URL, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, headers, rejectUnauthorized: false });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      res.on('error', reject);
+    });
+    req.end(body);
+  });
 }
 
 export interface PushedImage {
