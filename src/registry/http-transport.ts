@@ -1,12 +1,17 @@
 /**
- * Plain node:http/https requests for registry traffic: keep-alive agents (one that verifies TLS,
- * one that does not, for insecure registries), redirects that never carry credentials to another
- * origin, and abort signals that close the socket.
+ * Plain node:http/https requests for registry traffic: keep-alive agents (one per TLS setting:
+ * verified against the system CAs plus a registry's certs.d files, or unverified for insecure
+ * registries), redirects that never carry credentials to another origin, and abort signals
+ * that close the socket.
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { BerthError, errorMessage } from '../lib/errors.js';
+import type { HostTls } from './certs-dir.js';
 import { describeRequest } from './registry-errors.js';
+import { systemCas } from './system-cas.js';
+import { transportErrorText } from './tls-error-text.js';
 
 export interface HttpRequest {
   method: string;
@@ -16,6 +21,8 @@ export interface HttpRequest {
   signal?: AbortSignal | undefined;
   /** Verify TLS certificates (default true). */
   tlsVerify?: boolean;
+  /** Extra CAs and a client certificate for this host (certs.d); kept across redirects. */
+  tls?: HostTls | undefined;
   /** How many redirects to follow (default 0: return the 3xx response). */
   maxRedirects?: number;
   /** Fail when no response headers arrive within this time (ms). Never applies to bodies. */
@@ -29,15 +36,15 @@ const USER_AGENT = 'berth/0.1 (docker-compatible)';
 export class TransportError extends BerthError {
   readonly code: string | undefined;
   constructor(request: string, cause: unknown) {
-    super('internal', `${request}: ${errorMessage(cause)}`, { cause });
+    super('internal', `${request}: ${transportErrorText(cause)}`, { cause });
     this.code = (cause as { code?: string } | null)?.code;
   }
 }
 
 export class HttpTransport {
   readonly #http = new http.Agent({ keepAlive: true });
-  readonly #https = new https.Agent({ keepAlive: true });
-  readonly #httpsInsecure = new https.Agent({ keepAlive: true, rejectUnauthorized: false });
+  /** By verification mode and certs.d material (HostTls.id). */
+  readonly #https = new Map<string, https.Agent>();
 
   /** Sends one request (following redirects when asked) and resolves with the response head. */
   async request(req: HttpRequest): Promise<IncomingMessage> {
@@ -68,11 +75,17 @@ export class HttpTransport {
 
   #once(method: string, url: URL, headers: OutgoingHttpHeaders, body: string | Buffer | undefined, req: HttpRequest): Promise<IncomingMessage> {
     const isHttps = url.protocol === 'https:';
-    const agent = !isHttps ? this.#http : req.tlsVerify === false ? this.#httpsInsecure : this.#https;
     const what = describeRequest(method, url);
     return new Promise((resolve, reject) => {
       if (req.signal?.aborted) {
         reject(req.signal.reason);
+        return;
+      }
+      let agent: http.Agent;
+      try {
+        agent = isHttps ? this.#httpsAgent(req.tlsVerify !== false, req.tls) : this.#http;
+      } catch (err) {
+        reject(err);
         return;
       }
       const outHeaders = { ...headers };
@@ -96,10 +109,33 @@ export class HttpTransport {
     });
   }
 
+  /**
+   * One agent per TLS setting, so its secure context (a few hundred parsed roots) is built once
+   * and its pooled connections never serve a request that wants other certificates.
+   */
+  #httpsAgent(verify: boolean, tls: HostTls | undefined): https.Agent {
+    const key = `${verify ? 'verify' : 'skip-verify'}:${tls?.id ?? ''}`;
+    let agent = this.#https.get(key);
+    if (agent) return agent;
+    let secureContext;
+    try {
+      secureContext = createSecureContext({
+        ...(verify ? { ca: [...systemCas(), ...(tls?.ca ?? [])] } : {}),
+        ...(tls?.cert !== undefined ? { cert: tls.cert, key: tls.key } : {}),
+      });
+    } catch (err) {
+      const where = tls ? ` in ${tls.dir}` : '';
+      throw new BerthError('invalid-argument', `unable to use the TLS certificates${where}: ${errorMessage(err)}`, { cause: err });
+    }
+    agent = new https.Agent({ keepAlive: true, rejectUnauthorized: verify, secureContext });
+    this.#https.set(key, agent);
+    return agent;
+  }
+
   /** Closes idle keep-alive sockets; in-flight requests are left alone. */
   close(): void {
     this.#http.destroy();
-    this.#https.destroy();
-    this.#httpsInsecure.destroy();
+    for (const agent of this.#https.values()) agent.destroy();
+    this.#https.clear();
   }
 }

@@ -1,5 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { lookup } from 'node:dns/promises';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { RegistryHosts } from './registry-hosts.js';
 
 test('loopback and configured registries are insecure; Docker Hub never is', async () => {
@@ -34,4 +38,35 @@ test('mirrors: Docker Hub pulls only, in order, https:// by default, Hub last', 
   ]);
   assert.deepEqual((await h.pullHosts('quay.example')).map((x) => x.name), ['quay.example']);
   assert.throws(() => new RegistryHosts({ mirrors: ['ftp://x'] }), { name: 'BerthError' });
+});
+
+test('names that resolve to loopback get verified TLS unless a configured CIDR covers them', async (t) => {
+  const name = hostname();
+  const { address } = await lookup(name).catch(() => ({ address: '' }));
+  if (!address.startsWith('127.') && address !== '::1') return t.skip(`${name} does not resolve to loopback here`);
+  assert.equal(await new RegistryHosts().isInsecure(`${name}:5000`), false);
+  const family = address.includes(':') ? '::1/128' : '127.0.0.0/8';
+  assert.equal(await new RegistryHosts({ insecureRegistries: [family] }).isInsecure(`${name}:5000`), true);
+});
+
+test('certs.d files travel with the HTTPS endpoints of their host', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'berth-certsd-'));
+  try {
+    mkdirSync(join(root, 'reg.example:5000'));
+    writeFileSync(join(root, 'reg.example:5000', 'ca.crt'), 'CA PEM');
+    writeFileSync(join(root, 'reg.example:5000', 'client.cert'), 'CERT PEM');
+    writeFileSync(join(root, 'reg.example:5000', 'client.key'), 'KEY PEM');
+    mkdirSync(join(root, '127.0.0.1:5000'));
+    writeFileSync(join(root, '127.0.0.1:5000', 'extra.crt'), 'LOCAL CA');
+    const h = new RegistryHosts({ certsDir: root });
+    const [ep] = (await h.host('reg.example:5000')).endpoints;
+    assert.deepEqual([ep!.tls?.ca, ep!.tls?.cert, ep!.tls?.key], [['CA PEM'], 'CERT PEM', 'KEY PEM']);
+    const local = (await h.host('127.0.0.1:5000')).endpoints;
+    assert.deepEqual(local.map((e) => e.tls?.ca), [['LOCAL CA'], undefined]);
+    assert.equal((await h.host('other.example')).endpoints[0]!.tls, undefined);
+    // The certs root is never left through a crafted name.
+    assert.equal(await h.tlsFor('..'), undefined);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

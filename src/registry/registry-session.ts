@@ -6,6 +6,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { log } from '../lib/log.js';
 import type { AuthConfig } from './auth-config.js';
+import { withExtraCas, type HostTls } from './certs-dir.js';
 import { TransportError, type HttpTransport } from './http-transport.js';
 import type { Endpoint, RegistryHost, RegistryHosts } from './registry-hosts.js';
 import { basicAuthorization, fetchToken, TokenCache, type TokenGrant, type TokenRequest } from './token-auth.js';
@@ -41,7 +42,7 @@ export class RegistrySession {
   readonly #offline: boolean;
   #challenge: Challenge | undefined;
   #lastGrant: TokenGrant | undefined;
-  readonly #realmVerify = new Map<string, boolean>();
+  readonly #realmTls = new Map<string, { tlsVerify: boolean; tls: HostTls | undefined }>();
 
   private constructor(ctx: SessionContext, host: RegistryHost, endpoint: Endpoint, challenge: Challenge | undefined, opts: SessionOptions) {
     this.#ctx = ctx;
@@ -65,7 +66,8 @@ export class RegistrySession {
       let res: IncomingMessage;
       try {
         res = await ctx.transport.request({
-          method: 'GET', url, headers: { ...opts.headers }, signal: opts.signal, tlsVerify: endpoint.tlsVerify, headersTimeoutMs: PING_TIMEOUT_MS,
+          method: 'GET', url, headers: { ...opts.headers }, signal: opts.signal, tlsVerify: endpoint.tlsVerify, tls: endpoint.tls,
+          headersTimeoutMs: PING_TIMEOUT_MS,
         });
       } catch (err) {
         if (!(err instanceof TransportError)) throw err;
@@ -110,7 +112,7 @@ export class RegistrySession {
       const authorization = await this.#authorization(opts.signal);
       if (authorization !== undefined) headers.authorization = authorization;
       const res = await this.#ctx.transport.request({
-        method, url, headers, signal: opts.signal, tlsVerify: this.endpoint.tlsVerify,
+        method, url, headers, signal: opts.signal, tlsVerify: this.endpoint.tlsVerify, tls: this.endpoint.tls,
         maxRedirects: opts.maxRedirects ?? 5, headersTimeoutMs: opts.headersTimeoutMs ?? REQUEST_HEADERS_TIMEOUT_MS,
       });
       if (res.statusCode !== 401 || attempt > 0) return res;
@@ -135,29 +137,33 @@ export class RegistrySession {
     if (ch.scheme === 'basic') return auth?.username !== undefined ? basicAuthorization(auth.username, auth.password ?? '') : undefined;
     if (auth?.registrytoken !== undefined) return `Bearer ${auth.registrytoken}`;
     const req = this.#tokenRequest(ch, signal);
-    const tlsVerify = await this.#realmTlsVerify(req.realm);
-    const grant = await this.#ctx.tokens.get(TokenCache.key(req), () => fetchToken(this.#ctx.transport, { ...req, tlsVerify }));
+    const tls = await this.#realmTlsFor(req.realm);
+    const grant = await this.#ctx.tokens.get(TokenCache.key(req), () => fetchToken(this.#ctx.transport, { ...req, ...tls }));
     this.#lastGrant = grant;
     return `Bearer ${grant.token}`;
   }
 
-  /** Token services on loopback or insecure hosts may use self-signed certificates too. */
-  async #realmTlsVerify(realm: string): Promise<boolean> {
+  /**
+   * Token services on loopback or insecure hosts may use self-signed certificates too. A token
+   * service has its own certs.d directory, and is trusted when the registry's CAs sign it.
+   */
+  async #realmTlsFor(realm: string): Promise<{ tlsVerify: boolean; tls: HostTls | undefined }> {
     let host: string;
     try {
       host = new URL(realm).host;
     } catch {
-      return true; // fetchToken reports the bad realm
+      return { tlsVerify: true, tls: undefined }; // fetchToken reports the bad realm
     }
-    let verify = this.#realmVerify.get(host);
-    if (verify === undefined) {
-      verify = !(await this.#ctx.hosts.isInsecure(host));
-      this.#realmVerify.set(host, verify);
+    let settings = this.#realmTls.get(host);
+    if (settings === undefined) {
+      const own = host === this.endpoint.base.host ? this.endpoint.tls : await this.#ctx.hosts.tlsFor(host);
+      settings = { tlsVerify: !(await this.#ctx.hosts.isInsecure(host)), tls: withExtraCas(own, this.endpoint.tls) };
+      this.#realmTls.set(host, settings);
     }
-    return verify;
+    return settings;
   }
 
-  #tokenRequest(ch: Challenge, signal: AbortSignal | undefined): Omit<TokenRequest, 'tlsVerify'> {
+  #tokenRequest(ch: Challenge, signal: AbortSignal | undefined): Omit<TokenRequest, 'tlsVerify' | 'tls'> {
     return {
       realm: ch.params.realm ?? '',
       service: ch.params.service,

@@ -1,6 +1,7 @@
 /**
  * TEST ONLY. A real Debian `docker-registry` on 127.0.0.1 with a temp storage dir, optionally
- * behind htpasswd or a token service, plus helpers to push small images over HTTP.
+ * behind htpasswd or a token service and TLS (self-signed, or given files with optional
+ * client-certificate auth), plus helpers to push small images.
  * The shared harness lives in test/harness/; this is the registry module's private minimum.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
@@ -27,33 +28,57 @@ export interface Credentials {
   password: string;
 }
 
-export function freePort(): Promise<number> {
+export function freePort(address = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createNetServer();
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
+    s.listen(0, address, () => {
       const port = (s.address() as { port: number }).port;
       s.close(() => resolve(port));
     });
   });
 }
 
-export async function startRegistry(opts: { htpasswd?: Credentials; token?: { realm: string; service: string; issuer: string; certPem: string }; tls?: boolean } = {}): Promise<TestRegistry> {
+export interface RegistryTlsFiles {
+  /** PEM paths of the server certificate (chain) and key. */
+  cert: string;
+  key: string;
+  /** PEM paths of CAs whose client certificates are required (`http.tls.clientcas`). */
+  clientCas?: string[];
+}
+
+export interface StartRegistryOptions {
+  htpasswd?: Credentials;
+  token?: { realm: string; service: string; issuer: string; certPem: string };
+  /** true: a self-signed certificate for 127.0.0.1; or the given files. */
+  tls?: boolean | RegistryTlsFiles;
+  /** Address to listen on (default 127.0.0.1; any loopback address). */
+  address?: string;
+  /** Name clients use in `host` and `url` (default: the address). */
+  hostname?: string;
+}
+
+export async function startRegistry(opts: StartRegistryOptions = {}): Promise<TestRegistry> {
   const dir = mkdtempSync(join(tmpdir(), 'berth-registry-'));
   let proc: ChildProcess | undefined;
   try {
-    const port = await freePort();
+    const address = opts.address ?? '127.0.0.1';
+    const port = await freePort(address);
+    const bracketed = address.includes(':') ? `[${address}]` : address;
     const lines = [
       'version: 0.1',
       'log:', '  level: error', '  accesslog:', '    disabled: true',
       'storage:', '  filesystem:', `    rootdirectory: ${join(dir, 'data')}`,
-      'http:', `  addr: 127.0.0.1:${port}`, `  secret: ${randomBytes(16).toString('hex')}`,
+      'http:', `  addr: ${bracketed}:${port}`, `  secret: ${randomBytes(16).toString('hex')}`,
     ];
-    if (opts.tls) {
+    if (opts.tls === true) {
       // Self-signed: only an insecure (unverified) HTTPS client can talk to it.
       execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt'),
         '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
       lines.push('  tls:', `    certificate: ${join(dir, 'tls.crt')}`, `    key: ${join(dir, 'tls.key')}`);
+    } else if (opts.tls) {
+      lines.push('  tls:', `    certificate: ${opts.tls.cert}`, `    key: ${opts.tls.key}`);
+      if (opts.tls.clientCas?.length) lines.push('    clientcas:', ...opts.tls.clientCas.map((p) => `      - ${p}`));
     }
     if (opts.htpasswd) {
       const entry = execFileSync('htpasswd', ['-Bbn', opts.htpasswd.user, opts.htpasswd.password], { encoding: 'utf8' });
@@ -72,16 +97,17 @@ export async function startRegistry(opts: { htpasswd?: Credentials; token?: { re
       log += d.toString();
       writeFileSync(logPath, log);
     });
-    const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+    const name = opts.hostname ?? bracketed;
+    const url = `${opts.tls ? 'https' : 'http'}://${name}:${port}`;
     const started = Date.now();
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`docker-registry exited (${proc.exitCode}): ${log}`);
-      if (await listening(port)) break;
+      if (await listening(port, address)) break;
       if (Date.now() - started > 15_000) throw new Error(`docker-registry did not start: ${log}`);
       await new Promise((r) => setTimeout(r, 50));
     }
     const p = proc;
-    return { host: `127.0.0.1:${port}`, url, pid: p.pid!, stop: () => stopProcess(p).finally(() => rmSync(dir, { recursive: true, force: true })) };
+    return { host: `${name}:${port}`, url, pid: p.pid!, stop: () => stopProcess(p).finally(() => rmSync(dir, { recursive: true, force: true })) };
   } catch (err) {
     if (proc) await stopProcess(proc);
     rmSync(dir, { recursive: true, force: true });
@@ -89,9 +115,9 @@ export async function startRegistry(opts: { htpasswd?: Credentials; token?: { re
   }
 }
 
-function listening(port: number): Promise<boolean> {
+function listening(port: number, address: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const sock = connect(port, '127.0.0.1');
+    const sock = connect(port, address);
     sock.once('connect', () => {
       sock.destroy();
       resolve(true);
@@ -118,28 +144,34 @@ function authHeader(auth?: Credentials | string): Record<string, string> {
   return { authorization: `Basic ${Buffer.from(`${auth.user}:${auth.password}`).toString('base64')}` };
 }
 
+/** Where pushes go; `clientCert` (PEM) for registries that require one. */
+export interface PushTarget {
+  url: string;
+  clientCert?: { cert: string; key: string };
+}
+
 /** Monolithic upload: POST for a session, then PUT with the digest and the bytes. */
-export async function pushBlob(reg: { url: string }, repo: string, data: Buffer, mediaType: string, auth?: Credentials | string): Promise<Descriptor> {
+export async function pushBlob(reg: PushTarget, repo: string, data: Buffer, mediaType: string, auth?: Credentials | string): Promise<Descriptor> {
   const digest = sha256Of(data);
-  const start = await call('POST', new URL(`/v2/${repo}/blobs/uploads/`, reg.url), authHeader(auth));
+  const start = await call(reg, 'POST', new URL(`/v2/${repo}/blobs/uploads/`, reg.url), authHeader(auth));
   if (start.status !== 202) throw new Error(`upload start: ${start.status} ${start.body}`);
   const loc = new URL(start.headers.location as string, reg.url);
   loc.searchParams.set('digest', digest);
-  const put = await call('PUT', loc, { ...authHeader(auth), 'content-type': 'application/octet-stream' }, data);
+  const put = await call(reg, 'PUT', loc, { ...authHeader(auth), 'content-type': 'application/octet-stream' }, data);
   if (put.status !== 201) throw new Error(`upload put: ${put.status} ${put.body}`);
   return { mediaType, digest, size: data.length };
 }
 
-export async function pushManifest(reg: { url: string }, repo: string, reference: string, body: Buffer, mediaType: string, auth?: Credentials | string): Promise<Digest> {
-  const res = await call('PUT', new URL(`/v2/${repo}/manifests/${reference}`, reg.url), { ...authHeader(auth), 'content-type': mediaType }, body);
+export async function pushManifest(reg: PushTarget, repo: string, reference: string, body: Buffer, mediaType: string, auth?: Credentials | string): Promise<Digest> {
+  const res = await call(reg, 'PUT', new URL(`/v2/${repo}/manifests/${reference}`, reg.url), { ...authHeader(auth), 'content-type': mediaType }, body);
   if (res.status !== 201) throw new Error(`manifest put: ${res.status} ${res.body}`);
   return sha256Of(body);
 }
 
 /** One request; TLS is not verified (test registries use self-signed certificates). */
-function call(method: string, url: URL, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+function call(reg: PushTarget, method: string, url: URL, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, headers, rejectUnauthorized: false });
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, headers, rejectUnauthorized: false, ...reg.clientCert });
     req.on('error', reject);
     req.on('response', (res) => {
       let text = '';
@@ -161,7 +193,7 @@ export interface PushedImage {
 }
 
 /** Pushes a one- or two-layer image (layers are opaque random bytes: the registry does not look). */
-export async function pushImage(reg: { url: string }, repo: string, tag: string | undefined, opts: { platform?: Platform; layerSizes?: number[]; auth?: Credentials | string; oci?: boolean } = {}): Promise<PushedImage> {
+export async function pushImage(reg: PushTarget, repo: string, tag: string | undefined, opts: { platform?: Platform; layerSizes?: number[]; auth?: Credentials | string; oci?: boolean } = {}): Promise<PushedImage> {
   const platform = opts.platform ?? { os: 'linux', architecture: 'amd64' };
   const layers = [];
   for (const size of opts.layerSizes ?? [1024]) {
@@ -180,7 +212,7 @@ export async function pushImage(reg: { url: string }, repo: string, tag: string 
 }
 
 /** Pushes an index over already pushed manifests. */
-export async function pushIndex(reg: { url: string }, repo: string, tag: string, manifests: Descriptor[], auth?: Credentials | string): Promise<{ digest: Digest; bytes: Buffer }> {
+export async function pushIndex(reg: PushTarget, repo: string, tag: string, manifests: Descriptor[], auth?: Credentials | string): Promise<{ digest: Digest; bytes: Buffer }> {
   const bytes = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaType.ociIndex, manifests }));
   return { digest: await pushManifest(reg, repo, tag, bytes, MediaType.ociIndex, auth), bytes };
 }

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { BerthError, invalidArgument } from '../lib/errors.js';
 import type { AuthConfig } from './auth-config.js';
+import type { HostTls } from './certs-dir.js';
 import type { HttpTransport } from './http-transport.js';
 import { errorFromResponse, readLimited, RegistryStatusError } from './registry-errors.js';
 
@@ -19,6 +20,8 @@ export interface TokenRequest {
   /** Ask for a refresh token (docker login does, to hand back an IdentityToken). */
   offline?: boolean;
   tlsVerify: boolean;
+  /** The token service's certs.d material (plus the registry's CAs). */
+  tls?: HostTls | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -64,7 +67,7 @@ export async function fetchToken(transport: HttpTransport, req: TokenRequest): P
     url.searchParams.set('offline_token', 'true');
     url.searchParams.set('client_id', CLIENT_ID);
   }
-  const res = await transport.request({ method: 'GET', url, headers, signal: req.signal, tlsVerify: req.tlsVerify, maxRedirects: 5, headersTimeoutMs: 60_000 });
+  const res = await transport.request({ method: 'GET', url, headers, signal: req.signal, tlsVerify: req.tlsVerify, tls: req.tls, maxRedirects: 5, headersTimeoutMs: 60_000 });
   return grantFrom(res, 'GET', url, started);
 }
 
@@ -74,7 +77,7 @@ function postOAuth(transport: HttpTransport, realm: URL, req: TokenRequest, refr
   if (req.scopes.length > 0) form.set('scope', req.scopes.join(' '));
   if (req.offline) form.set('access_type', 'offline');
   return transport.request({
-    method: 'POST', url: realm, body: form.toString(), signal: req.signal, tlsVerify: req.tlsVerify, headersTimeoutMs: 60_000,
+    method: 'POST', url: realm, body: form.toString(), signal: req.signal, tlsVerify: req.tlsVerify, tls: req.tls, headersTimeoutMs: 60_000,
     headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
   });
 }
