@@ -4,6 +4,7 @@
  */
 import { readFileSync, existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { parseTcpAddress } from './lib/tcp-address.js';
 
 export interface DaemonConfig {
   hosts: string[];
@@ -17,6 +18,15 @@ export interface DaemonConfig {
   logLevel: string;
   logOpts: Record<string, string>;
   group: string;
+  /** Serve tcp:// hosts over TLS (implied by tlsVerify). */
+  tls: boolean;
+  /** Serve tcp:// hosts over TLS and admit only clients with a certificate signed by tlsCaCert. */
+  tlsVerify: boolean;
+  tlsCaCert: string;
+  tlsCert: string;
+  tlsKey: string;
+  /** Accept tcp:// hosts without client certificate verification (anyone who connects is root). */
+  allowOpenTcp: boolean;
 }
 
 export const DEFAULT_CONFIG: DaemonConfig = {
@@ -31,6 +41,12 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   logLevel: 'info',
   logOpts: {},
   group: 'docker',
+  tls: false,
+  tlsVerify: false,
+  tlsCaCert: '/etc/berth/tls/ca.pem',
+  tlsCert: '/etc/berth/tls/cert.pem',
+  tlsKey: '/etc/berth/tls/key.pem',
+  allowOpenTcp: false,
 };
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -48,9 +64,19 @@ Options:
       --default-runtime string    OCI runtime for containers: crun or runc (default crun)
       --log-level string          debug, info, warn, error, fatal (default info)
       --log-opt list              Default container log options (max-size=10m, max-file=3)
-      --group string              Group owning the unix socket, if it exists (default docker)
+      --group string              Group owning the unix socket (name or GID; default docker, if it exists)
+      --tls                       Serve tcp:// hosts over TLS (implied by --tlsverify)
+      --tlsverify                 Serve tcp:// hosts over TLS; admit only client certificates signed by --tlscacert
+      --tlscacert string          CA for client certificates (default /etc/berth/tls/ca.pem)
+      --tlscert string            Server certificate for tcp:// hosts (default /etc/berth/tls/cert.pem)
+      --tlskey string             Server key for tcp:// hosts (default /etc/berth/tls/key.pem)
+      --allow-open-tcp            Allow tcp:// hosts without --tlsverify: whoever connects controls this host
   -h, --help                      Print usage
   -v, --version                   Print version
+
+Environment:
+  BERTH_CERTS_D                   Root of per-registry TLS files, <host[:port]>/{*.crt,*.cert,*.key}
+                                  (default /etc/berth/certs.d)
 `;
 
 /** daemon.json keys, as in dockerd's file. Unknown keys are rejected so typos do not pass silently. */
@@ -65,13 +91,40 @@ const FILE_KEYS: Record<string, keyof DaemonConfig> = {
   'log-level': 'logLevel',
   'log-opts': 'logOpts',
   group: 'group',
+  tls: 'tls',
+  tlsverify: 'tlsVerify',
+  tlscacert: 'tlsCaCert',
+  tlscert: 'tlsCert',
+  tlskey: 'tlsKey',
+  'allow-open-tcp': 'allowOpenTcp',
 };
+
+/** Boolean flags that, as in dockerd, also take `--flag=true` / `--flag=false`. */
+const BOOL_FLAGS = { tls: 'tls', tlsverify: 'tlsVerify', 'allow-open-tcp': 'allowOpenTcp' } as const;
+
+/** Pulls `--flag=true|false` for BOOL_FLAGS out of argv (parseArgs refuses values on booleans). */
+function splitBoolAssignments(argv: string[]): { args: string[]; explicit: Map<keyof typeof BOOL_FLAGS, boolean> } {
+  const explicit = new Map<keyof typeof BOOL_FLAGS, boolean>();
+  const args: string[] = [];
+  for (const arg of argv) {
+    const m = /^--([a-z-]+)=(.*)$/.exec(arg);
+    if (m && m[1]! in BOOL_FLAGS) {
+      const v = m[2]!.toLowerCase();
+      if (v !== 'true' && v !== 'false' && v !== '1' && v !== '0') throw new ConfigError(`invalid boolean value ${JSON.stringify(m[2])} for --${m[1]}`);
+      explicit.set(m[1] as keyof typeof BOOL_FLAGS, v === 'true' || v === '1');
+    } else {
+      args.push(arg);
+    }
+  }
+  return { args, explicit };
+}
 
 export class ConfigError extends Error {}
 
 export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
+  const { args, explicit } = splitBoolAssignments(argv);
   const { values } = parseArgs({
-    args: argv,
+    args,
     allowPositionals: false,
     options: {
       host: { type: 'string', short: 'H', multiple: true },
@@ -85,6 +138,12 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
       'log-level': { type: 'string', short: 'l' },
       'log-opt': { type: 'string', multiple: true },
       group: { type: 'string', short: 'G' },
+      tls: { type: 'boolean' },
+      tlsverify: { type: 'boolean' },
+      tlscacert: { type: 'string' },
+      tlscert: { type: 'string' },
+      tlskey: { type: 'string' },
+      'allow-open-tcp': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -109,7 +168,14 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
   if (values['insecure-registry']?.length) cfg.insecureRegistries = values['insecure-registry'];
   if (values['default-runtime']) cfg.defaultRuntime = values['default-runtime'] as DaemonConfig['defaultRuntime'];
   if (values['log-level']) cfg.logLevel = values['log-level'];
-  if (values.group) cfg.group = values.group;
+  if (values.group !== undefined) cfg.group = values.group;
+  for (const [flag, field] of Object.entries(BOOL_FLAGS) as Array<[keyof typeof BOOL_FLAGS, (typeof BOOL_FLAGS)[keyof typeof BOOL_FLAGS]]>) {
+    const v = explicit.get(flag) ?? values[flag];
+    if (v !== undefined) cfg[field] = v;
+  }
+  if (values.tlscacert) cfg.tlsCaCert = values.tlscacert;
+  if (values.tlscert) cfg.tlsCert = values.tlscert;
+  if (values.tlskey) cfg.tlsKey = values.tlskey;
   for (const opt of values['log-opt'] ?? []) {
     const eq = opt.indexOf('=');
     if (eq <= 0) throw new ConfigError(`invalid log-opt: ${opt}`);
@@ -145,9 +211,30 @@ function validate(cfg: DaemonConfig): void {
   if (cfg.defaultRuntime !== 'crun' && cfg.defaultRuntime !== 'runc') {
     throw new ConfigError(`default-runtime must be crun or runc, not ${JSON.stringify(cfg.defaultRuntime)}`);
   }
+  for (const k of ['tls', 'tlsVerify', 'allowOpenTcp'] as const) {
+    if (typeof cfg[k] !== 'boolean') throw new ConfigError(`${k.toLowerCase()} must be true or false`);
+  }
+  for (const k of ['tlsCaCert', 'tlsCert', 'tlsKey', 'group'] as const) {
+    if (typeof cfg[k] !== 'string') throw new ConfigError(`${k.toLowerCase()} must be a string`);
+  }
+  // As in dockerd, verifying clients implies serving TLS.
+  if (cfg.tlsVerify) cfg.tls = true;
   for (const h of cfg.hosts) {
     if (!h.startsWith('unix://') && !h.startsWith('tcp://') && !h.startsWith('/')) {
       throw new ConfigError(`invalid host address ${JSON.stringify(h)}: use unix:///path or tcp://host:port`);
+    }
+    if (!h.startsWith('tcp://')) continue;
+    try {
+      parseTcpAddress(h, cfg.tls);
+    } catch (err) {
+      throw new ConfigError((err as Error).message);
+    }
+    // The API is root on this host: an unauthenticated TCP socket must be asked for by name.
+    if (!cfg.tlsVerify && !cfg.allowOpenTcp) {
+      throw new ConfigError(
+        `refusing to listen on ${h} without --tlsverify: anyone who can connect to it controls this host as root. ` +
+          'Use --tlsverify with --tlscacert, --tlscert and --tlskey, or pass --allow-open-tcp to accept an open socket',
+      );
     }
   }
   for (const k of ['dataRoot', 'execRoot', 'pidfile'] as const) {
