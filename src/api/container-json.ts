@@ -1,0 +1,265 @@
+/** Docker's JSON shapes for containers: inspect and list entries, built from the engine's record. */
+import type { ContainerRecord } from '../engine/container-model.js';
+import type { ImageService } from '../engine/images.js';
+import { versionBefore } from './api-version.js';
+
+export function stateJson(c: ContainerRecord): Record<string, unknown> {
+  const s = c.state;
+  const out: Record<string, unknown> = {
+    Status: s.status,
+    Running: s.status === 'running' || s.status === 'paused' || s.status === 'restarting',
+    Paused: s.status === 'paused',
+    Restarting: s.status === 'restarting',
+    OOMKilled: s.oomKilled,
+    Dead: s.status === 'dead',
+    Pid: s.pid,
+    ExitCode: s.exitCode,
+    Error: s.error,
+    StartedAt: s.startedAt,
+    FinishedAt: s.finishedAt,
+  };
+  if (s.health) out.Health = { Status: s.health.status, FailingStreak: s.health.failingStreak, Log: s.health.log };
+  return out;
+}
+
+function portsJson(c: ContainerRecord): Record<string, unknown> {
+  const ports: Record<string, unknown> = {};
+  for (const p of Object.keys(c.config.ExposedPorts ?? {})) ports[p] = null;
+  if (c.state.status === 'running' || c.state.status === 'paused') Object.assign(ports, c.network.ports);
+  return ports;
+}
+
+function networksJson(c: ContainerRecord): Record<string, unknown> {
+  const nets: Record<string, unknown> = {};
+  const running = c.state.status === 'running' || c.state.status === 'paused';
+  for (const [name, ep] of Object.entries(c.network.endpoints)) nets[name] = running ? ep : { ...ep, IPAddress: '', Gateway: '', MacAddress: '', IPPrefixLen: 0, EndpointID: '' };
+  if (Object.keys(nets).length === 0 && c.hostConfig.NetworkMode && !c.hostConfig.NetworkMode.startsWith('container:')) {
+    const mode = c.hostConfig.NetworkMode === 'default' ? 'bridge' : c.hostConfig.NetworkMode;
+    nets[mode] = { IPAMConfig: null, Links: null, Aliases: null, MacAddress: '', NetworkID: '', EndpointID: '', Gateway: '', IPAddress: '', IPPrefixLen: 0, IPv6Gateway: '', GlobalIPv6Address: '', GlobalIPv6PrefixLen: 0, DriverOpts: null, DNSNames: null };
+  }
+  return nets;
+}
+
+export function networkSettingsJson(c: ContainerRecord, version: string): Record<string, unknown> {
+  const networks = networksJson(c);
+  const primary = (networks.bridge ?? Object.values(networks)[0] ?? {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = {
+    Bridge: '',
+    SandboxID: c.network.sandboxKey ? c.id : '',
+    SandboxKey: c.network.sandboxKey,
+    Ports: portsJson(c),
+    HairpinMode: false,
+    LinkLocalIPv6Address: '',
+    LinkLocalIPv6PrefixLen: 0,
+    SecondaryIPAddresses: null,
+    SecondaryIPv6Addresses: null,
+    EndpointID: primary.EndpointID ?? '',
+    Gateway: primary.Gateway ?? '',
+    GlobalIPv6Address: '',
+    GlobalIPv6PrefixLen: 0,
+    IPAddress: primary.IPAddress ?? '',
+    IPPrefixLen: primary.IPPrefixLen ?? 0,
+    IPv6Gateway: '',
+    MacAddress: primary.MacAddress ?? '',
+    Networks: networks,
+  };
+  if (!versionBefore(version, '1.52')) {
+    for (const k of ['Bridge', 'HairpinMode', 'LinkLocalIPv6Address', 'LinkLocalIPv6PrefixLen', 'SecondaryIPAddresses', 'SecondaryIPv6Addresses', 'EndpointID', 'Gateway', 'GlobalIPv6Address', 'GlobalIPv6PrefixLen', 'IPAddress', 'IPPrefixLen', 'IPv6Gateway', 'MacAddress']) delete out[k];
+  }
+  return out;
+}
+
+export function mountsJson(c: ContainerRecord): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const b of c.hostConfig.Binds ?? []) {
+    const [src = '', dst = '', mode = ''] = b.split(':');
+    out.push({ Type: 'bind', Source: src, Destination: dst, Mode: mode, RW: !mode.split(',').includes('ro'), Propagation: 'rprivate' });
+  }
+  for (const m of c.hostConfig.Mounts ?? []) {
+    out.push({ Type: m.Type, Source: m.Source ?? '', Destination: m.Target, Mode: '', RW: !m.ReadOnly, Propagation: m.Type === 'bind' ? 'rprivate' : '' });
+  }
+  for (const dst of Object.keys(c.hostConfig.Tmpfs ?? {})) out.push({ Type: 'tmpfs', Source: '', Destination: dst, Mode: '', RW: true, Propagation: '' });
+  return out;
+}
+
+export function inspectContainer(c: ContainerRecord, images: ImageService, version: string, dataRoot: string, size?: { rw: number; rootFs: number }): Record<string, unknown> {
+  const path = c.config.Entrypoint?.length ? c.config.Entrypoint[0]! : (c.config.Cmd?.[0] ?? '');
+  const args = c.config.Entrypoint?.length ? [...c.config.Entrypoint.slice(1), ...(c.config.Cmd ?? [])] : (c.config.Cmd?.slice(1) ?? []);
+  const image = images.records.getImage(c.imageId);
+  const lowers = image ? [...image.chainIds].reverse().map((id) => images.layers.diffDir(id as `sha256:${string}`)).join(':') : '';
+  const dir = `${dataRoot}/containers/${c.id}`;
+  const out: Record<string, unknown> = {
+    Id: c.id,
+    Created: c.created,
+    Path: path,
+    Args: args,
+    State: stateJson(c),
+    Image: c.imageId,
+    ResolvConfPath: c.resolvConfPath,
+    HostnamePath: c.hostnamePath,
+    HostsPath: c.hostsPath,
+    LogPath: c.logPath,
+    Name: `/${c.name}`,
+    RestartCount: c.restartCount,
+    Driver: 'overlay2',
+    Platform: 'linux',
+    MountLabel: '',
+    ProcessLabel: '',
+    AppArmorProfile: '',
+    ExecIDs: null,
+    HostConfig: hostConfigJson(c),
+    GraphDriver: { Name: 'overlay2', Data: { LowerDir: lowers, MergedDir: `${dir}/merged`, UpperDir: `${dir}/upper`, WorkDir: `${dir}/work` } },
+    Mounts: mountsJson(c),
+    Config: configJson(c),
+    NetworkSettings: networkSettingsJson(c, version),
+  };
+  if (size) {
+    out.SizeRw = size.rw;
+    out.SizeRootFs = size.rootFs;
+  }
+  return out;
+}
+
+export function configJson(c: ContainerRecord): Record<string, unknown> {
+  const cfg = c.config;
+  return {
+    Hostname: cfg.Hostname ?? '',
+    Domainname: cfg.Domainname ?? '',
+    User: cfg.User ?? '',
+    AttachStdin: cfg.AttachStdin ?? false,
+    AttachStdout: cfg.AttachStdout ?? false,
+    AttachStderr: cfg.AttachStderr ?? false,
+    ExposedPorts: cfg.ExposedPorts,
+    Tty: cfg.Tty ?? false,
+    OpenStdin: cfg.OpenStdin ?? false,
+    StdinOnce: cfg.StdinOnce ?? false,
+    Env: cfg.Env ?? null,
+    Cmd: cfg.Cmd ?? null,
+    Healthcheck: cfg.Healthcheck,
+    Image: cfg.Image ?? '',
+    Volumes: cfg.Volumes ?? null,
+    WorkingDir: cfg.WorkingDir ?? '',
+    Entrypoint: cfg.Entrypoint ?? null,
+    OnBuild: cfg.OnBuild ?? null,
+    Labels: cfg.Labels ?? {},
+    StopSignal: cfg.StopSignal,
+    StopTimeout: cfg.StopTimeout ?? undefined,
+  };
+}
+
+function hostConfigJson(c: ContainerRecord): Record<string, unknown> {
+  const h = c.hostConfig;
+  return {
+    Binds: h.Binds ?? null,
+    ContainerIDFile: '',
+    LogConfig: { Type: 'k8s-file', Config: h.LogConfig?.Config ?? {} },
+    NetworkMode: h.NetworkMode ?? 'bridge',
+    PortBindings: h.PortBindings ?? {},
+    RestartPolicy: { Name: h.RestartPolicy?.Name || 'no', MaximumRetryCount: h.RestartPolicy?.MaximumRetryCount ?? 0 },
+    AutoRemove: h.AutoRemove ?? false,
+    VolumeDriver: '',
+    VolumesFrom: null,
+    ConsoleSize: h.ConsoleSize ?? [0, 0],
+    CapAdd: h.CapAdd ?? null,
+    CapDrop: h.CapDrop ?? null,
+    CgroupnsMode: 'private',
+    Dns: h.Dns ?? [],
+    DnsOptions: h.DnsOptions ?? [],
+    DnsSearch: h.DnsSearch ?? [],
+    ExtraHosts: h.ExtraHosts ?? null,
+    GroupAdd: null,
+    IpcMode: 'private',
+    Cgroup: '',
+    Links: null,
+    OomScoreAdj: 0,
+    PidMode: '',
+    Privileged: h.Privileged ?? false,
+    PublishAllPorts: h.PublishAllPorts ?? false,
+    ReadonlyRootfs: h.ReadonlyRootfs ?? false,
+    SecurityOpt: h.SecurityOpt ?? null,
+    Tmpfs: h.Tmpfs ?? undefined,
+    UTSMode: '',
+    UsernsMode: '',
+    ShmSize: h.ShmSize || 67108864,
+    Sysctls: h.Sysctls ?? undefined,
+    Runtime: c.runtime,
+    Isolation: '',
+    CpuShares: h.CpuShares ?? 0,
+    Memory: h.Memory ?? 0,
+    NanoCpus: h.NanoCpus ?? 0,
+    CgroupParent: '',
+    BlkioWeight: 0,
+    BlkioWeightDevice: [],
+    BlkioDeviceReadBps: [],
+    BlkioDeviceWriteBps: [],
+    BlkioDeviceReadIOps: [],
+    BlkioDeviceWriteIOps: [],
+    CpuPeriod: h.CpuPeriod ?? 0,
+    CpuQuota: h.CpuQuota ?? 0,
+    CpuRealtimePeriod: 0,
+    CpuRealtimeRuntime: 0,
+    CpusetCpus: h.CpusetCpus ?? '',
+    CpusetMems: '',
+    Devices: h.Devices ?? [],
+    DeviceCgroupRules: null,
+    DeviceRequests: null,
+    MemoryReservation: 0,
+    MemorySwap: h.MemorySwap ?? 0,
+    MemorySwappiness: null,
+    OomKillDisable: null,
+    PidsLimit: h.PidsLimit ?? null,
+    Ulimits: h.Ulimits ?? [],
+    CpuCount: 0,
+    CpuPercent: 0,
+    IOMaximumIOps: 0,
+    IOMaximumBandwidth: 0,
+    Mounts: h.Mounts ?? undefined,
+    Init: h.Init ?? null,
+    MaskedPaths: h.Privileged ? null : DEFAULT_MASKED,
+    ReadonlyPaths: h.Privileged ? null : DEFAULT_READONLY,
+  };
+}
+
+const DEFAULT_MASKED = ['/proc/asound', '/proc/acpi', '/proc/interrupts', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap'];
+const DEFAULT_READONLY = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
+
+/** "Up 3 seconds", "Exited (0) 2 minutes ago", as `docker ps` shows. */
+export function statusText(c: ContainerRecord, now = Date.now()): string {
+  const s = c.state;
+  switch (s.status) {
+    case 'created':
+      return 'Created';
+    case 'running':
+    case 'paused': {
+      let t = `Up ${humanDuration(now - Date.parse(s.startedAt))}`;
+      if (s.health && s.health.status !== 'none') t += s.health.status === 'starting' ? ' (health: starting)' : ` (${s.health.status})`;
+      return s.status === 'paused' ? `${t} (Paused)` : t;
+    }
+    case 'restarting':
+      return `Restarting (${s.exitCode}) ${humanDuration(now - Date.parse(s.finishedAt))} ago`;
+    case 'removing':
+      return 'Removal In Progress';
+    case 'dead':
+      return 'Dead';
+    default:
+      return s.finishedAt === '0001-01-01T00:00:00Z' ? 'Created' : `Exited (${s.exitCode}) ${humanDuration(now - Date.parse(s.finishedAt))} ago`;
+  }
+}
+
+/** Go's units.HumanDuration wording. */
+export function humanDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (s < 1) return 'Less than a second';
+  if (s === 1) return '1 second';
+  if (s < 60) return `${s} seconds`;
+  const m = Math.round(s / 60);
+  if (m === 1) return 'About a minute';
+  if (m < 60) return `${m} minutes`;
+  const h = Math.round(s / 3600);
+  if (h === 1) return 'About an hour';
+  if (h < 48) return `${h} hours`;
+  if (h < 24 * 7 * 2) return `${Math.round(h / 24)} days`;
+  if (h < 24 * 30 * 2) return `${Math.round(h / 24 / 7)} weeks`;
+  if (h < 24 * 365 * 2) return `${Math.round(h / 24 / 30)} months`;
+  return `${Math.round(h / 24 / 365)} years`;
+}

@@ -1,0 +1,187 @@
+/** /containers/...: the Docker wire format of the container lifecycle. */
+import type { Router } from '../router.js';
+import { queryBool, queryInt, queryString, readJsonObject, sendJson, sendNoContent, type RequestContext } from '../request.js';
+import { parseFilters, matchLabels } from '../filters.js';
+import type { Engine } from '../../engine/engine.js';
+import type { ContainerService } from '../../engine/containers.js';
+import type { ContainerRecord, CreateConfig, HostConfig } from '../../engine/container-model.js';
+import { invalidArgument } from '../../lib/errors.js';
+import { inspectContainer, statusText, mountsJson, networkSettingsJson } from '../container-json.js';
+import type { WaitCondition } from '../../engine/container-waiters.js';
+import { tryLookupImage } from '../../engine/image-lookup.js';
+
+export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
+  r.on('POST', '/containers/create', async (ctx) => {
+    const body = await readJsonObject(ctx);
+    const { config, hostConfig, networkingConfig } = parseCreateBody(body);
+    const name = queryString(ctx.query, 'name');
+    sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
+  });
+  r.on('GET', '/containers/json', (ctx) => listContainers(ctx, engine, containers));
+  r.on('GET', '/containers/:id/json', (ctx) => {
+    const c = containers.get(ctx.params.id!);
+    sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot));
+  });
+  r.on('POST', '/containers/:id/start', async (ctx) => {
+    await containers.start(ctx.params.id!);
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/stop', async (ctx) => {
+    await containers.stop(ctx.params.id!, { timeout: queryInt(ctx.query, 't'), signal: queryString(ctx.query, 'signal') });
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/restart', async (ctx) => {
+    await containers.restart(ctx.params.id!, { timeout: queryInt(ctx.query, 't'), signal: queryString(ctx.query, 'signal') });
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/kill', async (ctx) => {
+    await containers.kill(ctx.params.id!, queryString(ctx.query, 'signal'));
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/pause', async (ctx) => {
+    await containers.pause(ctx.params.id!);
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/unpause', async (ctx) => {
+    await containers.unpause(ctx.params.id!);
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/rename', (ctx) => {
+    containers.rename(ctx.params.id!, ctx.query.get('name') ?? '');
+    sendNoContent(ctx);
+  });
+  r.on('DELETE', '/containers/:id', async (ctx) => {
+    await containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') });
+    sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/wait', (ctx) => waitContainer(ctx, containers));
+  r.on('POST', '/containers/prune', async (ctx) => {
+    const filters = parseFilters(ctx.query.get('filters'), ['until', 'label', 'label!']);
+    const deleted: string[] = [];
+    for (const c of containers.all()) {
+      if (c.state.status !== 'exited' && c.state.status !== 'created' && c.state.status !== 'dead') continue;
+      if (!matchLabels(filters.get('label'), c.config.Labels)) continue;
+      if ((filters.get('label!') ?? []).some((l) => matchLabels([l], c.config.Labels))) continue;
+      const until = filters.get('until')?.[0];
+      if (until && Date.parse(c.created) >= untilMillis(until)) continue;
+      await containers.remove(c.id, { force: false, volumes: false }).then(() => deleted.push(c.id), () => undefined);
+    }
+    sendJson(ctx, 200, { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 });
+  });
+}
+
+function untilMillis(v: string): number {
+  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
+  const d = /^(\d+)(h|m|s)$/.exec(v);
+  if (d) return Date.now() - Number(d[1]) * { h: 3600e3, m: 60e3, s: 1e3 }[d[2] as 'h' | 'm' | 's'];
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
+  return t;
+}
+
+const STRING_LIST_FIELDS = ['Cmd', 'Entrypoint'] as const;
+
+/** The create body: Config fields at the top level, plus HostConfig and NetworkingConfig. */
+function parseCreateBody(body: Record<string, unknown>): { config: CreateConfig; hostConfig: HostConfig; networkingConfig: Record<string, unknown> } {
+  const { HostConfig: hc, NetworkingConfig: nc, ...rest } = body;
+  const config = rest as CreateConfig;
+  for (const f of STRING_LIST_FIELDS) {
+    const v = config[f];
+    if (typeof v === 'string') config[f] = [v];
+    else if (v !== undefined && v !== null && (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))) throw invalidArgument(`invalid JSON: ${f} must be a list of strings`);
+  }
+  if (config.Env !== undefined && config.Env !== null && (!Array.isArray(config.Env) || config.Env.some((x) => typeof x !== 'string'))) throw invalidArgument('invalid JSON: Env must be a list of strings');
+  if (config.Image !== undefined && typeof config.Image !== 'string') throw invalidArgument('invalid JSON: Image must be a string');
+  if (config.Labels !== undefined && config.Labels !== null && (typeof config.Labels !== 'object' || Array.isArray(config.Labels))) throw invalidArgument('invalid JSON: Labels must be an object');
+  for (const b of ['Tty', 'OpenStdin', 'StdinOnce', 'AttachStdin', 'AttachStdout', 'AttachStderr'] as const) {
+    if (config[b] !== undefined && typeof config[b] !== 'boolean') throw invalidArgument(`invalid JSON: ${b} must be a boolean`);
+  }
+  if (hc !== undefined && hc !== null && (typeof hc !== 'object' || Array.isArray(hc))) throw invalidArgument('invalid JSON: HostConfig must be an object');
+  const hostConfig = (hc ?? {}) as HostConfig;
+  const endpoints = (nc as { EndpointsConfig?: Record<string, unknown> } | undefined)?.EndpointsConfig ?? {};
+  return { config, hostConfig, networkingConfig: endpoints };
+}
+
+const LIST_FILTERS = ['id', 'name', 'label', 'status', 'ancestor', 'before', 'since', 'exited', 'health', 'volume', 'network', 'publish', 'expose', 'is-task', 'isolation'] as const;
+
+function listContainers(ctx: RequestContext, engine: Engine, containers: ContainerService): void {
+  const all = queryBool(ctx.query, 'all');
+  const limit = queryInt(ctx.query, 'limit', -1)!;
+  const f = parseFilters(ctx.query.get('filters'), LIST_FILTERS);
+  for (const s of f.get('status') ?? []) {
+    if (!['created', 'restarting', 'running', 'removing', 'paused', 'exited', 'dead'].includes(s)) throw invalidArgument(`invalid filter 'status=${s}'`);
+  }
+  for (const h of f.get('health') ?? []) {
+    if (!['starting', 'healthy', 'unhealthy', 'none'].includes(h)) throw invalidArgument(`Unrecognised filter value for health: ${h}`);
+  }
+  const exited = (f.get('exited') ?? []).map((v) => {
+    if (!/^-?\d+$/.test(v)) throw invalidArgument(`invalid filter 'exited=${v}'`);
+    return Number(v);
+  });
+  const beforeC = f.get('before')?.map((x) => containers.get(x));
+  const sinceC = f.get('since')?.map((x) => containers.get(x));
+  const ancestors = (f.get('ancestor') ?? []).map((a) => tryLookupImage(engine.images.records, a)?.image.id ?? `\0${a}`);
+  let list = containers.all().sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : 0));
+  const showAll = all || f.has('status') || f.has('exited') || beforeC !== undefined || sinceC !== undefined || limit > 0;
+  list = list.filter((c) => {
+    if (!showAll && !(c.state.status === 'running' || c.state.status === 'paused' || c.state.status === 'restarting')) return false;
+    const any = (key: string, pred: (v: string) => boolean) => {
+      const vs = f.get(key);
+      return !vs?.length || vs.some(pred);
+    };
+    return (
+      any('id', (v) => c.id.startsWith(v)) &&
+      any('name', (v) => new RegExp(v.replace(/^\//, '')).test(c.name)) &&
+      matchLabels(f.get('label'), c.config.Labels) &&
+      any('status', (v) => v === c.state.status) &&
+      (exited.length === 0 || (c.state.status === 'exited' && exited.includes(c.state.exitCode))) &&
+      any('health', (v) => (c.state.health?.status ?? 'none') === v) &&
+      (ancestors.length === 0 || ancestors.includes(c.imageId)) &&
+      (!beforeC || beforeC.every((b) => c.created < b.created)) &&
+      (!sinceC || sinceC.every((s) => c.created > s.created)) &&
+      any('is-task', (v) => (v === 'true') === ('com.docker.swarm.task' in (c.config.Labels ?? {}))) &&
+      any('network', (v) => Object.keys(c.network.endpoints).includes(v) || c.hostConfig.NetworkMode === v)
+    );
+  });
+  if (limit > 0) list = list.slice(0, limit);
+  const now = Date.now();
+  sendJson(ctx, 200, list.map((c) => listEntry(c, engine, ctx.version, now)));
+}
+
+function listEntry(c: ContainerRecord, engine: Engine, version: string, now: number): Record<string, unknown> {
+  const cmd = [...(c.config.Entrypoint ?? []), ...(c.config.Cmd ?? [])].join(' ');
+  const ports: Record<string, unknown>[] = [];
+  const running = c.state.status === 'running' || c.state.status === 'paused';
+  for (const [key, bindings] of Object.entries({ ...Object.fromEntries(Object.keys(c.config.ExposedPorts ?? {}).map((k) => [k, null])), ...(running ? c.network.ports : {}) })) {
+    const [port, proto = 'tcp'] = key.split('/');
+    if (!bindings?.length) ports.push({ PrivatePort: Number(port), Type: proto });
+    else for (const b of bindings) ports.push({ IP: b.HostIp, PrivatePort: Number(port), PublicPort: Number(b.HostPort), Type: proto });
+  }
+  const ns = networkSettingsJson(c, version);
+  return {
+    Id: c.id,
+    Names: [`/${c.name}`],
+    Image: c.config.Image ?? '',
+    ImageID: c.imageId,
+    Command: cmd,
+    Created: Math.floor(Date.parse(c.created) / 1000),
+    Ports: ports,
+    Labels: c.config.Labels ?? {},
+    State: c.state.status,
+    Status: statusText(c, now),
+    HostConfig: { NetworkMode: c.hostConfig.NetworkMode ?? 'bridge' },
+    NetworkSettings: { Networks: ns.Networks },
+    Mounts: mountsJson(c),
+  };
+}
+
+async function waitContainer(ctx: RequestContext, containers: ContainerService): Promise<void> {
+  const condition = (ctx.query.get('condition') || 'not-running') as WaitCondition;
+  if (!['not-running', 'next-exit', 'removed'].includes(condition)) throw invalidArgument(`invalid condition: "${condition}"`);
+  const w = containers.wait(ctx.params.id!, condition);
+  // Headers go out at once: clients (docker run) start the container only after they see them.
+  ctx.res.writeHead(200, { 'Content-Type': 'application/json' });
+  ctx.res.flushHeaders();
+  const result = w.immediate ?? (await w.pending!);
+  ctx.res.end(JSON.stringify(result) + '\n');
+}

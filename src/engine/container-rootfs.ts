@@ -1,0 +1,183 @@
+/**
+ * A container's root filesystem: an overlay of the image's layer directories (read-only) under a
+ * per-container upper directory. Also the small files dockerd bind-mounts into every container.
+ */
+import { mkdir, readFile, writeFile, lstat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { readFileSync } from 'node:fs';
+
+const run = promisify(execFile);
+
+export interface RootfsPaths {
+  dir: string;
+  upper: string;
+  work: string;
+  merged: string;
+}
+
+export function rootfsPaths(containerDir: string): RootfsPaths {
+  return { dir: containerDir, upper: join(containerDir, 'upper'), work: join(containerDir, 'work'), merged: join(containerDir, 'merged') };
+}
+
+export async function isMounted(path: string): Promise<boolean> {
+  try {
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8');
+    return mounts.split('\n').some((l) => l.split(' ')[4] === path);
+  } catch {
+    return false;
+  }
+}
+
+/** Mounts the overlay; lowerDirs top layer first. Idempotent. */
+export async function mountRootfs(p: RootfsPaths, lowerDirs: string[]): Promise<void> {
+  await Promise.all([mkdir(p.upper, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
+  if (await isMounted(p.merged)) return;
+  if (lowerDirs.length === 0) {
+    // An image without layers: overlay needs a lower dir, so use an empty one.
+    const empty = join(p.dir, 'empty');
+    await mkdir(empty, { recursive: true });
+    lowerDirs = [empty];
+  }
+  const opts = `lowerdir=${lowerDirs.join(':')},upperdir=${p.upper},workdir=${p.work}`;
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, p.merged]);
+}
+
+export async function unmountRootfs(p: RootfsPaths): Promise<void> {
+  if (!(await isMounted(p.merged))) return;
+  try {
+    await run('umount', [p.merged]);
+  } catch {
+    await run('umount', ['-l', p.merged]).catch(() => undefined);
+  }
+}
+
+/**
+ * Reads a file from inside a rootfs without following a symlink that could lead outside it
+ * (an image may ship /etc/passwd as a link to anywhere).
+ */
+async function readInside(root: string, rel: string): Promise<string | undefined> {
+  let cur = root;
+  for (const part of rel.split('/').filter(Boolean)) {
+    cur = join(cur, part);
+    try {
+      const st = await lstat(cur);
+      if (st.isSymbolicLink()) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return readFile(cur, 'utf8');
+}
+
+export interface ResolvedUser {
+  uid: number;
+  gid: number;
+  additionalGids: number[];
+  home: string;
+}
+
+/** Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group. */
+export async function resolveUser(rootfs: string, user: string): Promise<ResolvedUser> {
+  const [u = '', g] = user.split(':', 2);
+  const passwd = (await readInside(rootfs, 'etc/passwd')) ?? '';
+  const group = (await readInside(rootfs, 'etc/group')) ?? '';
+  const pw = passwd.split('\n').map((l) => l.split(':')).filter((f) => f.length >= 7);
+  const gr = group.split('\n').map((l) => l.split(':')).filter((f) => f.length >= 4);
+  let uid = 0;
+  let gid = 0;
+  let home = '/';
+  let userName: string | undefined;
+  if (u === '') {
+    const root = pw.find((f) => f[2] === '0');
+    home = root?.[5] ?? '/root';
+    userName = root?.[0] ?? 'root';
+  } else {
+    const entry = pw.find((f) => f[0] === u) ?? (/^\d+$/.test(u) ? pw.find((f) => f[2] === u) : undefined);
+    if (entry) {
+      uid = Number(entry[2]);
+      gid = Number(entry[3]);
+      home = entry[5] || '/';
+      userName = entry[0];
+    } else if (/^\d+$/.test(u)) {
+      uid = Number(u);
+    } else {
+      throw new Error(`unable to find user ${u}: no matching entries in passwd file`);
+    }
+  }
+  if (g !== undefined && g !== '') {
+    const entry = gr.find((f) => f[0] === g) ?? (/^\d+$/.test(g) ? gr.find((f) => f[2] === g) : undefined);
+    if (entry) gid = Number(entry[2]);
+    else if (/^\d+$/.test(g)) gid = Number(g);
+    else throw new Error(`unable to find group ${g}: no matching entries in group file`);
+  }
+  const additionalGids = userName ? gr.filter((f) => f[3]!.split(',').includes(userName!) && Number(f[2]) !== gid).map((f) => Number(f[2])) : [];
+  return { uid, gid, additionalGids, home };
+}
+
+/** /etc/hostname, /etc/hosts and /etc/resolv.conf as dockerd writes them for a container. */
+export async function writeEtcFiles(opts: {
+  hostnamePath: string;
+  hostsPath: string;
+  resolvConfPath: string;
+  hostname: string;
+  domainname?: string;
+  ip?: string;
+  extraHosts: string[];
+  hostNetwork: boolean;
+  dns?: string[];
+  dnsSearch?: string[];
+  dnsOptions?: string[];
+  nameservers?: string[];
+}): Promise<void> {
+  const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname} ${opts.hostname}` : opts.hostname;
+  await writeFile(opts.hostnamePath, `${opts.hostname}\n`);
+  let hosts: string;
+  if (opts.hostNetwork) {
+    hosts = readHostFile('/etc/hosts') ?? '127.0.0.1\tlocalhost\n';
+  } else {
+    hosts = '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::\tip6-localnet\nff00::\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n';
+  }
+  for (const h of opts.extraHosts) {
+    const i = h.indexOf(':');
+    if (i <= 0) continue;
+    hosts += `${h.slice(i + 1)}\t${h.slice(0, i)}\n`;
+  }
+  if (!opts.hostNetwork && opts.ip) hosts += `${opts.ip}\t${fqdn}\n`;
+  await writeFile(opts.hostsPath, hosts);
+  await writeFile(opts.resolvConfPath, resolvConf(opts));
+}
+
+function readHostFile(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The host's resolv.conf without loopback nameservers (unreachable from a container's namespace). */
+function resolvConf(opts: { dns?: string[]; dnsSearch?: string[]; dnsOptions?: string[]; nameservers?: string[]; hostNetwork: boolean }): string {
+  const host = readHostFile('/etc/resolv.conf') ?? '';
+  let servers: string[] = [];
+  let search: string[] = [];
+  let options: string[] = [];
+  for (const line of host.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f[0] === 'nameserver' && f[1]) servers.push(f[1]);
+    else if (f[0] === 'search') search = f.slice(1);
+    else if (f[0] === 'options') options = f.slice(1);
+  }
+  if (!opts.hostNetwork) servers = servers.filter((s) => !s.startsWith('127.') && s !== '::1');
+  if (opts.nameservers?.length) servers = opts.nameservers;
+  if (opts.dns?.length) servers = opts.dns;
+  if (!opts.hostNetwork && servers.length === 0) servers = ['8.8.8.8', '8.8.4.4'];
+  if (opts.dnsSearch?.length) search = opts.dnsSearch;
+  if (opts.dnsOptions?.length) options = opts.dnsOptions;
+  let out = '';
+  if (search.length) out += `search ${search.join(' ')}\n`;
+  for (const s of servers) out += `nameserver ${s}\n`;
+  if (options.length) out += `options ${options.join(' ')}\n`;
+  return out;
+}

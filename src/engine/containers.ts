@@ -1,0 +1,386 @@
+/**
+ * Container lifecycle: create, start, stop, kill, wait, restart, pause, rename, remove, and what
+ * happens when a process exits (restart policies, auto-remove). Every container is held in memory
+ * and written through to SQLite on each change; lookups by name or id prefix never hit the disk.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { conflict, invalidArgument, notFound, notModified, BerthError } from '../lib/errors.js';
+import { log } from '../lib/log.js';
+import type { ContainerRecords } from '../state/container-records.js';
+import type { ImageService } from './images.js';
+import { lookupImage } from './image-lookup.js';
+import type { EventBus } from './events.js';
+import { mergeImageConfig, validateHostConfig, validateName, generateName } from './container-create.js';
+import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
+import { isRunningLike, shortId } from './container-model.js';
+import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
+import { rootfsPaths, mountRootfs, unmountRootfs } from './container-rootfs.js';
+import type { ContainerProcesses } from './container-processes.js';
+
+export interface CreateRequest {
+  name?: string;
+  config: CreateConfig;
+  hostConfig: HostConfig;
+  networkingConfig: Record<string, unknown>;
+}
+
+const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+export class ContainerService {
+  readonly #byId = new Map<string, ContainerRecord>();
+  readonly #byName = new Map<string, string>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly waiters = new Waiters();
+  /** Set by main.ts: runs and watches processes (runtime + network). */
+  processes!: ContainerProcesses;
+
+  constructor(
+    readonly records: ContainerRecords,
+    readonly images: ImageService,
+    readonly events: EventBus,
+    readonly dataRoot: string,
+    readonly defaultRuntime: 'crun' | 'runc',
+  ) {
+    images.usage = (imageId) => {
+      const running: string[] = [];
+      const stopped: string[] = [];
+      for (const c of this.#byId.values()) if (c.imageId === imageId) (isRunningLike(c.state) ? running : stopped).push(c.id);
+      return { running, stopped };
+    };
+  }
+
+  /** Loads every stored container into memory. */
+  load(): void {
+    for (const row of this.records.loadAll()) {
+      const c = row.data as ContainerRecord;
+      this.#byId.set(c.id, c);
+      this.#byName.set(c.name, c.id);
+    }
+  }
+
+  all(): ContainerRecord[] {
+    return [...this.#byId.values()];
+  }
+
+  containerDir(id: string): string {
+    return join(this.dataRoot, 'containers', id);
+  }
+
+  /** By full id, name (with or without '/'), or unique id prefix, as dockerd resolves them. */
+  get(idOrName: string): ContainerRecord {
+    const c = this.find(idOrName);
+    if (!c) throw notFound(`No such container: ${idOrName}`);
+    return c;
+  }
+
+  find(idOrName: string): ContainerRecord | undefined {
+    if (!idOrName) return undefined;
+    const exact = this.#byId.get(idOrName);
+    if (exact) return exact;
+    const name = idOrName.startsWith('/') ? idOrName.slice(1) : idOrName;
+    const byName = this.#byName.get(name);
+    if (byName) return this.#byId.get(byName);
+    if (!/^[a-f0-9]+$/.test(idOrName)) return undefined;
+    let found: ContainerRecord | undefined;
+    for (const [id, c] of this.#byId) {
+      if (id.startsWith(idOrName)) {
+        if (found) throw invalidArgument(`multiple IDs found with provided prefix: ${idOrName}`);
+        found = c;
+      }
+    }
+    return found;
+  }
+
+  save(c: ContainerRecord): void {
+    this.records.save({ id: c.id, name: c.name, createdAt: Date.parse(c.created), data: c });
+  }
+
+  /** Serializes operations on one container (start vs remove, stop vs kill...). */
+  async withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(id) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(fn);
+    this.#locks.set(id, next);
+    try {
+      return await next;
+    } finally {
+      if (this.#locks.get(id) === next) this.#locks.delete(id);
+    }
+  }
+
+  create(req: CreateRequest): { Id: string; Warnings: string[] } {
+    const name = req.name ? validateName(req.name) : generateName((n) => this.#byName.has(n));
+    const taken = this.#byName.get(name);
+    if (taken) {
+      throw conflict(`Conflict. The container name "/${name}" is already in use by container "${taken}". You have to remove (or rename) that container to be able to reuse that name.`);
+    }
+    if (!req.config.Image) throw invalidArgument('config.Image: image name is required');
+    const image = lookupImage(this.images.records, req.config.Image).image;
+    validateHostConfig(req.hostConfig);
+    const config = mergeImageConfig(req.config, this.images.config(image));
+    const id = randomBytes(32).toString('hex');
+    config.Hostname ||= shortId(id);
+    const dir = this.containerDir(id);
+    const hc: HostConfig = { ...req.hostConfig, NetworkMode: req.hostConfig.NetworkMode || 'bridge' };
+    if (!hc.RestartPolicy) hc.RestartPolicy = { Name: 'no', MaximumRetryCount: 0 };
+    const c: ContainerRecord = {
+      id,
+      name,
+      created: new Date().toISOString(),
+      imageId: image.id,
+      config,
+      hostConfig: hc,
+      networkingConfig: req.networkingConfig,
+      state: { status: 'created', pid: 0, exitCode: 0, error: '', oomKilled: false, startedAt: ZERO_TIME, finishedAt: ZERO_TIME },
+      runtime: (hc.Runtime as 'crun' | 'runc' | undefined) || this.defaultRuntime,
+      restartCount: 0,
+      manuallyStopped: false,
+      network: { endpoints: {}, ports: {}, sandboxKey: '' },
+      logPath: join(dir, 'ctr.log'),
+      hostnamePath: join(dir, 'hostname'),
+      hostsPath: join(dir, 'hosts'),
+      resolvConfPath: join(dir, 'resolv.conf'),
+    };
+    if (config.Healthcheck?.Test?.length && config.Healthcheck.Test[0] !== 'NONE') {
+      c.state.health = { status: 'starting', failingStreak: 0, log: [] };
+    }
+    try {
+      this.save(c);
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') {
+        throw conflict(`Conflict. The container name "/${name}" is already in use. You have to remove (or rename) that container to be able to reuse that name.`);
+      }
+      throw err;
+    }
+    this.#byId.set(id, c);
+    this.#byName.set(name, id);
+    this.events.publish('container', 'create', id, this.attrs(c));
+    return { Id: id, Warnings: [] };
+  }
+
+  /** Event attributes dockerd sends for a container: image, name and labels. */
+  attrs(c: ContainerRecord, extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(c.config.Labels ?? {}), image: c.config.Image ?? '', name: c.name, ...extra };
+  }
+
+  async start(idOrName: string): Promise<void> {
+    const c = this.get(idOrName);
+    await this.withLock(c.id, async () => {
+      if (c.state.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
+      if (c.state.status === 'running' || c.state.status === 'restarting') throw notModified();
+      if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`container ${c.id} is marked for removal and cannot be started`);
+      c.manuallyStopped = false;
+      await this.#startProcess(c);
+    });
+  }
+
+  async #startProcess(c: ContainerRecord): Promise<void> {
+    const image = this.images.records.getImage(c.imageId);
+    if (!image) throw new BerthError('internal', `image ${c.imageId} of container ${c.name} is gone`);
+    const paths = rootfsPaths(this.containerDir(c.id));
+    await mkdir(paths.dir, { recursive: true });
+    const lowers = [...image.chainIds].reverse().map((id) => this.images.layers.diffDir(id as `sha256:${string}`));
+    await mountRootfs(paths, lowers);
+    try {
+      const { pid } = await this.processes.start(c, paths.merged);
+      c.state = { ...c.state, status: 'running', pid, exitCode: 0, error: '', oomKilled: false, startedAt: new Date().toISOString(), finishedAt: ZERO_TIME };
+      if (c.state.health) c.state.health = { status: 'starting', failingStreak: 0, log: [] };
+      this.save(c);
+      this.events.publish('container', 'start', c.id, this.attrs(c));
+    } catch (err) {
+      c.state = { ...c.state, status: c.state.status === 'restarting' ? 'exited' : c.state.status, exitCode: 127, error: (err as Error).message, pid: 0 };
+      this.save(c);
+      await this.processes.cleanup(c).catch(() => undefined);
+      await unmountRootfs(paths).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Called by the process watcher when a container's process has exited. */
+  async handleExit(id: string, exit: { exitCode: number; exitedAt: Date; oomKilled: boolean }): Promise<void> {
+    const c = this.#byId.get(id);
+    if (!c) return;
+    c.state = { ...c.state, status: 'exited', pid: 0, exitCode: exit.exitCode, oomKilled: exit.oomKilled, finishedAt: exit.exitedAt.toISOString() };
+    if (c.state.health) c.state.health.status = 'unhealthy';
+    const restart = this.#shouldRestart(c);
+    const autoRemove = !!c.hostConfig.AutoRemove && !restart;
+    this.save(c);
+    this.events.publish('container', 'die', c.id, this.attrs(c, { exitCode: String(exit.exitCode) }));
+    await this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err }));
+    await unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
+    const result: WaitResult = { StatusCode: exit.exitCode };
+    this.waiters.exited(id, result, autoRemove);
+    if (restart) {
+      c.state.status = 'restarting';
+      c.restartCount++;
+      this.save(c);
+      const delay = Math.min(100 * 2 ** Math.min(c.restartCount - 1, 10), 60_000);
+      setTimeout(() => {
+        this.withLock(c.id, async () => {
+          if (c.state.status !== 'restarting' || c.manuallyStopped || !this.#byId.has(c.id)) return;
+          await this.#startProcess(c);
+        }).catch((err) => log.warn('restart failed', { id, err }));
+      }, delay).unref();
+    } else if (autoRemove) {
+      await this.remove(id, { force: true, volumes: false }).catch((err) => log.warn('auto-remove failed', { id, err }));
+    }
+  }
+
+  #shouldRestart(c: ContainerRecord): boolean {
+    const p = c.hostConfig.RestartPolicy ?? {};
+    if (c.manuallyStopped) return false;
+    switch (p.Name) {
+      case 'always':
+      case 'unless-stopped':
+        return true;
+      case 'on-failure':
+        return c.state.exitCode !== 0 && (!p.MaximumRetryCount || c.restartCount < p.MaximumRetryCount);
+      default:
+        return false;
+    }
+  }
+
+  wait(idOrName: string, condition: WaitCondition): { immediate?: WaitResult; pending?: Promise<WaitResult> } {
+    const c = this.get(idOrName);
+    if (condition === 'not-running' && !isRunningLike(c.state)) return { immediate: { StatusCode: c.state.exitCode } };
+    return { pending: this.waiters.add(c.id, condition) };
+  }
+
+  async stop(idOrName: string, opts: { timeout?: number; signal?: string }): Promise<void> {
+    const c = this.get(idOrName);
+    if (!isRunningLike(c.state)) throw notModified();
+    c.manuallyStopped = true;
+    if (c.state.status === 'restarting') {
+      c.state.status = 'exited';
+      this.save(c);
+      this.events.publish('container', 'stop', c.id, this.attrs(c));
+      return;
+    }
+    this.save(c);
+    const timeout = opts.timeout ?? c.config.StopTimeout ?? 10;
+    const signal = opts.signal || c.config.StopSignal || 'SIGTERM';
+    const exited = this.waiters.add(c.id, 'next-exit');
+    if (c.state.status === 'paused') await this.processes.resume(c).catch(() => undefined);
+    await this.processes.kill(c, signal).catch(() => undefined);
+    this.events.publish('container', 'kill', c.id, this.attrs(c, { signal: signalNumber(signal) }));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = timeout < 0 ? new Promise<never>(() => undefined) : new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeout * 1000)));
+    const first = await Promise.race([exited, timedOut]);
+    if (timer) clearTimeout(timer);
+    if (first === 'timeout') {
+      await this.processes.kill(c, 'SIGKILL').catch(() => undefined);
+      this.events.publish('container', 'kill', c.id, this.attrs(c, { signal: '9' }));
+      await exited;
+    }
+    this.events.publish('container', 'stop', c.id, this.attrs(c));
+  }
+
+  async kill(idOrName: string, signal: string | undefined): Promise<void> {
+    const c = this.get(idOrName);
+    if (!isRunningLike(c.state) || c.state.status === 'restarting') {
+      throw conflict(`cannot kill container: ${idOrName}: container ${c.id} is not running`);
+    }
+    const sig = signal || 'SIGKILL';
+    const num = signalNumber(sig);
+    if (num === '') throw invalidArgument(`Invalid signal: ${sig}`);
+    if (num === '9' || num === '15') c.manuallyStopped = c.manuallyStopped || false;
+    const exited = num === '9' ? this.waiters.add(c.id, 'next-exit') : undefined;
+    await this.processes.kill(c, sig);
+    this.events.publish('container', 'kill', c.id, this.attrs(c, { signal: num }));
+    // dockerd returns from a SIGKILL only once the process is gone.
+    if (exited) await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000).unref())]);
+  }
+
+  async restart(idOrName: string, opts: { timeout?: number; signal?: string }): Promise<void> {
+    const c = this.get(idOrName);
+    if (isRunningLike(c.state)) await this.stop(c.id, opts).catch((err) => { if (!(err instanceof BerthError && err.kind === 'not-modified')) throw err; });
+    await this.start(c.id);
+    this.events.publish('container', 'restart', c.id, this.attrs(c));
+  }
+
+  async pause(idOrName: string): Promise<void> {
+    const c = this.get(idOrName);
+    if (c.state.status === 'paused') throw conflict(`Container ${c.id} is already paused`);
+    if (c.state.status !== 'running') throw conflict(`Container ${c.id} is not running`);
+    await this.processes.pause(c);
+    c.state.status = 'paused';
+    this.save(c);
+    this.events.publish('container', 'pause', c.id, this.attrs(c));
+  }
+
+  async unpause(idOrName: string): Promise<void> {
+    const c = this.get(idOrName);
+    if (c.state.status !== 'paused') throw conflict(`Container ${c.id} is not paused`);
+    await this.processes.resume(c);
+    c.state.status = 'running';
+    this.save(c);
+    this.events.publish('container', 'unpause', c.id, this.attrs(c));
+  }
+
+  rename(idOrName: string, newName: string): void {
+    const c = this.get(idOrName);
+    if (!newName) throw invalidArgument('Neither old nor new names may be empty');
+    const name = validateName(newName);
+    if (name === c.name) throw conflict(`Renaming a container with the same name as its current name`);
+    const taken = this.#byName.get(name);
+    if (taken) throw conflict(`Conflict. The container name "/${name}" is already in use by container "${taken}". You have to remove (or rename) that container to be able to reuse that name.`);
+    const old = c.name;
+    c.name = name;
+    this.save(c);
+    this.#byName.delete(old);
+    this.#byName.set(name, c.id);
+    this.events.publish('container', 'rename', c.id, this.attrs(c, { oldName: `/${old}` }));
+  }
+
+  async remove(idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
+    const c = this.get(idOrName);
+    if (isRunningLike(c.state) && c.state.status !== 'restarting') {
+      if (!opts.force) {
+        throw conflict(`cannot remove container "${idOrName}": container is running: stop the container before removing or force remove`);
+      }
+      c.manuallyStopped = true;
+      const exited = this.waiters.add(c.id, 'next-exit');
+      if (c.state.status === 'paused') await this.processes.resume(c).catch(() => undefined);
+      await this.processes.kill(c, 'SIGKILL').catch(() => undefined);
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
+    }
+    await this.withLock(c.id, async () => {
+      if (!this.#byId.has(c.id)) return;
+      c.manuallyStopped = true;
+      await this.processes.cleanup(c).catch(() => undefined);
+      await unmountRootfs(rootfsPaths(this.containerDir(c.id)));
+      this.records.delete(c.id);
+      this.#byId.delete(c.id);
+      if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
+      await rm(this.containerDir(c.id), { recursive: true, force: true });
+      this.events.publish('container', 'destroy', c.id, this.attrs(c));
+      this.waiters.removed(c.id, { StatusCode: c.state.exitCode });
+    });
+  }
+
+  counts(): { total: number; running: number; paused: number; stopped: number } {
+    let running = 0;
+    let paused = 0;
+    for (const c of this.#byId.values()) {
+      if (c.state.status === 'running' || c.state.status === 'restarting') running++;
+      else if (c.state.status === 'paused') paused++;
+    }
+    return { total: this.#byId.size, running, paused, stopped: this.#byId.size - running - paused };
+  }
+}
+
+const SIGNALS: Record<string, number> = {
+  HUP: 1, INT: 2, QUIT: 3, ILL: 4, TRAP: 5, ABRT: 6, IOT: 6, BUS: 7, FPE: 8, KILL: 9, USR1: 10, SEGV: 11, USR2: 12,
+  PIPE: 13, ALRM: 14, TERM: 15, STKFLT: 16, CHLD: 17, CONT: 18, STOP: 19, TSTP: 20, TTIN: 21, TTOU: 22, URG: 23,
+  XCPU: 24, XFSZ: 25, VTALRM: 26, PROF: 27, WINCH: 28, IO: 29, POLL: 29, PWR: 30, SYS: 31,
+};
+
+/** `SIGTERM`, `TERM`, `15` → "15"; unknown → "". */
+export function signalNumber(sig: string): string {
+  if (/^\d+$/.test(sig)) return Number(sig) > 0 && Number(sig) <= 64 ? String(Number(sig)) : '';
+  const name = sig.toUpperCase().replace(/^SIG/, '');
+  const rt = /^RTMIN(\+(\d+))?$/.exec(name);
+  if (rt) return String(34 + Number(rt[2] ?? 0));
+  return SIGNALS[name] !== undefined ? String(SIGNALS[name]) : '';
+}
