@@ -119,6 +119,9 @@ async function listenTcp(router: Router, host: string, sec: TcpSecurity): Promis
         ...NO_TIMEOUTS,
         ...files,
         minVersion: 'TLSv1.2',
+        // As http.Server does: a client that half-closes (stdin EOF on attach, close_notify
+        // over TLS) must still receive the rest of the output.
+        allowHalfOpen: true,
         // Only clients whose certificate chains to tlscacert complete the handshake.
         requestCert: verify,
         rejectUnauthorized: verify,
