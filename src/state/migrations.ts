@@ -39,4 +39,34 @@ export const MIGRATIONS: string[] = [
     created_at INTEGER NOT NULL
   );
   `,
+  // 3: networks, their endpoints (one per container and network, holding the IP allocation) and published ports
+  `
+  CREATE TABLE networks (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,               -- the network record as JSON
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE network_endpoints (
+    container_id TEXT NOT NULL,
+    network_id TEXT NOT NULL REFERENCES networks(id),
+    ipv4 TEXT NOT NULL,               -- '' when the network has no IPv4 subnet
+    ipv6 TEXT NOT NULL DEFAULT '',
+    data TEXT NOT NULL,               -- endpoint details as JSON (mac, aliases, device names, netns path)
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (container_id, network_id)
+  );
+  CREATE UNIQUE INDEX network_endpoints_ipv4 ON network_endpoints(network_id, ipv4) WHERE ipv4 != '';
+  CREATE UNIQUE INDEX network_endpoints_ipv6 ON network_endpoints(network_id, ipv6) WHERE ipv6 != '';
+  CREATE TABLE network_ports (
+    protocol TEXT NOT NULL,
+    host_ip TEXT NOT NULL,
+    host_port INTEGER NOT NULL,
+    container_id TEXT NOT NULL,
+    container_ip TEXT NOT NULL,       -- where the port is forwarded to
+    container_port INTEGER NOT NULL,
+    PRIMARY KEY (protocol, host_ip, host_port)
+  );
+  CREATE INDEX network_ports_container ON network_ports(container_id);
+  `,
 ];
