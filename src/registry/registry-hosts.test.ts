@@ -64,6 +64,9 @@ test('certs.d files travel with the HTTPS endpoints of their host', async () => 
     const local = (await h.host('127.0.0.1:5000')).endpoints;
     assert.deepEqual(local.map((e) => e.tls?.ca), [['LOCAL CA'], undefined]);
     assert.equal((await h.host('other.example')).endpoints[0]!.tls, undefined);
+    // Mirrors have their own directories.
+    const mirrored = await new RegistryHosts({ certsDir: root, mirrors: ['reg.example:5000'] }).pullHosts('docker.io');
+    assert.deepEqual(mirrored.map((x) => x.endpoints[0]!.tls?.ca), [['CA PEM'], undefined]);
     // The certs root is never left through a crafted name.
     assert.equal(await h.tlsFor('..'), undefined);
   } finally {

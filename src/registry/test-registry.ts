@@ -7,7 +7,7 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { connect, createServer as createNetServer } from 'node:net';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
 import { createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -230,7 +230,10 @@ export interface TokenServer {
   close(): Promise<void>;
 }
 
-export async function startTokenServer(users: Record<string, string>, opts: { expiresIn?: number } = {}): Promise<TokenServer> {
+export async function startTokenServer(
+  users: Record<string, string>,
+  opts: { expiresIn?: number; tls?: { cert: string; key: string }; address?: string; hostname?: string } = {},
+): Promise<TokenServer> {
   const dir = mkdtempSync(join(tmpdir(), 'berth-token-'));
   let key: KeyObject;
   let certPem: string;
@@ -257,7 +260,7 @@ export async function startTokenServer(users: Record<string, string>, opts: { ex
     });
     return `${head}.${claims}.${sign('sha256', Buffer.from(`${head}.${claims}`), key).toString('base64url')}`;
   };
-  const server: Server = createServer(async (req, res) => {
+  const handler = async (req: IncomingMessage, res: import('node:http').ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const params = req.method === 'POST' ? new URLSearchParams(await bodyText(req)) : url.searchParams;
     const authorization = req.headers.authorization;
@@ -285,11 +288,15 @@ export async function startTokenServer(users: Record<string, string>, opts: { ex
       delete body.token;
     }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  };
+  // With `tls` (PEM contents): an HTTPS realm, for registries whose token service has its own certificate.
+  const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) as unknown as Server : createServer(handler);
+  const address = opts.address ?? '127.0.0.1';
+  await new Promise<void>((r) => server.listen(0, address, r));
   const port = (server.address() as { port: number }).port;
+  const name = opts.hostname ?? (address.includes(':') ? `[${address}]` : address);
   return {
-    realm: `http://127.0.0.1:${port}/token`, service, issuer, certPem, requests, mint,
+    realm: `${opts.tls ? 'https' : 'http'}://${name}:${port}/token`, service, issuer, certPem, requests, mint,
     close: () => new Promise<void>((r) => {
       server.closeAllConnections();
       server.close(() => r());

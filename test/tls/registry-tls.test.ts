@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseReference } from '../../src/registry/reference.js';
 import { RegistryClient, type RegistryOptions } from '../../src/registry/registry-client.js';
-import { pushImage, startRegistry, type TestRegistry } from '../../src/registry/test-registry.js';
+import { pushImage, startRegistry, startTokenServer, type TestRegistry } from '../../src/registry/test-registry.js';
 import { createCa, loopbackName, type CertFiles, type TestCa } from './pki.js';
 
 const UNKNOWN_AUTHORITY = 'tls: failed to verify certificate: x509: certificate signed by unknown authority';
@@ -130,6 +130,35 @@ describe('registries over HTTPS with their own CA', async () => {
     });
     certsFor(mtlsReg.host, { 'ca.crt': ca.certPem, 'client.key': 'x' });
     await assert.rejects(client().resolve(parseReference(`${mtlsReg.host}/tls/mtls:v1`)), { message: 'missing client certificate client.cert for key client.key' });
+  });
+
+  test('a token service over HTTPS is trusted through the registry\'s CA, and verified', { skip }, async () => {
+    for (const [signer, ok] of [[ca, true], [otherCa, false]] as const) {
+      const tokenCert = signer.issue(`token-${signer.name}`, { cn: loop!.name, dns: [loop!.name], usage: 'server' });
+      const tokens = await startTokenServer({ [creds.user]: creds.password }, {
+        tls: { cert: tokenCert.certPem, key: tokenCert.keyPem }, address: loop!.address, hostname: loop!.name,
+      });
+      const server = ca.issue(`token-registry-${signer.name}`, { cn: loop!.name, dns: [loop!.name], usage: 'server' });
+      const reg = await startRegistry({ tls: server, address: loop!.address, hostname: loop!.name, token: tokens });
+      try {
+        const pushed = await pushImage(reg, 'tls/token', 'v1', { auth: tokens.mint(creds.user, 'tls/token', ['pull', 'push']) });
+        // Only the registry's directory holds the CA; the token service shares it.
+        certsFor(reg.host, { 'ca.crt': ca.certPem });
+        const pull = client().resolve(parseReference(`${reg.host}/tls/token:v1`), { auth: { username: creds.user, password: creds.password } });
+        if (ok) {
+          assert.equal((await pull).manifestDigest, pushed.manifestDigest);
+          assert.ok(tokens.requests.length > 0);
+        } else {
+          await assert.rejects(pull, (err: Error) => {
+            assert.match(err.message, new RegExp(`^Get "https://${loop!.name}:\\d+/token\\?.*": ${UNKNOWN_AUTHORITY}$`));
+            return true;
+          });
+        }
+      } finally {
+        await reg.stop();
+        await tokens.close();
+      }
+    }
   });
 
   test('a certificate for another name fails with Go\'s wording', { skip }, async () => {
