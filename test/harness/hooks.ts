@@ -1,0 +1,45 @@
+import { after, before } from 'node:test';
+import { startDaemon, type DaemonOptions, type TestDaemon } from './daemon.js';
+import { startRegistry, type RegistryKind, type RegistryOptions, type TestRegistry } from './registry.js';
+import { seedRegistry, type SeededImages } from '../fixtures/seed-registry.js';
+
+/**
+ * node:test glue: call at the top of a test file (or inside describe) to get a resource started in
+ * `before` and torn down in `after`. The returned getter throws if used before the hook ran.
+ */
+
+export function useDaemon(opts: DaemonOptions = {}): () => TestDaemon {
+  let daemon: TestDaemon | undefined;
+  before(async () => {
+    daemon = await startDaemon(opts);
+  });
+  after(async () => {
+    await daemon?.teardown();
+  });
+  return () => {
+    if (!daemon) throw new Error('useDaemon(): the daemon is not started (used outside a test, or startup failed)');
+    return daemon;
+  };
+}
+
+export interface SeededRegistry {
+  registry: TestRegistry;
+  seeded: SeededImages;
+}
+
+/** A registry of the given kind with the standard images pushed (busybox, layered, multiarch, zstd). */
+export function useSeededRegistry(kind: RegistryKind = 'open', opts: RegistryOptions = {}): () => SeededRegistry {
+  let value: SeededRegistry | undefined;
+  let registry: TestRegistry | undefined;
+  before(async () => {
+    registry = await startRegistry(kind, opts);
+    value = { registry, seeded: await seedRegistry(registry) };
+  });
+  after(async () => {
+    await registry?.stop();
+  });
+  return () => {
+    if (!value) throw new Error('useSeededRegistry(): the registry is not started');
+    return value;
+  };
+}
