@@ -57,7 +57,7 @@ async function main(): Promise<void> {
   systemRoutes(router, engine);
   imageRoutes(router, engine);
 
-  const listeners = await listen(router, config.hosts, config.group);
+  const listeners = await listen(router, config.hosts, config.group, config);
   log.info('berthd started', { version: SERVER_VERSION, dataRoot: config.dataRoot, pid: process.pid });
 
   let stopping = false;
