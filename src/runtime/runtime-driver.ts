@@ -1,0 +1,457 @@
+/**
+ * The runtime driver: OCI bundle → conmon → crun/runc, and everything after (start, signals,
+ * pause, exit tracking, exec, stats, cleanup). See README.md in this folder for conmon's files,
+ * log format and attach socket framing.
+ *
+ * Every container is supervised by its own conmon, started detached: containers, their logs and
+ * their exit codes outlive berthd. All state lives in files under `stateDir`, so a new driver
+ * instance (after a daemon restart) picks containers up by id without any registration step:
+ *
+ *   <stateDir>/crun/, runc/            the runtimes' --root (Berth's containers only)
+ *   <stateDir>/exits/<id>              exit code written by conmon (--exit-dir); mtime = exit time
+ *   <stateDir>/sockets/<id> → bundle   conmon's short link to the attach socket (--socket-dir-path)
+ *   <stateDir>/containers/<id>/        meta.json, conmon.pid, pid (container), conmon.log, oom
+ *   <stateDir>/execs/<id>/<exec id>/   one directory per exec session (exec-session.ts)
+ */
+import { spawn } from 'node:child_process';
+import { constants, openSync, closeSync } from 'node:fs';
+import { access, mkdir, readFile, rm, writeFile, rename } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { BerthError, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
+import { log } from '../lib/log.js';
+import { writeBundleConfig } from './bundle.js';
+import { detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
+import { SyncPipeReader } from './conmon-sync.js';
+import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
+import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
+import type { OciSpec } from './oci-spec.js';
+import { isProcessAlive, readPidFile } from './pid-file.js';
+import { clampRlimits, ownHardLimits, type HardLimits } from './rlimits.js';
+import { cleanMessage, RUNTIME_NAMES, runRuntime, runtimeState, type RuntimeBinary, type RuntimeName } from './runtime-cli.js';
+
+export type { RuntimeName } from './runtime-cli.js';
+
+export interface RuntimeDriverOptions {
+  /** Directory for runtime state, e.g. <exec-root>/runtime. Created by init(). */
+  stateDir: string;
+  defaultRuntime: RuntimeName;
+  /** Binary paths; default: looked up in PATH. */
+  conmonPath?: string;
+  runtimePaths?: Partial<Record<RuntimeName, string>>;
+}
+
+export interface CreateOptions {
+  id: string;
+  /** Holds config.json (written here) and conmon's attach socket and ctl/winsz FIFOs. */
+  bundleDir: string;
+  spec: OciSpec;
+  runtime?: RuntimeName;
+  /** conmon writes the container's output here, k8s-file format (see log-file.ts). */
+  logPath: string;
+  /** Bytes; conmon starts the file afresh when it grows past this. */
+  logSizeMax?: number;
+  /** Keep a stdin pipe open for attach clients. */
+  stdin: boolean;
+  /** Close the container's stdin when the first attach client disconnects (Docker's StdinOnce). */
+  stdinOnce?: boolean;
+  tty: boolean;
+}
+
+export type ContainerStatus = 'created' | 'running' | 'paused' | 'stopped';
+
+export interface ExitStatus extends ExitRecord {
+  oomKilled: boolean;
+}
+
+export interface ContainerStats extends CgroupStats {
+  /** Host CPU time since boot isn't ours to read; callers pair cpuUsageNs with their own clock. */
+  readAt: Date;
+}
+
+interface ContainerMeta {
+  runtime: RuntimeName;
+  bundleDir: string;
+  cgroupsPath: string;
+  logPath: string;
+}
+
+const SAFE_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+/** How long cleanup waits for conmon to record the exit after a forced delete. */
+const CLEANUP_EXIT_WAIT_MS = 5000;
+
+function checkId(id: string, what = 'container id'): void {
+  if (!SAFE_ID.test(id)) throw invalidArgument(`invalid ${what}: ${JSON.stringify(id)}`);
+}
+
+async function findInPath(name: string): Promise<string | undefined> {
+  const dirs = (process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin').split(delimiter);
+  for (const dir of [...dirs, '/usr/libexec/podman', '/usr/bin']) {
+    const p = join(dir, name);
+    try {
+      await access(p, constants.X_OK);
+      return p;
+    } catch {
+      // next
+    }
+  }
+  return undefined;
+}
+
+export class RuntimeDriver {
+  readonly stateDir: string;
+  readonly defaultRuntime: RuntimeName;
+  readonly #opts: RuntimeDriverOptions;
+  #conmonPath = '';
+  #runtimes = new Map<RuntimeName, RuntimeBinary>();
+  /** Why a runtime cannot be used here (binary missing, crun on an unfixable hybrid layout). */
+  #unusable = new Map<RuntimeName, string>();
+  #layout: CgroupLayout | undefined;
+  #hardLimits: HardLimits = new Map();
+  #exits: ExitWatcher;
+  #meta = new Map<string, ContainerMeta>();
+
+  constructor(opts: RuntimeDriverOptions) {
+    this.#opts = opts;
+    this.stateDir = opts.stateDir;
+    this.defaultRuntime = opts.defaultRuntime;
+    this.#exits = new ExitWatcher(join(opts.stateDir, 'exits'));
+  }
+
+  get #exitsDir() {
+    return join(this.stateDir, 'exits');
+  }
+  get #socketsDir() {
+    return join(this.stateDir, 'sockets');
+  }
+  #containerDir(id: string) {
+    return join(this.stateDir, 'containers', id);
+  }
+
+  /** Finds the binaries, fixes the cgroup layout for crun if needed, starts watching exits. */
+  async init(): Promise<void> {
+    await Promise.all(['exits', 'sockets', 'containers', 'execs', ...RUNTIME_NAMES].map((d) => mkdir(join(this.stateDir, d), { recursive: true })));
+    const conmon = this.#opts.conmonPath ?? (await findInPath('conmon'));
+    if (!conmon) throw unavailable('conmon not found in PATH');
+    this.#conmonPath = conmon;
+    for (const name of RUNTIME_NAMES) {
+      const path = this.#opts.runtimePaths?.[name] ?? (await findInPath(name));
+      if (path) this.#runtimes.set(name, { name, path, root: join(this.stateDir, name) });
+      else this.#unusable.set(name, `${name} not found in PATH`);
+    }
+    this.#hardLimits = ownHardLimits();
+
+    let layout = detectCgroupLayout();
+    if (layout.kind === 'hybrid' && (await controllersOnUnified(layout)).length > 0 && this.#runtimes.has('crun')) {
+      const fixed = await fixHybridLayout(layout);
+      layout = fixed.layout;
+      if (fixed.failed.length > 0) {
+        const why = fixed.failed.map((f) => `${f.controller}: ${f.error}`).join('; ');
+        this.#unusable.set('crun', `crun cannot run containers on this hybrid cgroup layout (could not mount ${why}); use runc`);
+        log.warn('cgroup controllers left on cgroup2, crun disabled', { failed: why });
+      } else {
+        log.info('mounted cgroup controllers as v1 hierarchies for crun', { layout: layout.kind });
+      }
+    }
+    this.#layout = layout;
+    if (this.#unusable.has(this.defaultRuntime)) throw unavailable(this.#unusable.get(this.defaultRuntime) ?? 'default runtime unusable');
+    this.#exits.start();
+  }
+
+  /** Stops watching; containers keep running. */
+  close(): void {
+    this.#exits.close();
+  }
+
+  get cgroupLayout(): CgroupLayout {
+    if (!this.#layout) throw new Error('RuntimeDriver.init() not called');
+    return this.#layout;
+  }
+
+  /** What buildSpec's cgroupVersion should be on this host. */
+  get cgroupVersion(): 1 | 2 {
+    return this.cgroupLayout.kind === 'v2' ? 2 : 1;
+  }
+
+  get hardLimits(): HardLimits {
+    return this.#hardLimits;
+  }
+
+  #binary(name: RuntimeName): RuntimeBinary {
+    const why = this.#unusable.get(name);
+    if (why) throw unavailable(why);
+    const rt = this.#runtimes.get(name);
+    if (!rt) throw invalidArgument(`unknown runtime: ${name}`);
+    return rt;
+  }
+
+  async #readMeta(id: string): Promise<ContainerMeta | undefined> {
+    const cached = this.#meta.get(id);
+    if (cached) return cached;
+    try {
+      const meta = JSON.parse(await readFile(join(this.#containerDir(id), 'meta.json'), 'utf8')) as ContainerMeta;
+      this.#meta.set(id, meta);
+      return meta;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async #mustMeta(id: string): Promise<ContainerMeta> {
+    checkId(id);
+    const meta = await this.#readMeta(id);
+    if (!meta) throw notFound(`No such container: ${id}`);
+    return meta;
+  }
+
+  /**
+   * Writes config.json and starts conmon, which runs `<runtime> create`. Resolves with the
+   * container's pid once the runtime has created it (the process waits for start()).
+   */
+  async create(c: CreateOptions): Promise<{ pid: number }> {
+    checkId(c.id);
+    const runtimeName = c.runtime ?? this.defaultRuntime;
+    const rt = this.#binary(runtimeName);
+    const dir = this.#containerDir(c.id);
+    const spec: OciSpec = { ...c.spec, process: { ...c.spec.process, terminal: c.tty } };
+    if (spec.process.rlimits) spec.process.rlimits = clampRlimits(spec.process.rlimits, this.#hardLimits);
+    const meta: ContainerMeta = {
+      runtime: runtimeName,
+      bundleDir: c.bundleDir,
+      cgroupsPath: spec.linux.cgroupsPath ?? `/berth/${c.id}`,
+      logPath: c.logPath,
+    };
+    spec.linux = { ...spec.linux, cgroupsPath: meta.cgroupsPath };
+
+    await mkdir(dir, { recursive: true });
+    await Promise.all([
+      writeBundleConfig(c.bundleDir, spec),
+      writeJsonAtomic(join(dir, 'meta.json'), meta),
+      // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
+      rm(this.#exits.pathOf(c.id), { force: true }),
+      rm(join(this.#socketsDir, c.id), { force: true }),
+      rm(join(dir, 'oom'), { force: true }),
+      ...['attach', 'ctl', 'winsz'].map((f) => rm(join(c.bundleDir, f), { force: true })),
+    ]);
+    this.#meta.set(c.id, meta);
+
+    const args = [
+      '--api-version', '1',
+      '-c', c.id, '-u', c.id, '-n', c.id,
+      '-r', rt.path, '--runtime-arg', '--root', '--runtime-arg', rt.root,
+      '-b', c.bundleDir,
+      '-p', join(dir, 'pid'), '-P', join(dir, 'conmon.pid'),
+      '-l', `k8s-file:${c.logPath}`,
+      '--exit-dir', this.#exitsDir,
+      '--socket-dir-path', this.#socketsDir,
+      '-0', dir, // persist dir: conmon writes `oom` here
+    ];
+    if (c.logSizeMax && c.logSizeMax > 0) args.push('--log-size-max', String(c.logSizeMax));
+    if (c.stdin) args.push('-i');
+    if (c.stdin && !c.stdinOnce) args.push('--leave-stdin-open');
+    if (c.tty) args.push('-t');
+
+    // conmon's own messages (rare) go to a file: a pipe would tie the daemonized conmon to berthd.
+    const errFd = openSync(join(dir, 'conmon.log'), 'a');
+    let first;
+    try {
+      const child = spawn(this.#conmonPath, args, {
+        stdio: ['ignore', 'ignore', errFd, 'pipe'],
+        env: { ...process.env, _OCI_SYNCPIPE: '3' },
+        detached: true,
+      });
+      child.unref();
+      const pipe = child.stdio[3] as Readable;
+      const sync = new SyncPipeReader(pipe);
+      first = await sync.next();
+      pipe.destroy(); // conmon keeps its end until it exits; we need nothing more from it
+    } finally {
+      closeSync(errFd);
+    }
+    if (!first || first.data <= 0) {
+      const conmonLog = await readFile(join(dir, 'conmon.log'), 'utf8').catch(() => '');
+      const message = cleanMessage(first?.message || conmonLog || 'conmon exited without reporting a pid');
+      await this.cleanup(c.id).catch((err) => log.warn('cleanup after failed create', { id: c.id, err }));
+      throw createError(message);
+    }
+    return { pid: first.data };
+  }
+
+  async start(id: string): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    await runRuntime(this.#binary(meta.runtime), ['start', id]);
+  }
+
+  /** Sends a signal (number, or name with or without SIG) to the container's main process. */
+  async kill(id: string, signal: number | string): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    const sig = typeof signal === 'number' ? String(signal) : signal.toUpperCase().replace(/^SIG/, '');
+    await runRuntime(this.#binary(meta.runtime), ['kill', id, sig]);
+  }
+
+  async pause(id: string): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    await runRuntime(this.#binary(meta.runtime), ['pause', id]);
+  }
+
+  async resume(id: string): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    await runRuntime(this.#binary(meta.runtime), ['resume', id]);
+  }
+
+  /** `<runtime> delete`; with force a running container is killed first. */
+  async delete(id: string, force = false): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    await runRuntime(this.#binary(meta.runtime), ['delete', ...(force ? ['--force'] : []), id]);
+  }
+
+  /** The runtime's view; undefined when the runtime does not know the container. */
+  async state(id: string): Promise<{ status: ContainerStatus; pid: number } | undefined> {
+    checkId(id);
+    const meta = await this.#readMeta(id);
+    if (!meta) return undefined;
+    const s = await runtimeState(this.#binary(meta.runtime), id);
+    if (!s) return undefined;
+    return { status: s.status === 'creating' ? 'created' : s.status, pid: s.status === 'stopped' ? 0 : s.pid };
+  }
+
+  /** The recorded exit, if the main process has exited. */
+  async exitStatus(id: string): Promise<ExitStatus | undefined> {
+    checkId(id);
+    const rec = await this.#exits.read(id);
+    return rec ? { ...rec, oomKilled: await this.#oomKilled(id) } : undefined;
+  }
+
+  /**
+   * Resolves when the container's main process has exited, with conmon's exit record. Works for
+   * containers created by an earlier driver instance. If conmon is gone without writing an exit
+   * file (killed), resolves at once with exit code 255.
+   */
+  async waitExit(id: string): Promise<ExitStatus> {
+    await this.#mustMeta(id);
+    const waiting = this.#exits.wait(id);
+    void this.#conmonAlive(id).then(async (alive) => {
+      if (alive) return;
+      const rec = await this.#exits.read(id);
+      this.#exits.settle(id, rec ?? { exitCode: 255, exitedAt: new Date() });
+      if (!rec) log.warn('conmon gone without an exit file', { id });
+    });
+    const rec = await waiting;
+    return { ...rec, oomKilled: await this.#oomKilled(id) };
+  }
+
+  async #conmonAlive(id: string): Promise<boolean> {
+    const pid = await readPidFile(join(this.#containerDir(id), 'conmon.pid'));
+    return pid !== undefined && (await isProcessAlive(pid, 'conmon'));
+  }
+
+  async #oomKilled(id: string): Promise<boolean> {
+    try {
+      await access(join(this.#containerDir(id), 'oom'));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * conmon's attach socket (SOCK_SEQPACKET) for the container's stdio; exists while the container
+   * runs. Framing: README.md "Attach socket".
+   */
+  attachSocketPath(id: string): string {
+    checkId(id);
+    return join(this.#socketsDir, id, 'attach');
+  }
+
+  /** conmon's control FIFO in the bundle: write "1 <height> <width>\n" to resize the tty, "2 0 0\n" to reopen the log. */
+  async controlFifoPath(id: string): Promise<string> {
+    const meta = await this.#mustMeta(id);
+    return join(meta.bundleDir, 'ctl');
+  }
+
+  /** Runs a process in a running container; see exec-session.ts. */
+  async exec(id: string, opts: ExecOptions): Promise<ExecSession> {
+    const meta = await this.#mustMeta(id);
+    checkId(opts.execId, 'exec id');
+    return startExec(
+      {
+        conmonPath: this.#conmonPath,
+        runtime: this.#binary(meta.runtime),
+        containerId: id,
+        bundleDir: meta.bundleDir,
+        execDir: join(this.stateDir, 'execs', id, opts.execId),
+        socketsDir: this.#socketsDir,
+        hardLimits: this.#hardLimits,
+      },
+      opts,
+    );
+  }
+
+  /** Usage from the container's cgroup; undefined when it has none (not created or cleaned up). */
+  async stats(id: string): Promise<ContainerStats | undefined> {
+    const meta = await this.#mustMeta(id);
+    const s = await readCgroupStats(this.cgroupLayout, meta.cgroupsPath);
+    return s ? { ...s, readAt: new Date() } : undefined;
+  }
+
+  /** The cgroup path (relative to each hierarchy's root) the container runs in. */
+  async cgroupsPath(id: string): Promise<string> {
+    return (await this.#mustMeta(id)).cgroupsPath;
+  }
+
+  /**
+   * Removes every trace of the container: runtime state (killing it if still running), its
+   * cgroup, conmon's files and Berth's state files. Idempotent; the log file and the bundle's
+   * config.json stay (the engine owns them).
+   */
+  async cleanup(id: string): Promise<void> {
+    checkId(id);
+    const meta = await this.#readMeta(id);
+    const runtimes = meta ? [meta.runtime] : [...this.#runtimes.keys()];
+    for (const name of runtimes) {
+      const rt = this.#runtimes.get(name);
+      if (!rt) continue;
+      try {
+        await runRuntime(rt, ['delete', '--force', id]);
+      } catch (err) {
+        if (!(err instanceof BerthError && err.kind === 'not-found')) throw err;
+      }
+    }
+    // conmon writes the exit file after the process dies: let it finish so nothing reappears.
+    if (meta && (await this.#conmonAlive(id))) {
+      const waited = await Promise.race([
+        this.#exits.wait(id).then(() => true),
+        new Promise<boolean>((r) => setTimeout(r, CLEANUP_EXIT_WAIT_MS, false).unref()),
+      ]);
+      if (!waited) log.warn('conmon did not record an exit after delete --force', { id });
+    }
+    if (meta) {
+      const busy = await removeCgroup(this.cgroupLayout, meta.cgroupsPath);
+      if (busy.length > 0) log.warn('cgroup still busy after cleanup', { id, busy });
+      await Promise.all(['attach', 'ctl', 'winsz'].map((f) => rm(join(meta.bundleDir, f), { force: true })));
+    }
+    await Promise.all([
+      rm(this.#exits.pathOf(id), { force: true }),
+      rm(join(this.#socketsDir, id), { force: true }),
+      rm(join(this.stateDir, 'execs', id), { recursive: true, force: true }),
+      rm(this.#containerDir(id), { recursive: true, force: true }),
+    ]);
+    this.#meta.delete(id);
+  }
+}
+
+async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, JSON.stringify(value));
+  await rename(tmp, path);
+}
+
+/** A create failure: bad command or user input is the caller's fault (400), anything else internal. */
+function createError(message: string): BerthError {
+  const text = `OCI runtime create failed: ${message}`;
+  if (/executable file .*not found|no such file or directory|permission denied|not a directory/i.test(message)) {
+    return invalidArgument(text);
+  }
+  return internal(text);
+}
