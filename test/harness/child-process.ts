@@ -73,12 +73,23 @@ export function signal(pid: number, sig: NodeJS.Signals): boolean {
   }
 }
 
+/** Whether the pid exists (zombies included; see isRunning). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether the pid exists and has not exited (a zombie waiting to be reaped does not count). */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
   }
 }
 

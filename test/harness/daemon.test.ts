@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { isAlive, run } from './child-process.js';
+import { isRunning, run } from './child-process.js';
 import { startDaemon, withDaemonLogs, type TestDaemon } from './daemon.js';
 import { mountsUnder } from './mounts.js';
 import { startRegistry, type TestRegistry } from './registry.js';
@@ -47,7 +47,7 @@ describe('test daemon', () => {
       const crashed = d.pid;
       await d.kill9();
       assert.equal(d.running, false);
-      assert.equal(isAlive(crashed), false);
+      assert.equal(isRunning(crashed), false);
       await d.restart();
       ls = await d.docker(['image', 'ls', '--format', '{{.Repository}}:{{.Tag}}']);
       assert.ok(ls.stdout.includes(seeded.refs.busybox), ls.stdout);
@@ -73,7 +73,7 @@ describe('test daemon', () => {
     const daemonPid = t.pid;
     await t.kill9();
     await t.teardown();
-    assert.equal(isAlive(daemonPid), false);
+    assert.equal(isRunning(daemonPid), false);
     const sig = await Promise.race([stragglerExit, new Promise<string>((r) => setTimeout(() => r('still running'), 5000))]);
     assert.equal(sig, 'SIGKILL', 'the straggler was killed');
     assert.deepEqual(mountsUnder(t.dir), []);

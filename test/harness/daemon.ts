@@ -135,6 +135,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
     ];
     writeFileSync(logFile, `--- harness: starting ${process.execPath} ${args.join(' ')}\n`, { flag: 'a' });
     const p = spawnLogged(process.execPath, args, { logFile, env: { ...process.env, ...(o.env ?? {}) } });
+    writeFileSync(logFile, `--- harness: berthd pid ${p.pid}\n`, { flag: 'a' });
     proc = p;
     const timeout = o.readyTimeoutMs ?? 15_000;
     const deadline = Date.now() + timeout;
@@ -263,7 +264,10 @@ async function waitGone(refs: ProcRef[], timeoutMs: number): Promise<void> {
 export function withLogTail(err: unknown, daemon: Pick<TestDaemon, 'logTail' | 'logFile'>, lines = 40): Error {
   const e = err instanceof Error ? err : new Error(String(err));
   if (!e.message.includes('--- berthd log')) {
-    e.message += `\n--- berthd log (${daemon.logFile}, last ${lines} lines) ---\n${daemon.logTail(lines)}`;
+    const tail = `\n--- berthd log (${daemon.logFile}, last ${lines} lines) ---\n${daemon.logTail(lines)}`;
+    e.message += tail;
+    // Some reporters print the stack, which was rendered with the old message.
+    if (e.stack) e.stack += tail;
   }
   return e;
 }

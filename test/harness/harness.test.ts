@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import tar from 'tar-stream';
 import { MediaType } from '../../src/lib/oci.js';
-import { isAlive } from './child-process.js';
+import { isAlive, isRunning, run } from './child-process.js';
+import { makeTempDir, removeDir } from './temp-dir.js';
 import { startCorruptingProxy } from './corrupting-proxy.js';
 import { RegistryClient } from './registry-client.js';
 import { startRegistry, type TestRegistry } from './registry.js';
@@ -199,7 +201,7 @@ describe('open registry', () => {
     const r = await startRegistry('open');
     assert.ok(isAlive(r.pid));
     await r.stop();
-    assert.equal(isAlive(r.pid), false);
+    assert.equal(isRunning(r.pid), false);
     assert.equal(existsSync(r.dir), false);
   });
 });
@@ -381,6 +383,32 @@ describe('corrupting proxy', () => {
     } finally {
       await proxy.stop();
       await treg.stop();
+    }
+  });
+});
+
+describe('cli', () => {
+  it('up writes env.json with seeded registries; down stops them and removes it', async () => {
+    const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
+    const dir = makeTempDir('cli-test');
+    const envPath = `${dir}/env.json`;
+    try {
+      const up = await run(process.execPath, [cli, 'up', '--out', envPath, '--registries', 'open,token', '--no-daemon', '--no-hub-mirror'], { timeoutMs: 60000 });
+      assert.equal(up.code, 0, up.stderr);
+      const env = JSON.parse(readFileSync(envPath, 'utf8'));
+      assert.ok(isAlive(env.pid));
+      assert.deepEqual(Object.keys(env.registries).sort(), ['open', 'token']);
+      assert.ok(env.registries.token.password);
+      const m = await fetch(`${env.registries.open.url}/v2/busybox/manifests/latest`, { headers: { Accept: ACCEPT } });
+      assert.equal(m.headers.get('docker-content-digest'), env.registries.open.digests.busybox);
+      const down = await run(process.execPath, [cli, 'down', '--env', envPath], { timeoutMs: 60000 });
+      assert.equal(down.code, 0, down.stderr);
+      assert.equal(existsSync(envPath), false);
+      assert.equal(isRunning(env.pid), false);
+      await assert.rejects(fetch(`${env.registries.open.url}/v2/`));
+      assert.equal(existsSync(env.registries.open.logDir), false);
+    } finally {
+      await removeDir(dir);
     }
   });
 });

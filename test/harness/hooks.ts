@@ -1,5 +1,5 @@
-import { after, before } from 'node:test';
-import { startDaemon, type DaemonOptions, type TestDaemon } from './daemon.js';
+import { after, afterEach, before } from 'node:test';
+import { startDaemon, withLogTail, type DaemonOptions, type TestDaemon } from './daemon.js';
 import { startRegistry, type RegistryKind, type RegistryOptions, type TestRegistry } from './registry.js';
 import { seedRegistry, type SeededImages } from '../fixtures/seed-registry.js';
 
@@ -8,10 +8,15 @@ import { seedRegistry, type SeededImages } from '../fixtures/seed-registry.js';
  * `before` and torn down in `after`. The returned getter throws if used before the hook ran.
  */
 
+/** Also appends the daemon's log tail to the error of every failing test in scope. */
 export function useDaemon(opts: DaemonOptions = {}): () => TestDaemon {
   let daemon: TestDaemon | undefined;
   before(async () => {
     daemon = await startDaemon(opts);
+  });
+  afterEach((t) => {
+    const failure = (t as { passed?: boolean; error?: unknown }).passed === false ? (t as { error?: unknown }).error : undefined;
+    if (daemon && failure instanceof Error) withLogTail(failure.cause instanceof Error ? failure.cause : failure, daemon);
   });
   after(async () => {
     await daemon?.teardown();

@@ -44,7 +44,9 @@ function requestOptions(target: HttpTarget, opts: HttpOptions) {
   }
   // A unix socket still needs a Host header; Docker clients send "docker" or "localhost".
   if (!hasHeader(headers, 'host')) headers.Host = 'localhost';
-  return { body, options: { method, headers, socketPath: target.socketPath, path: target.path } };
+  // No connection pooling on the daemon socket: a kept-alive connection to a daemon that was just
+  // restarted or killed would fail the next request for reasons that have nothing to do with the test.
+  return { body, options: { method, headers, socketPath: target.socketPath, path: target.path, agent: false } };
 }
 
 function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {

@@ -11,5 +11,5 @@ export * from './temp-dir.js';
 export * from './mounts.js';
 export * from './process-scan.js';
 export { onExitCleanup } from './exit-cleanup.js';
-export { run, tailFile } from './child-process.js';
+export { isAlive, isRunning, run, tailFile } from './child-process.js';
 export * from '../fixtures/index.js';
