@@ -162,6 +162,7 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
     stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
     env: { ...process.env, _OCI_SYNCPIPE: '3' },
     detached: true,
+    cwd: ctx.execDir,
   });
   const sync = new SyncPipeReader(child.stdio[3] as Readable);
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
@@ -209,6 +210,7 @@ async function startTtyExec(ctx: ExecContext, opts: ExecOptions, args: string[],
     stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
     env: { ...process.env, _OCI_SYNCPIPE: '3', _OCI_ATTACHPIPE: '4', _OCI_STARTPIPE: '5' },
     detached: true,
+    cwd: ctx.execDir,
   });
   let errHead = '';
   child.stderr?.on('data', (d: Buffer) => {

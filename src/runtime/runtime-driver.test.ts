@@ -280,6 +280,7 @@ describe('runtime driver (crun)', () => {
     const c = await run(['tail', '/dev/zero'], { resources: { memory: 16 * 1024 * 1024, memorySwap: 16 * 1024 * 1024 } });
     assert.equal(c.exit.exitCode, 137);
     assert.equal(c.exit.oomKilled, true);
+    assert.ok(!existsSync(join(process.cwd(), 'oom')), 'conmon must not drop its oom marker in our cwd');
   });
 
   test('a missing command fails create with the runtime message and leaves nothing', async () => {

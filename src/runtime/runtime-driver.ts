@@ -260,6 +260,7 @@ export class RuntimeDriver {
         stdio: ['ignore', 'ignore', errFd, 'pipe'],
         env: { ...process.env, _OCI_SYNCPIPE: '3' },
         detached: true,
+        cwd: dir, // conmon also drops an `oom` file in its working directory
       });
       child.unref();
       const pipe = child.stdio[3] as Readable;
