@@ -174,3 +174,17 @@ func TestImagesPullStreamIsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestImagesPullErrorInsideTheStream(t *testing.T) {
+	env := testenv.Load(t)
+	c := newClient(t, env)
+	ref := testenv.PushBrokenImage(t, env.Registries.Open.Host)
+	seen, err := pull(t, c, ref, image.PullOptions{})
+	var streamErr *jsonmessage.JSONError
+	if !errorsAs(err, &streamErr) || streamErr.Message == "" {
+		t.Fatalf("err = %#v", err)
+	}
+	if len(seen) == 0 {
+		t.Error("no progress records before the error")
+	}
+}

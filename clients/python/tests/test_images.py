@@ -8,7 +8,7 @@ import stat
 import pytest
 
 import berth_client
-from conftest import unique
+from conftest import push_broken_image, unique
 
 
 def remove_quietly(client, ref):
@@ -93,3 +93,15 @@ def test_tag_remove_not_found(env, client, busybox):
             client.images.pull(env["registries"]["open"]["host"] + "/" + unique("absent"))
     finally:
         remove_quietly(client, target)
+
+
+def test_error_inside_the_pull_stream_raises(env, client):
+    ref = push_broken_image(env["registries"]["open"]["host"])
+    seen = []
+    with pytest.raises(berth_client.StreamError) as e:
+        for record in client.images.pull_progress(ref):
+            seen.append(record)
+    assert str(e.value) and e.value.status_code == 200
+    assert seen, "progress records came before the error"
+    with pytest.raises(berth_client.StreamError):
+        client.images.pull(ref)

@@ -3,8 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BerthClient, NotFoundError, type ProgressMessage } from '@berth-engine/client';
-import { loadTestEnv, tempDir, uniqueName } from './test-env.js';
+import { BerthClient, NotFoundError, StreamError, type ProgressMessage } from '@berth-engine/client';
+import { loadTestEnv, pushBrokenImage, tempDir, uniqueName } from './test-env.js';
 
 const env = loadTestEnv();
 
@@ -127,6 +127,23 @@ test('tag, inspect by the new name, remove; missing images are NotFoundError wit
     );
   } finally {
     await removeQuietly(c, target);
+    c.close();
+  }
+});
+
+test('an error reported inside the pull stream is thrown as StreamError after the progress before it', async () => {
+  const c = client();
+  try {
+    const ref = await pushBrokenImage(env.registries.open.host);
+    const seen: ProgressMessage[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const m of c.images.pull(ref)) seen.push(m);
+      })(),
+      (e: Error) => e instanceof StreamError && e.statusCode === 200 && e.message.length > 0,
+    );
+    assert.ok(seen.length >= 1, 'progress records came before the error');
+  } finally {
     c.close();
   }
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 export interface TestRegistry {
   host: string;
@@ -41,4 +41,37 @@ export function tempDir(prefix = 'berth-client-test-'): string {
 /** A name unique to this run, for containers and image tags the test creates. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(5).toString('hex')}`;
+}
+
+/**
+ * Pushes to an open registry an image whose only layer is random bytes (valid digests, not a
+ * tar): a daemon fails on it after the pull has begun, so the failure arrives inside the stream.
+ */
+export async function pushBrokenImage(registryHost: string): Promise<string> {
+  const name = uniqueName('broken');
+  const base = `http://${registryHost}/v2/${name}`;
+  const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+  const upload = async (data: Buffer): Promise<string> => {
+    const digest = sha(data);
+    const start = await fetch(`${base}/blobs/uploads/`, { method: 'POST' });
+    if (start.status !== 202) throw new Error(`blob upload start: ${start.status}`);
+    const location = new URL(start.headers.get('location')!, `http://${registryHost}`);
+    location.searchParams.set('digest', digest);
+    const put = await fetch(location, { method: 'PUT', body: new Uint8Array(data), headers: { 'Content-Type': 'application/octet-stream' } });
+    if (put.status !== 201) throw new Error(`blob upload: ${put.status}`);
+    return digest;
+  };
+  const layer = randomBytes(4096);
+  const layerDigest = await upload(layer);
+  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [layerDigest] }, config: {} }));
+  const configDigest = await upload(config);
+  const manifest = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.manifest.v1+json',
+    config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: configDigest, size: config.length },
+    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: layerDigest, size: layer.length }],
+  });
+  const res = await fetch(`${base}/manifests/latest`, { method: 'PUT', body: manifest, headers: { 'Content-Type': 'application/vnd.oci.image.manifest.v1+json' } });
+  if (res.status !== 201) throw new Error(`manifest upload: ${res.status}`);
+  return `${registryHost}/${name}:latest`;
 }

@@ -227,3 +227,12 @@ test('credentials: storing without a helper writes an auths entry, keeping other
   assert.equal(again.detachKeys, 'ctrl-x');
   assert.equal(Object.keys(again.auths).length, 2);
 });
+
+test('the package loads from CommonJS too', async () => {
+  const { createRequire } = await import('node:module');
+  const cjs = createRequire(import.meta.url)('@berth-engine/client') as typeof import('@berth-engine/client');
+  assert.equal(typeof cjs.BerthClient, 'function');
+  assert.equal(typeof cjs.BerthClient.fromEnv, 'function');
+  assert.ok(new cjs.NotFoundError('x', 404) instanceof cjs.BerthApiError);
+  assert.equal(cjs.parseDockerHost('unix:///a').kind, 'unix');
+});
