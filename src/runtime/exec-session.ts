@@ -30,6 +30,7 @@ import { ALL_CAPABILITIES } from './build-spec.js';
 import type { OciProcess, OciSpec } from './oci-spec.js';
 import type { HardLimits } from './rlimits.js';
 import { clampRlimits } from './rlimits.js';
+import { clampCapabilities } from './capabilities.js';
 import type { RuntimeBinary } from './runtime-cli.js';
 import { cleanMessage } from './runtime-cli.js';
 
@@ -90,6 +91,7 @@ export interface ExecContext {
   execDir: string;
   socketsDir: string;
   hardLimits: HardLimits;
+  capabilities: ReadonlySet<string>;
 }
 
 /** The exec's process.json: the container's process settings with the exec's overrides. */
@@ -127,6 +129,7 @@ export function failedExecExitCode(message: string): number {
 export async function startExec(ctx: ExecContext, opts: ExecOptions): Promise<ExecSession> {
   const config = JSON.parse(await readFile(join(ctx.bundleDir, 'config.json'), 'utf8')) as OciSpec;
   const proc = execProcessSpec(config.process, opts.process, opts.privileged ?? false, ctx.hardLimits);
+  proc.capabilities = clampCapabilities(proc.capabilities, ctx.capabilities);
   await rm(ctx.execDir, { recursive: true, force: true });
   await mkdir(ctx.execDir, { recursive: true });
   const processPath = join(ctx.execDir, 'process.json');

@@ -4,12 +4,14 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir } from 'node:fs/promises';
+import { mkdir, readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isKind } from '../lib/errors.js';
 import { buildSpec, type RuntimeSpecInput } from './build-spec.js';
 import { cgroupDirs, controllerDir } from './cgroups.js';
+import { hostDevices } from './devices.js';
 import { readLogRecords, type LogRecord } from './log-file.js';
 import { RuntimeDriver, type CreateOptions } from './runtime-driver.js';
 import type { RuntimeName } from './runtime-cli.js';
@@ -326,6 +328,40 @@ describe('runtime driver (crun)', () => {
   });
 });
 
+describe('runtime driver: conmon features', () => {
+  test('--log-size-max keeps the log file small', async () => {
+    const c = await run(['sh', '-c', 'i=0; while [ $i -lt 2000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done'], {}, { logSizeMax: 16384 });
+    assert.equal(c.exit.exitCode, 0);
+    const size = (await stat(c.logPath)).size;
+    assert.ok(size <= 16384 + 4096, `log size ${size}`);
+    const text = await logText(c.logPath);
+    assert.match(text, /line-1999-/); // the newest output survives
+  });
+
+  test('attach socket: stdin in, framed stdout/stderr out (SOCK_SEQPACKET, via python3)', { skip: !hasPython() }, async () => {
+    const c = await createContainer(['sh', '-c', 'read line; echo "got $line"; echo err >&2; cat; echo end'], {}, { stdin: true, stdinOnce: true });
+    const exited = driver.waitExit(c.id);
+    // The client connects before start (no output lost), sends two packets, half-closes, reads to EOF.
+    const client = spawnAttachClient(driver.attachSocketPath(c.id), ['hello\n', 'more\n']);
+    await client.connected;
+    await driver.start(c.id);
+    const packets = await client.packets;
+    assert.equal((await exited).exitCode, 0);
+    const byStream = (n: number) => packets.filter((p) => p[0] === n).map((p) => p.subarray(1).toString()).join('');
+    assert.equal(byStream(2), 'got hello\nmore\nend\n');
+    assert.equal(byStream(3), 'err\n');
+  });
+
+  test('privileged: host devices and mount work', async () => {
+    const c = await run(['sh', '-c', 'mount -t tmpfs none /tmp && test -c /dev/kmsg && echo ok'], {
+      privileged: true,
+      devices: await hostDevices(),
+    });
+    assert.equal(await logText(c.logPath), 'ok\n');
+    assert.equal(c.exit.exitCode, 0);
+  });
+});
+
 describe('runtime driver (runc)', () => {
   test('runc is selectable per container', async () => {
     const runtime: RuntimeName = 'runc';
@@ -340,6 +376,50 @@ describe('runtime driver (runc)', () => {
     assert.ok(!(await readdir(join(driver.stateDir, 'runc'))).includes(c.id));
   });
 });
+
+function hasPython(): boolean {
+  try {
+    execFileSync('python3', ['-c', 'import socket; socket.SOCK_SEQPACKET']);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A SOCK_SEQPACKET client (Node has none): prints "connected", then one hex line per packet. */
+const ATTACH_CLIENT = `
+import socket, sys, binascii
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+print("connected", flush=True)
+sys.stdin.readline()
+for data in sys.argv[2:]:
+    s.send(data.encode().decode("unicode_escape").encode())
+s.shutdown(socket.SHUT_WR)
+while True:
+    p = s.recv(65536)
+    if not p:
+        break
+    print(binascii.hexlify(p).decode(), flush=True)
+`;
+
+function spawnAttachClient(socketPath: string, sends: string[]) {
+  const child = spawn('python3', ['-c', ATTACH_CLIENT, socketPath, ...sends], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  let onConnected!: () => void;
+  const connected = new Promise<void>((r) => (onConnected = r));
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.startsWith('connected\n')) onConnected();
+  });
+  const packets = new Promise<Buffer[]>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', () => resolve(out.split('\n').slice(1).filter(Boolean).map((h) => Buffer.from(h, 'hex'))));
+  });
+  // The client waits for a line on stdin before sending: by then the container runs.
+  void connected.then(() => setTimeout(() => child.stdin.end('go\n'), 50));
+  return { connected, packets };
+}
 
 async function streamText(s: NodeJS.ReadableStream | undefined): Promise<string> {
   if (!s) return '';

@@ -28,6 +28,7 @@ import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
 import type { OciSpec } from './oci-spec.js';
 import { isProcessAlive, readPidFile } from './pid-file.js';
 import { clampRlimits, ownHardLimits, type HardLimits } from './rlimits.js';
+import { clampCapabilities, ownCapabilities } from './capabilities.js';
 import { cleanMessage, RUNTIME_NAMES, runRuntime, runtimeState, type RuntimeBinary, type RuntimeName } from './runtime-cli.js';
 
 export type { RuntimeName } from './runtime-cli.js';
@@ -108,6 +109,7 @@ export class RuntimeDriver {
   #unusable = new Map<RuntimeName, string>();
   #layout: CgroupLayout | undefined;
   #hardLimits: HardLimits = new Map();
+  #capabilities: ReadonlySet<string> = new Set();
   #exits: ExitWatcher;
   #meta = new Map<string, ContainerMeta>();
 
@@ -140,6 +142,7 @@ export class RuntimeDriver {
       else this.#unusable.set(name, `${name} not found in PATH`);
     }
     this.#hardLimits = ownHardLimits();
+    this.#capabilities = ownCapabilities();
 
     let layout = detectCgroupLayout();
     if (layout.kind === 'hybrid' && (await controllersOnUnified(layout)).length > 0 && this.#runtimes.has('crun')) {
@@ -175,6 +178,11 @@ export class RuntimeDriver {
 
   get hardLimits(): HardLimits {
     return this.#hardLimits;
+  }
+
+  /** Capabilities berthd holds, the most a container can get. */
+  get capabilities(): ReadonlySet<string> {
+    return this.#capabilities;
   }
 
   #binary(name: RuntimeName): RuntimeBinary {
@@ -216,6 +224,7 @@ export class RuntimeDriver {
     const dir = this.#containerDir(c.id);
     const spec: OciSpec = { ...c.spec, process: { ...c.spec.process, terminal: c.tty } };
     if (spec.process.rlimits) spec.process.rlimits = clampRlimits(spec.process.rlimits, this.#hardLimits);
+    spec.process.capabilities = clampCapabilities(spec.process.capabilities, this.#capabilities);
     const meta: ContainerMeta = {
       runtime: runtimeName,
       bundleDir: c.bundleDir,
@@ -384,6 +393,7 @@ export class RuntimeDriver {
         execDir: join(this.stateDir, 'execs', id, opts.execId),
         socketsDir: this.#socketsDir,
         hardLimits: this.#hardLimits,
+        capabilities: this.#capabilities,
       },
       opts,
     );
