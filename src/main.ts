@@ -18,6 +18,12 @@ import { Router, SERVER_VERSION } from './api/router.js';
 import { listen, closeListeners } from './api/server.js';
 import { systemRoutes } from './api/routes/system.js';
 import { imageRoutes } from './api/routes/images.js';
+import { containerRoutes } from './api/routes/containers.js';
+import { containerLogRoutes } from './api/routes/container-logs.js';
+import { ContainerRecords } from './state/container-records.js';
+import { ContainerService } from './engine/containers.js';
+import { RuntimeProcesses, LoopbackNetworking } from './engine/container-processes.js';
+import { RuntimeDriver } from './runtime/runtime-driver.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -53,9 +59,21 @@ async function main(): Promise<void> {
   const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
   const engine = new Engine(config, events, images, registry);
 
+  const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
+  await runtime.init();
+  engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
+  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
+  const networking = new LoopbackNetworking((idOrName) => containers.get(idOrName).state.pid);
+  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), logSizeMax(config.logOpts));
+  containers.load();
+  engine.containerCounts = () => containers.counts();
+  await containers.recover();
+
   const router = new Router();
   systemRoutes(router, engine);
   imageRoutes(router, engine);
+  containerRoutes(router, engine, containers);
+  containerLogRoutes(router, containers);
 
   const listeners = await listen(router, config.hosts, config.group, config);
   log.info('berthd started', { version: SERVER_VERSION, dataRoot: config.dataRoot, pid: process.pid });
@@ -66,6 +84,8 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     await closeListeners(listeners);
+    runtime.close();
+    registry.close();
     db.close();
     rmSync(config.pidfile as string, { force: true });
     log.info('berthd stopped');
@@ -81,6 +101,14 @@ async function main(): Promise<void> {
       );
     });
   }
+}
+
+/** log-opts max-size (e.g. 10m) in bytes. */
+function logSizeMax(opts: Record<string, string>): number | undefined {
+  const v = opts['max-size'];
+  const m = v ? /^(\d+(?:\.\d+)?)([kmg]?)b?$/i.exec(v.trim()) : null;
+  if (!m) return undefined;
+  return Math.floor(Number(m[1]) * { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g']);
 }
 
 main().catch((err) => {

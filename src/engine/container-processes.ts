@@ -1,8 +1,17 @@
 /**
- * Runs a container's process: builds the OCI spec from the record, sets up its network, launches
- * it through the runtime driver, and reports its exit back to the container service.
+ * Runs a container's process: writes its /etc files, builds the OCI spec from the record, launches
+ * it through the runtime driver (conmon + crun/runc) and reports its exit back to the container
+ * service. Network set-up plugs in through the `network` hooks.
  */
+import { join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
 import type { ContainerRecord } from './container-model.js';
+import type { RuntimeDriver, ExitStatus } from '../runtime/runtime-driver.js';
+import { buildSpec } from '../runtime/build-spec.js';
+import { specInputFor } from './container-spec.js';
+import { writeEtcFiles } from './container-rootfs.js';
+import { log } from '../lib/log.js';
+import { conflict } from '../lib/errors.js';
 
 export interface ContainerProcesses {
   start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }>;
@@ -11,4 +20,138 @@ export interface ContainerProcesses {
   resume(c: ContainerRecord): Promise<void>;
   /** Releases what start set up (runtime state, network); idempotent. */
   cleanup(c: ContainerRecord): Promise<void>;
+}
+
+/** Network plumbing for a container, provided by the network service. */
+export interface ContainerNetworking {
+  /** Returns the netns to join ('new' for a private one, undefined for the host's) and the addresses to write in /etc/hosts. */
+  prepare(c: ContainerRecord): Promise<{ netnsPath: string | 'new' | undefined; ip?: string; nameservers?: string[]; hostNetwork: boolean }>;
+  /** Called once the process exists (its namespaces are live). */
+  started(c: ContainerRecord, pid: number): Promise<void>;
+  release(c: ContainerRecord): Promise<void>;
+}
+
+/** Without a network service: a private namespace with loopback only (bridge/none), or the host's. */
+export class LoopbackNetworking implements ContainerNetworking {
+  constructor(private readonly findPid: (idOrName: string) => number) {}
+  async prepare(c: ContainerRecord) {
+    const mode = c.hostConfig.NetworkMode ?? 'bridge';
+    if (mode === 'host') return { netnsPath: undefined, hostNetwork: true };
+    if (mode.startsWith('container:')) {
+      const pid = this.findPid(mode.slice('container:'.length));
+      return { netnsPath: `/proc/${pid}/ns/net`, hostNetwork: false };
+    }
+    return { netnsPath: 'new' as const, hostNetwork: false };
+  }
+  async started(): Promise<void> {}
+  async release(): Promise<void> {}
+}
+
+export type ExitHandler = (id: string, exit: { exitCode: number; exitedAt: Date; oomKilled: boolean }) => Promise<void>;
+
+export class RuntimeProcesses implements ContainerProcesses {
+  /** Hooks run after the runtime created the process and before it starts: attach clients connect here. */
+  readonly beforeStart = new Map<string, Set<() => Promise<void>>>();
+  readonly #watched = new Set<string>();
+
+  constructor(
+    readonly runtime: RuntimeDriver,
+    readonly network: ContainerNetworking,
+    private readonly containerDir: (id: string) => string,
+    private readonly onExit: ExitHandler,
+    private readonly logSizeMax?: number,
+  ) {}
+
+  async start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }> {
+    const net = await this.network.prepare(c);
+    const hc = c.hostConfig;
+    await writeEtcFiles({
+      hostnamePath: c.hostnamePath,
+      hostsPath: c.hostsPath,
+      resolvConfPath: c.resolvConfPath,
+      hostname: c.config.Hostname ?? c.id.slice(0, 12),
+      domainname: c.config.Domainname,
+      ip: net.ip,
+      extraHosts: hc.ExtraHosts ?? [],
+      hostNetwork: net.hostNetwork,
+      dns: hc.Dns ?? undefined,
+      dnsSearch: hc.DnsSearch ?? undefined,
+      dnsOptions: hc.DnsOptions ?? undefined,
+      nameservers: net.nameservers,
+    });
+    const input = await specInputFor(c, { rootfs, netnsPath: net.netnsPath, cgroupVersion: this.runtime.cgroupVersion });
+    const spec = buildSpec(input);
+    // A leftover runtime state from an earlier run of this container would make create fail.
+    await this.runtime.cleanup(c.id).catch(() => undefined);
+    const bundleDir = join(this.containerDir(c.id), 'bundle');
+    await mkdir(bundleDir, { recursive: true });
+    const { pid } = await this.runtime.create({
+      id: c.id,
+      bundleDir,
+      spec,
+      runtime: c.runtime,
+      logPath: c.logPath,
+      logSizeMax: this.#logSize(c),
+      stdin: !!c.config.OpenStdin,
+      stdinOnce: !!c.config.StdinOnce,
+      tty: !!c.config.Tty,
+    });
+    try {
+      await this.network.started(c, pid);
+      for (const hook of this.beforeStart.get(c.id) ?? []) await hook().catch((err) => log.warn('attach before start failed', { id: c.id, err }));
+      await this.runtime.start(c.id);
+    } catch (err) {
+      await this.runtime.cleanup(c.id).catch(() => undefined);
+      await this.network.release(c).catch(() => undefined);
+      throw err;
+    }
+    this.watch(c.id);
+    return { pid };
+  }
+
+  #logSize(c: ContainerRecord): number | undefined {
+    const v = c.hostConfig.LogConfig?.Config?.['max-size'];
+    if (!v) return this.logSizeMax;
+    const m = /^(\d+(?:\.\d+)?)([kmg]?)b?$/i.exec(v.trim());
+    if (!m) return this.logSizeMax;
+    const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g'];
+    return Math.floor(Number(m[1]) * mult);
+  }
+
+  /** Follows the process until it exits (also for processes re-adopted after a daemon restart). */
+  watch(id: string): void {
+    if (this.#watched.has(id)) return;
+    this.#watched.add(id);
+    this.runtime
+      .waitExit(id)
+      .then((exit: ExitStatus) => {
+        this.#watched.delete(id);
+        return this.onExit(id, exit);
+      })
+      .catch((err) => {
+        this.#watched.delete(id);
+        log.error('waiting for container exit failed', { id, err });
+      });
+  }
+
+  async kill(c: ContainerRecord, signal: string): Promise<void> {
+    try {
+      await this.runtime.kill(c.id, /^\d+$/.test(signal) ? Number(signal) : signal.toUpperCase().startsWith('SIG') ? signal.toUpperCase() : `SIG${signal.toUpperCase()}`);
+    } catch (err) {
+      throw conflict(`cannot kill container: ${c.name}: ${(err as Error).message}`);
+    }
+  }
+
+  pause(c: ContainerRecord): Promise<void> {
+    return this.runtime.pause(c.id);
+  }
+
+  resume(c: ContainerRecord): Promise<void> {
+    return this.runtime.resume(c.id);
+  }
+
+  async cleanup(c: ContainerRecord): Promise<void> {
+    await this.runtime.cleanup(c.id);
+    await this.network.release(c);
+  }
 }

@@ -17,7 +17,7 @@ import type { ContainerRecord, CreateConfig, HostConfig } from './container-mode
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
 import { rootfsPaths, mountRootfs, unmountRootfs } from './container-rootfs.js';
-import type { ContainerProcesses } from './container-processes.js';
+import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
 
 export interface CreateRequest {
   name?: string;
@@ -357,6 +357,40 @@ export class ContainerService {
       this.events.publish('container', 'destroy', c.id, this.attrs(c));
       this.waiters.removed(c.id, { StatusCode: c.state.exitCode });
     });
+  }
+
+  /**
+   * After a daemon restart: re-adopt containers whose process still runs, record the exits that
+   * happened while the daemon was down (applying restart policies), and restart those that were
+   * between restarts.
+   */
+  async recover(): Promise<void> {
+    const runtime = (this.processes as RuntimeProcesses).runtime;
+    await Promise.all(
+      this.all().map(async (c) => {
+        try {
+          if (c.state.status === 'running' || c.state.status === 'paused') {
+            const st = await runtime.state(c.id).catch(() => undefined);
+            if (st && (st.status === 'running' || st.status === 'paused')) {
+              if (st.status !== c.state.status) {
+                c.state.status = st.status;
+                this.save(c);
+              }
+              (this.processes as RuntimeProcesses).watch(c.id);
+              return;
+            }
+            const exit = (await runtime.exitStatus(c.id).catch(() => undefined)) ?? { exitCode: 255, exitedAt: new Date(), oomKilled: false };
+            await this.handleExit(c.id, exit);
+          } else if (c.state.status === 'restarting' && !c.manuallyStopped) {
+            await this.withLock(c.id, () => this.#startProcess(c));
+          } else if (c.state.status === 'removing') {
+            await this.remove(c.id, { force: true, volumes: false });
+          }
+        } catch (err) {
+          log.warn('container recovery failed', { id: c.id, err });
+        }
+      }),
+    );
   }
 
   counts(): { total: number; running: number; paused: number; stopped: number } {
