@@ -216,12 +216,27 @@ describe('runtime driver (crun)', () => {
     assert.equal(await logText(c.logPath), `${expected}\n${expected}\n`);
   });
 
-  test('a tty container', async () => {
-    const c = await run(['sh', '-c', 'tty; echo TERM=$TERM'], {}, { tty: true });
-    assert.equal(c.exit.exitCode, 0);
-    const text = await logText(c.logPath);
-    assert.match(text, /^\/dev\/pts\/\d+\r?\n/);
-    assert.match(text, /TERM=xterm/);
+  test('a tty container: initial size, resize, TERM', async () => {
+    const args = ['sh', '-c', 'tty; echo TERM=$TERM; stty size; exec sleep 100'];
+    const c = await createContainer(args, {
+      process: { args, env: [], cwd: '/', user: { uid: 0, gid: 0 }, terminal: true, consoleSize: { height: 10, width: 20 } },
+    }, { tty: true });
+    const exited = driver.waitExit(c.id);
+    await driver.start(c.id);
+    const lines: string[] = [];
+    for await (const r of readLogRecords(c.logPath, { follow: true, until: exited })) {
+      lines.push(r.text.replace(/\r$/, ''));
+      if (lines.length === 3) break;
+    }
+    assert.match(lines[0] ?? '', /^\/dev\/pts\/\d+$/);
+    assert.equal(lines[1], 'TERM=xterm');
+    assert.equal(lines[2], '10 20');
+    await driver.resize(c.id, 30, 100);
+    const e = await driver.exec(c.id, { execId: uniqueId('ex'), process: { args: ['stty', '-F', lines[0] ?? '', 'size'], env: [], terminal: false }, stdin: false });
+    const [size] = await Promise.all([streamText(e.stdout), e.exit]);
+    assert.equal(size, '30 100\n');
+    await driver.kill(c.id, 'KILL');
+    assert.equal((await exited).exitCode, 137);
   });
 
   test('exec: output, exit codes, a missing binary, a tty', async () => {

@@ -15,10 +15,10 @@
  */
 import { spawn } from 'node:child_process';
 import { constants, openSync, closeSync } from 'node:fs';
-import { access, mkdir, readFile, rm, writeFile, rename } from 'node:fs/promises';
+import { access, mkdir, open, readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { BerthError, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
+import { BerthError, conflict, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { writeBundleConfig } from './bundle.js';
 import { detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
@@ -374,10 +374,23 @@ export class RuntimeDriver {
     return join(this.#socketsDir, id, 'attach');
   }
 
-  /** conmon's control FIFO in the bundle: write "1 <height> <width>\n" to resize the tty, "2 0 0\n" to reopen the log. */
-  async controlFifoPath(id: string): Promise<string> {
+  /** Resizes the container's tty (conmon's ctl FIFO in the bundle: "1 <height> <width>\n"). */
+  async resize(id: string, height: number, width: number): Promise<void> {
     const meta = await this.#mustMeta(id);
-    return join(meta.bundleDir, 'ctl');
+    await writeControl(join(meta.bundleDir, 'ctl'), `1 ${height} ${width}\n`);
+  }
+
+  /** Resizes a tty exec's terminal (the ctl FIFO in the exec's directory). */
+  async resizeExec(id: string, execId: string, height: number, width: number): Promise<void> {
+    checkId(id);
+    checkId(execId, 'exec id');
+    await writeControl(join(this.stateDir, 'execs', id, execId, 'ctl'), `1 ${height} ${width}\n`);
+  }
+
+  /** Makes conmon reopen the log file (after the engine moved or truncated it): "2 0 0\n" on ctl. */
+  async reopenLog(id: string): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    await writeControl(join(meta.bundleDir, 'ctl'), '2 0 0\n');
   }
 
   /** Runs a process in a running container; see exec-session.ts. */
@@ -449,6 +462,26 @@ export class RuntimeDriver {
       rm(this.#containerDir(id), { recursive: true, force: true }),
     ]);
     this.#meta.delete(id);
+  }
+}
+
+/**
+ * One message to a conmon FIFO. Non-blocking open: with no conmon reading (container gone) it
+ * fails at once with ENXIO instead of hanging.
+ */
+async function writeControl(fifo: string, message: string): Promise<void> {
+  let fh;
+  try {
+    fh = await open(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENXIO' || code === 'ENOENT') throw conflict('container is not running');
+    throw err;
+  }
+  try {
+    await fh.write(message);
+  } finally {
+    await fh.close();
   }
 }
 
