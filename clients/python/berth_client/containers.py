@@ -63,27 +63,16 @@ class Container:
 
     def begin_wait(self, condition=None, timeout=None):
         """Registers a wait with the daemon and returns once it has been accepted (its headers
-        are in), so a start issued afterwards cannot be missed. Call the returned function to
-        get the result ({"StatusCode": n, "Error": ...})."""
+        are in), so a start issued afterwards cannot be missed. The returned PendingWait gives
+        the result ({"StatusCode": n, "Error": ...}); close() abandons it."""
         resp = self.client.api.call(
             "POST", "/containers/{}/wait".format(quote_name(self.id)), params={"condition": condition}, timeout=timeout
         )
-
-        def result():
-            try:
-                body = resp.read(1024 * 1024).decode("utf-8", "replace")
-            finally:
-                close_response(resp)
-            try:
-                return json.loads(body)
-            except ValueError:
-                raise APIError("unexpected wait reply: " + body[:2048], status_code=resp.status)
-
-        return result
+        return PendingWait(resp)
 
     def wait(self, condition=None, timeout=None):
         """Blocks until the container meets the condition (not-running by default)."""
-        return self.begin_wait(condition, timeout)()
+        return self.begin_wait(condition, timeout).result()
 
     def logs(self, stdout=True, stderr=True, stream=False, follow=None, timestamps=False, tail="all",
              since=None, until=None, demux=False):
@@ -137,6 +126,26 @@ class Container:
             body=conf,
         )
         return self.client.images.get(reply["Id"])
+
+
+class PendingWait:
+    """A wait the daemon has accepted; result() blocks until the condition is met."""
+
+    def __init__(self, resp):
+        self._resp = resp
+
+    def result(self):
+        try:
+            body = self._resp.read(1024 * 1024).decode("utf-8", "replace")
+        finally:
+            self.close()
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise APIError("unexpected wait reply: " + body[:2048], status_code=self._resp.status)
+
+    def close(self):
+        close_response(self._resp)
 
 
 def _tty_output(chunks, demux):
@@ -257,9 +266,13 @@ class ContainerCollection:
             container.start()
             return container.reload()
         try:
-            result = container.begin_wait(condition="next-exit")
-            container.start()
-            status = result()
+            pending = container.begin_wait(condition="next-exit")
+            try:
+                container.start()
+            except BaseException:
+                pending.close()
+                raise
+            status = pending.result()
             if (status.get("Error") or {}).get("Message"):
                 raise APIError(status["Error"]["Message"], status_code=500)
             output = container.logs(stdout=stdout, stderr=stderr) if (stdout or stderr) else b""

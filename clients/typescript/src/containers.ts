@@ -267,21 +267,25 @@ export class Containers {
       await container.start();
       return container;
     }
+    // A wait left open (start failed) would hold a connection: abort it on the way out.
+    const done = new AbortController();
+    const signal = opts.signal ? AbortSignal.any([opts.signal, done.signal]) : done.signal;
     try {
-      const pending = await this.beginWait(id, { condition: 'next-exit', ...(opts.signal && { signal: opts.signal }) });
+      const pending = await this.beginWait(id, { condition: 'next-exit', signal });
       await container.start();
       const status = await pending.result;
       if (status.Error?.Message) throw new BerthApiError(status.Error.Message, 500);
       const wanted: OutputStream[] = [];
       if (opts.stdout ?? true) wanted.push('stdout');
       if (opts.stderr) wanted.push('stderr');
-      const output = await collect(this.logs(id, { stdout: wanted.includes('stdout'), stderr: wanted.includes('stderr') }), wanted);
+      const output = await collect(this.logs(id, { stdout: wanted.includes('stdout'), stderr: wanted.includes('stderr'), signal }), wanted);
       if (status.StatusCode !== 0) {
-        const stderr = await collect(this.logs(id, { stdout: false, stderr: true }), ['stderr']);
+        const stderr = await collect(this.logs(id, { stdout: false, stderr: true, signal }), ['stderr']);
         throw new ContainerError(id, status.StatusCode, image, cmd, stderr);
       }
       return output;
     } finally {
+      done.abort();
       if (opts.remove) await container.remove({ force: true }).catch(() => undefined);
     }
   }
