@@ -37,4 +37,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# docker-py, the official Python client, for the compatibility tests (test/harness/python.ts finds it).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import docker' 2>/dev/null; then
+  echo "install-deps: python venv with docker-py"
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check docker
+fi
+
 npm run --silent build
