@@ -131,7 +131,7 @@ test('background run, list, inspect, stop, kill, remove, and typed errors', asyn
     assert.equal((await container.wait()).StatusCode, 137);
 
     await container.remove();
-    await assert.rejects(container.inspect(), (e: Error) => e instanceof NotFoundError && e.message.includes(`No such container: ${name}`));
+    await assert.rejects(c.containers.inspect(name), (e: Error) => e instanceof NotFoundError && e.message === `No such container: ${name}`);
   } finally {
     await cleanup(name);
   }
