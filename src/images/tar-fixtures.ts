@@ -60,12 +60,11 @@ export async function tempDir(t: TestContext, prefix = 'berth-images-'): Promise
 /** One xattr through getfattr (independent of the code under test); undefined when absent. */
 export function getXattr(path: string, name: string): Buffer | undefined {
   try {
-    const hex = execFileSync('getfattr', ['-h', '--only-values', '-e', 'hex', '-n', name, '--', path], {
+    const out = execFileSync('getfattr', ['-h', '--absolute-names', '-e', 'hex', '-n', name, '--', path], {
       stdio: ['ignore', 'pipe', 'ignore'],
-    })
-      .toString()
-      .trim();
-    return Buffer.from(hex.replace(/^0x/, ''), 'hex');
+    }).toString();
+    const line = out.split('\n').find((l) => l.startsWith(name + '='));
+    return line === undefined ? undefined : Buffer.from(line.slice(name.length + 3), 'hex');
   } catch {
     return undefined;
   }

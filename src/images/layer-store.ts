@@ -1,0 +1,149 @@
+/**
+ * Unpacked layers on disk, one directory per chainID, ready to be an overlayfs lowerdir:
+ *
+ *   <root>/layers/<chainid-hex>/diff/        the layer's tree
+ *   <root>/layers/<chainid-hex>/layer.json   {"diffId", "size"}
+ *   <root>/layers/.tmp-<random>/             an unpack in progress (or a removal)
+ *
+ * A layer becomes visible only by renaming a finished temp dir into place, so `has()` never
+ * sees half a layer. Unpacking the same chainID twice, in parallel or after the fact, is safe:
+ * the loser of the rename throws its copy away. Which layers an image uses is recorded elsewhere.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline, type Readable } from 'node:stream';
+import { DigestVerifier, hexOf, isDigest, parseDigest, sha256Of, type Digest } from '../lib/digest.js';
+import { fsyncDir, syncFilesystem } from './fs-durable.js';
+import { unpackLayer } from './unpack-layer.js';
+
+/** OCI chainIDs: chainID(1) = diffID(1); chainID(n) = sha256(chainID(n-1) + " " + diffID(n)). */
+export function chainIds(diffIds: Digest[]): Digest[] {
+  const out: Digest[] = [];
+  for (const d of diffIds) {
+    parseDigest(d);
+    const prev = out[out.length - 1];
+    out.push(prev === undefined ? d : sha256Of(`${prev} ${d}`));
+  }
+  return out;
+}
+
+export interface LayerStoreOptions {
+  /**
+   * Flush the file system (syncfs) before a layer becomes visible, so a crash cannot leave a
+   * recorded layer with empty files. Default true; tests may turn it off.
+   */
+  sync?: boolean;
+}
+
+interface LayerRecord {
+  diffId: Digest;
+  size: number;
+}
+
+export class LayerStore {
+  readonly #dir: string;
+  readonly #sync: boolean;
+
+  constructor(root: string, opts: LayerStoreOptions = {}) {
+    this.#dir = join(root, 'layers');
+    this.#sync = opts.sync ?? true;
+    mkdirSync(this.#dir, { recursive: true }); // once, at startup
+  }
+
+  #layerDir(chainId: Digest): string {
+    return join(this.#dir, hexOf(parseDigest(chainId)));
+  }
+
+  /** The directory to give overlayfs as a lowerdir. */
+  diffDir(chainId: Digest): string {
+    return join(this.#layerDir(chainId), 'diff');
+  }
+
+  async has(chainId: Digest): Promise<boolean> {
+    return (await this.#record(chainId)) !== undefined;
+  }
+
+  /** Unpacked size of a stored layer, or undefined when it is not stored. */
+  async size(chainId: Digest): Promise<number | undefined> {
+    return (await this.#record(chainId))?.size;
+  }
+
+  async #record(chainId: Digest): Promise<LayerRecord | undefined> {
+    try {
+      return JSON.parse(await fs.readFile(join(this.#layerDir(chainId), 'layer.json'), 'utf8')) as LayerRecord;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  /** ChainIDs of every stored layer. */
+  async list(): Promise<Digest[]> {
+    const names = await fs.readdir(this.#dir);
+    return names.map((n) => `sha256:${n}`).filter(isDigest);
+  }
+
+  /**
+   * Unpack an uncompressed layer tar, checking while streaming that its sha256 is `diffId`.
+   * The stream is read to its end. If the layer is already stored, the stream is drained and
+   * ignored. On any error (digest mismatch, hostile entry, I/O) nothing of it stays on disk.
+   * `onProgress` gets the number of tar bytes read so far.
+   */
+  async unpack(chainId: Digest, diffId: Digest, tar: Readable, onProgress?: (bytes: number) => void): Promise<{ size: number }> {
+    const final = this.#layerDir(chainId);
+    parseDigest(diffId);
+    const existing = await this.#record(chainId);
+    if (existing) {
+      tar.on('error', () => {});
+      tar.resume();
+      return { size: existing.size };
+    }
+    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(tmp);
+    try {
+      const diff = join(tmp, 'diff');
+      await fs.mkdir(diff);
+      await fs.chmod(diff, 0o755);
+      const verifier = new DigestVerifier({ expected: diffId, what: 'layer' });
+      const { size } = await unpackLayer(pipeline(tar, verifier, () => {}), diff, { onProgress });
+      const record: LayerRecord = { diffId, size };
+      await fs.writeFile(join(tmp, 'layer.json'), JSON.stringify(record));
+      if (this.#sync) await syncFilesystem(tmp);
+      try {
+        await fs.rename(tmp, final);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
+        await fs.rm(tmp, { recursive: true, force: true }); // another unpack got there first
+        return { size: (await this.#record(chainId))?.size ?? size };
+      }
+      await fsyncDir(this.#dir);
+      return { size };
+    } catch (err) {
+      await fs.rm(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Delete a layer. Missing is fine. The caller makes sure no container or image uses it. */
+  async remove(chainId: Digest): Promise<void> {
+    const doomed = join(this.#dir, `.tmp-rm-${randomBytes(8).toString('hex')}`);
+    try {
+      // Renaming first makes the layer vanish at once, even if the deletion is interrupted.
+      await fs.rename(this.#layerDir(chainId), doomed);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    await fs.rm(doomed, { recursive: true, force: true });
+  }
+
+  /** Remove leftovers of interrupted unpacks and removals. Call at startup, before any unpack. */
+  async cleanTemp(): Promise<void> {
+    for (const name of await fs.readdir(this.#dir)) {
+      if (name.startsWith('.tmp-')) await fs.rm(join(this.#dir, name), { recursive: true, force: true });
+    }
+  }
+}
