@@ -152,7 +152,8 @@ function hostConfigJson(c: ContainerRecord): Record<string, unknown> {
   return {
     Binds: h.Binds ?? null,
     ContainerIDFile: '',
-    LogConfig: { Type: 'k8s-file', Config: h.LogConfig?.Config ?? {} },
+    // Clients (docker-py's run) read logs back only from drivers they know; ours serve the same API.
+    LogConfig: { Type: 'json-file', Config: h.LogConfig?.Config ?? {} },
     NetworkMode: h.NetworkMode ?? 'bridge',
     PortBindings: h.PortBindings ?? {},
     RestartPolicy: { Name: h.RestartPolicy?.Name || 'no', MaximumRetryCount: h.RestartPolicy?.MaximumRetryCount ?? 0 },
