@@ -23,8 +23,9 @@ export function lookupImage(records: ImageRecords, nameOrId: string): FoundImage
 export function tryLookupImage(records: ImageRecords, nameOrId: string): FoundImage | undefined {
   const s = nameOrId.trim();
   if (s.startsWith('sha256:')) {
+    // Not an id prefix: dockerd reads it as repository `sha256` with a tag, which names nothing here.
     const hex = s.slice(7);
-    if (!HEX_PREFIX.test(hex)) throw invalidArgument(`invalid reference format`);
+    if (!HEX_PREFIX.test(hex)) return undefined;
     const image = byIdPrefix(records, hex, s);
     return image && { image };
   }
@@ -53,9 +54,12 @@ function byIdPrefix(records: ImageRecords, hex: string, shown: string): ImageRec
   return ids.length === 1 ? records.getImage(ids[0]!) : undefined;
 }
 
-/** `busybox` → `busybox:latest` for messages, as dockerd prints them. */
+/**
+ * `busybox` → `busybox:latest` for messages, as dockerd prints them. Only a full id or a `sha256:`
+ * prefix stays as given: a short hex string is also a valid name, and dockerd reports it as one.
+ */
 export function displayName(nameOrId: string): string {
-  if (/^(sha256:)?[a-f0-9]{1,64}$/.test(nameOrId)) return nameOrId;
+  if (/^(sha256:)?[a-f0-9]{64}$/.test(nameOrId) || nameOrId.startsWith('sha256:')) return nameOrId;
   const ref = tryParseReference(nameOrId);
   return ref ? familiarString(ref) : nameOrId;
 }

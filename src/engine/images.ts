@@ -4,7 +4,7 @@
  */
 import { conflict, invalidArgument, notFound } from '../lib/errors.js';
 import type { ImageConfig } from '../lib/oci.js';
-import type { ImageRecord, ImageRecords } from '../state/image-records.js';
+import type { ImageRecord, ImageRecords, RefRecord } from '../state/image-records.js';
 import type { LayerStore } from '../images/layer-store.js';
 import type { ContentStore } from '../images/content-store.js';
 import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
@@ -119,7 +119,8 @@ export class ImageService {
     let refs = this.records.refsOf(image.id);
 
     if (ref) {
-      if (!opts.force && refs.length === 1 && users.length > 0) {
+      // Untagging the only name of an image a container uses would leave it dangling: dockerd wants force.
+      if (!opts.force && isSingleReference(refs) && users.length > 0) {
         throw conflict(`conflict: unable to remove repository reference "${nameOrId}" (must force) - container ${users[0]!.slice(0, 12)} is using its referenced image ${short}`);
       }
       untag(refKey(ref));
@@ -135,7 +136,7 @@ export class ImageService {
       }
       if (refs.length > 0 || users.length > 0) return out;
     } else {
-      if (!opts.force && refs.filter((r) => r.kind === 'tag').length > 1) {
+      if (!opts.force && refs.length > 0 && !isSingleReference(refs)) {
         throw conflict(`conflict: unable to delete ${short} (must be forced) - image is referenced in multiple repositories`);
       }
       if (usage.running.length > 0) {
@@ -236,4 +237,27 @@ export class ImageService {
     if (!found) throw notFound(`No such image: ${displayName(nameOrId)}`);
     return found.image;
   }
+}
+
+/** A reference's repository (`docker.io/library/busybox`), or the key itself when it does not parse. */
+function repositoryOf(key: string): string {
+  const ref = tryParseReference(key, { defaultTag: false });
+  return ref ? fullName(ref) : key;
+}
+
+/**
+ * dockerd's test for "one name": at most one tag, and every digest reference in that tag's
+ * repository (or, with no tag, all digest references in one repository).
+ */
+function isSingleReference(refs: RefRecord[]): boolean {
+  if (refs.length <= 1) return refs.length === 1;
+  let single: string | undefined;
+  const digestRepos = new Set<string>();
+  for (const r of refs) {
+    if (r.kind === 'digest') digestRepos.add(repositoryOf(r.ref));
+    else if (single === undefined) single = repositoryOf(r.ref);
+    else return false;
+  }
+  single ??= repositoryOf(refs[0]!.ref);
+  return digestRepos.size === 1 && digestRepos.has(single);
 }

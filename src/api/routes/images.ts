@@ -47,8 +47,9 @@ function listImages(ctx: RequestContext, engine: Engine): void {
   const all = queryBool(ctx.query, 'all');
   const dangling = filterBool(filters.get('dangling'), 'dangling');
   const refPatterns = filters.get('reference') ?? [];
-  const before = filters.get('before')?.map((n) => engine.images.get(n).record.addedAt);
-  const since = filters.get('since')?.map((n) => engine.images.get(n).record.addedAt);
+  // before/since compare creation times (the config's `created`), as dockerd does.
+  const before = filters.get('before')?.map((n) => createdMs(engine.images.get(n)));
+  const since = filters.get('since')?.map((n) => createdMs(engine.images.get(n)));
   const parents = all ? new Set<string>() : engine.images.parentIds();
   const old = versionBefore(ctx.version, '1.44');
   const out = [];
@@ -57,18 +58,22 @@ function listImages(ctx: RequestContext, engine: Engine): void {
     if (!all && untagged && parents.has(v.record.id)) continue;
     if (dangling !== undefined && dangling !== untagged) continue;
     if (!matchLabels(filters.get('label'), v.config.config?.Labels)) continue;
-    if (before && !before.every((t) => v.record.addedAt < t)) continue;
-    if (since && !since.every((t) => v.record.addedAt > t)) continue;
+    if (before && !before.every((t) => createdMs(v) < t)) continue;
+    if (since && !since.every((t) => createdMs(v) > t)) continue;
     let tags = v.repoTags;
+    let digests = v.repoDigests;
     if (refPatterns.length) {
-      tags = tags.filter((t) => refPatterns.some((p) => referenceMatches(p, t)));
-      if (tags.length === 0) continue;
+      // Only the names that match are shown, and an image with none is left out.
+      const matches = (name: string) => refPatterns.some((p) => referenceMatches(p, name));
+      tags = tags.filter(matches);
+      digests = digests.filter(matches);
+      if (tags.length === 0 && digests.length === 0) continue;
     }
     const entry: Record<string, unknown> = {
       Id: v.record.id,
       ParentId: v.record.parent,
       RepoTags: tags.length ? tags : old ? ['<none>:<none>'] : [],
-      RepoDigests: v.repoDigests.length ? v.repoDigests : old && untagged ? ['<none>@<none>'] : v.repoDigests,
+      RepoDigests: digests.length ? digests : old && untagged ? ['<none>@<none>'] : digests,
       Created: Math.floor(Date.parse(v.record.created) / 1000) || 0,
       Size: v.record.size,
       SharedSize: -1,
@@ -81,12 +86,23 @@ function listImages(ctx: RequestContext, engine: Engine): void {
   sendJson(ctx, 200, out);
 }
 
-/** `reference` filter: a glob on the familiar name, with or without tag. */
-function referenceMatches(pattern: string, tagged: string): boolean {
-  const re = new RegExp('^' + pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*') + '$');
-  const colon = tagged.lastIndexOf(':');
-  const name = colon > tagged.lastIndexOf('/') ? tagged.slice(0, colon) : tagged;
-  return re.test(tagged) || re.test(name);
+function createdMs(v: ImageView): number {
+  const t = Date.parse(v.record.created);
+  return Number.isNaN(t) ? 0 : t;
+}
+
+/**
+ * `reference` filter: a shell-style glob (`*` and `?` stop at `/`) matched against the familiar
+ * reference and against its name alone, as dockerd matches it.
+ */
+function referenceMatches(pattern: string, familiar: string): boolean {
+  const body = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]');
+  const re = new RegExp(`^${body}$`);
+  const at = familiar.indexOf('@');
+  let name = at >= 0 ? familiar.slice(0, at) : familiar;
+  const colon = name.lastIndexOf(':');
+  if (colon > name.lastIndexOf('/')) name = name.slice(0, colon);
+  return re.test(familiar) || re.test(name);
 }
 
 export function inspectImage(engine: Engine, v: ImageView, version: string): Record<string, unknown> {
@@ -180,7 +196,7 @@ async function pruneImages(ctx: RequestContext, engine: Engine): Promise<void> {
     match: (v) =>
       matchLabels(filters.get('label'), v.config.config?.Labels) &&
       !(filters.get('label!') ?? []).some((l) => matchLabels([l], v.config.config?.Labels)) &&
-      (until === undefined || v.record.addedAt < until),
+      (until === undefined || createdMs(v) < until),
   });
   sendJson(ctx, 200, { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed });
 }
