@@ -15,7 +15,10 @@ const sec = (d: Date) => d.getTime() / 1000;
 
 async function unpackTar(store: LayerStore, tar: Buffer, diffId: Digest = sha256Of(tar)) {
   const chain = sha256Of('chain:' + diffId + Math.random());
-  const r = await store.unpack(chain, diffId, Readable.from([tar]));
+  // Odd-sized chunks: headers and PAX records straddle chunk boundaries.
+  const parts: Buffer[] = [];
+  for (let i = 0; i < tar.length; i += 333) parts.push(tar.subarray(i, i + 333));
+  const r = await store.unpack(chain, diffId, Readable.from(parts));
   return { chain, dir: store.diffDir(chain), size: r.size };
 }
 

@@ -1,0 +1,140 @@
+/**
+ * The layer tar of an overlayfs upper directory, for `docker commit`: every file, directory,
+ * symlink, hardlink and fifo with owner, mode, mtime and xattrs; overlay whiteouts (character
+ * devices 0/0) become `.wh.<name>` entries and opaque directories (trusted.overlay.opaque=y)
+ * get a `<dir>/.wh..wh..opq` entry. Entries come in sorted order, so the same tree always
+ * gives the same bytes (and so the same diffID). Streamed, with backpressure: file data is read
+ * only as fast as the consumer takes it.
+ *
+ * Left out: overlay's own xattrs (trusted.overlay.*, user.overlay.*) and security.selinux (a
+ * label of this host, not of the image); sockets (tar cannot hold them); device nodes other
+ * than whiteouts, which Berth refuses when unpacking, so an image holding them could not run.
+ * Whole-second mtimes, numeric ids only, as dockerd writes them.
+ */
+import { constants, type BigIntStats } from 'node:fs';
+import fs from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { log } from '../lib/log.js';
+import { readXattrsTree } from './fs-special.js';
+import { END_OF_ARCHIVE, encodeEntryHeader, padding, type TarHeader } from './tar-format.js';
+
+const CHUNK = 256 * 1024;
+const OPAQUE_XATTR = 'trusted.overlay.opaque';
+
+function keepXattr(name: string): boolean {
+  if (name === OPAQUE_XATTR) return true; // read to find opaque dirs, never written out
+  return !name.startsWith('trusted.overlay.') && !name.startsWith('user.overlay.') && name !== 'security.selinux';
+}
+
+export interface DiffTarOptions {
+  /** Paths (relative, no leading slash) to leave out with everything under them. */
+  skip?: (relPath: string) => boolean;
+}
+
+export function diffTar(upperDir: string, opts: DiffTarOptions = {}): Readable {
+  return Readable.from(generate(upperDir.replace(/\/+$/, ''), opts.skip), { objectMode: false, highWaterMark: CHUNK });
+}
+
+interface Walk {
+  xattrs: Map<string, [string, Buffer][]>;
+  /** dev:ino of files with several links → the name the first one was written under */
+  links: Map<string, string>;
+  skip?: (relPath: string) => boolean;
+}
+
+async function* generate(root: string, skip?: (relPath: string) => boolean): AsyncGenerator<Buffer> {
+  const w: Walk = { xattrs: await readXattrsTree(root, keepXattr), links: new Map(), skip };
+  const rootStat = await fs.lstat(root, { bigint: true });
+  if (isOpaque(w.xattrs.get(root))) yield opaqueMarker('', rootStat);
+  yield* walk(w, root, '');
+  yield END_OF_ARCHIVE;
+}
+
+async function* walk(w: Walk, absDir: string, relDir: string): AsyncGenerator<Buffer> {
+  const names = (await fs.readdir(absDir)).sort(byteOrder);
+  for (const name of names) {
+    const abs = `${absDir}/${name}`;
+    const rel = relDir ? `${relDir}/${name}` : name;
+    if (w.skip?.(rel)) continue;
+    const st = await fs.lstat(abs, { bigint: true });
+    const x = w.xattrs.get(abs);
+    const extra: [string, Buffer][] = (x ?? []).filter(([k]) => k !== OPAQUE_XATTR).map(([k, v]) => [`SCHILY.xattr.${k}`, v]);
+    const base = meta(st);
+    if (st.isDirectory()) {
+      yield encodeEntryHeader({ ...base, name: `${rel}/`, type: 'directory', size: 0 }, extra);
+      if (isOpaque(x)) yield opaqueMarker(rel, st);
+      yield* walk(w, abs, rel);
+    } else if (st.isCharacterDevice() && st.rdev === 0n) {
+      const wh = relDir ? `${relDir}/.wh.${name}` : `.wh.${name}`;
+      yield encodeEntryHeader({ ...base, name: wh, type: 'file', mode: 0o600, size: 0 });
+    } else if (st.isSymbolicLink()) {
+      const target = await fs.readlink(abs);
+      yield encodeEntryHeader({ ...base, name: rel, type: 'symlink', size: 0, linkname: target }, extra);
+    } else if (st.isFIFO()) {
+      yield encodeEntryHeader({ ...base, name: rel, type: 'fifo', size: 0 }, extra);
+    } else if (st.isFile()) {
+      if (st.nlink > 1n) {
+        const key = `${st.dev}:${st.ino}`;
+        const first = w.links.get(key);
+        if (first !== undefined) {
+          yield encodeEntryHeader({ ...base, name: rel, type: 'link', size: 0, linkname: first });
+          continue;
+        }
+        w.links.set(key, rel);
+      }
+      const size = Number(st.size);
+      yield encodeEntryHeader({ ...base, name: rel, type: 'file', size }, extra);
+      yield* fileData(abs, size);
+    } else {
+      log.warn('commit: skipping a file tar cannot hold or Berth will not unpack', { path: rel, mode: Number(st.mode) });
+    }
+  }
+}
+
+function meta(st: BigIntStats): Omit<TarHeader, 'name' | 'type' | 'size'> {
+  return {
+    mode: Number(st.mode) & 0o7777,
+    uid: Number(st.uid),
+    gid: Number(st.gid),
+    mtime: Number(st.mtimeMs / 1000n),
+  };
+}
+
+function isOpaque(x: [string, Buffer][] | undefined): boolean {
+  return x?.some(([k, v]) => k === OPAQUE_XATTR && v.toString('latin1') === 'y') ?? false;
+}
+
+/** `<dir>/.wh..wh..opq`: an empty file with the directory's owner, permissions and time. */
+function opaqueMarker(rel: string, dir: BigIntStats): Buffer {
+  const m = meta(dir);
+  return encodeEntryHeader({ ...m, mode: m.mode & 0o777, name: rel ? `${rel}/.wh..wh..opq` : '.wh..wh..opq', type: 'file', size: 0 });
+}
+
+/** Exactly `size` bytes of the file plus padding; a file that shrank meanwhile is zero-filled. */
+async function* fileData(abs: string, size: number): AsyncGenerator<Buffer> {
+  const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    let done = 0;
+    while (done < size) {
+      const buf = Buffer.allocUnsafe(Math.min(CHUNK, size - done));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, done);
+      if (bytesRead === 0) {
+        buf.fill(0);
+        done += buf.length;
+        yield buf;
+        continue;
+      }
+      done += bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await fh.close();
+  }
+  const pad = padding(size);
+  if (pad) yield Buffer.alloc(pad);
+}
+
+/** Sort names by their UTF-8 bytes, as Go's tar tooling does. */
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
