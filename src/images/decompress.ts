@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Duplex, PassThrough, pipeline, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
-import { BerthError, errorMessage } from '../lib/errors.js';
+import { BerthError, errorMessage, internal } from '../lib/errors.js';
 
 type Compression = 'gzip' | 'zstd' | 'none';
 
@@ -28,8 +28,15 @@ export function sniffCompression(head: Buffer): Compression | 'bzip2' | 'xz' {
  */
 export function decompressLayer(mediaType: string, src: Readable): Readable {
   const out = new PassThrough({ highWaterMark: 256 * 1024 });
+  // The source's own errors (network, digest) pass unchanged; the decoder's mean a bad layer.
+  let srcError: unknown;
+  src.once('error', (err) => (srcError = err));
   const fail = (err: unknown) =>
-    out.destroy(err instanceof BerthError ? err : new BerthError('invalid-argument', `decompressing layer (${mediaType}): ${errorMessage(err)}`, { cause: err }));
+    out.destroy(
+      err instanceof BerthError || err === srcError
+        ? (err as Error)
+        : new BerthError('invalid-argument', `decompressing layer (${mediaType}): ${errorMessage(err)}`, { cause: err }),
+    );
   out.once('close', () => {
     if (!src.destroyed && !src.readableEnded) src.destroy();
   });
@@ -105,7 +112,7 @@ class ZstdDecoder extends Duplex {
       if (!this.push(d)) child.stdout!.pause();
     });
     child.stdin!.on('error', () => {}); // EPIPE after zstd gave up: its exit status says why
-    child.on('error', (err) => this.destroy(err));
+    child.on('error', (err) => this.destroy(internal(`cannot run zstd: ${err.message}`, err)));
     // 'close' comes after the output is fully read and the process has exited.
     child.on('close', (code, signal) => {
       this.#exited = true;

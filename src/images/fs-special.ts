@@ -58,7 +58,8 @@ export interface XattrItem {
   value: Buffer;
 }
 
-const XATTR_NAME_RE = /^[\x21-\x3c\x3e-\x7e]+$/; // printable, no "=" (the dump format's separator)
+// A known namespace, then printable characters without "=" (the dump format's separator).
+const XATTR_NAME_RE = /^(user|trusted|security|system)\.[\x21-\x3c\x3e-\x7e]+$/;
 
 export function isWritableXattrName(name: string): boolean {
   return XATTR_NAME_RE.test(name) && name.length <= 255;

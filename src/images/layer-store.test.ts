@@ -3,6 +3,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { MediaType } from '../lib/oci.js';
+import { ContentStore } from './content-store.js';
+import { decompressLayer } from './decompress.js';
 import { sha256Of, type Digest } from '../lib/digest.js';
 import { isKind } from '../lib/errors.js';
 import { LayerStore, chainIds } from './layer-store.js';
@@ -147,9 +151,10 @@ test('truncated and garbage tars fail cleanly', async (t) => {
   const store = new LayerStore(root, { sync: false });
   const tar = await makeTar([{ name: 'a', data: Buffer.alloc(5000, 1) }]);
   const cut = tar.subarray(0, 2048);
-  await assert.rejects(store.unpack(sha256Of('c1'), sha256Of(cut), Readable.from([cut])));
+  const invalid = (err: unknown) => isKind(err, 'invalid-argument') && /invalid layer tar/.test((err as Error).message);
+  await assert.rejects(store.unpack(sha256Of('c1'), sha256Of(cut), Readable.from([cut])), invalid);
   const junk = Buffer.alloc(4096, 0x41);
-  await assert.rejects(store.unpack(sha256Of('c2'), sha256Of(junk), Readable.from([junk])));
+  await assert.rejects(store.unpack(sha256Of('c2'), sha256Of(junk), Readable.from([junk])), invalid);
   assert.deepEqual(await layerDirs(root), []);
 });
 
@@ -222,4 +227,29 @@ test('hostile layers are refused and write nothing outside the layer', async (t)
     assert.deepEqual(await layerDirs(root), [], `${what}: temp dir removed`);
     assert.equal(await store.has(chain), false);
   }
+});
+
+test('pull path: one read of a gzip blob both stores it and unpacks it', async (t) => {
+  const root = await tempDir(t);
+  const content = new ContentStore(root);
+  const layers = new LayerStore(root, { sync: false });
+  const tar = await makeTar([{ name: 'etc/os-release', data: 'ID=berth\n' }]);
+  const gz = gzipSync(tar);
+  const diffId = sha256Of(tar);
+
+  const w = content.writer(sha256Of(gz), gz.length);
+  Readable.from([gz.subarray(0, 10), gz.subarray(10)]).pipe(w);
+  await layers.unpack(diffId, diffId, decompressLayer(MediaType.ociLayerGzip, w));
+  assert.deepEqual(await content.readBuffer(sha256Of(gz)), gz);
+  assert.equal(await fs.readFile(join(layers.diffDir(diffId), 'etc/os-release'), 'utf8'), 'ID=berth\n');
+
+  // A blob that does not match its descriptor fails the unpack too, and nothing is kept.
+  const tar2 = await makeTar([{ name: 'x', data: 'other' }]);
+  const gz2 = gzipSync(tar2);
+  const w2 = content.writer(sha256Of('not this blob'), gz2.length);
+  Readable.from([gz2]).pipe(w2);
+  const diff2 = sha256Of(tar2);
+  await assert.rejects(layers.unpack(diff2, diff2, decompressLayer(MediaType.ociLayerGzip, w2)), /verification failed/);
+  assert.equal(await layers.has(diff2), false);
+  assert.deepEqual(await content.list(), [sha256Of(gz)]);
 });

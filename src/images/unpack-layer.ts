@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
-import { invalidArgument } from '../lib/errors.js';
+import { BerthError, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { makeFifo, makeWhiteouts, setXattrs, isWritableXattrName, type XattrItem } from './fs-special.js';
 import { RawPaxTap } from './raw-pax-tap.js';
@@ -66,11 +66,20 @@ export async function unpackLayer(src: Readable, dir: string, opts: UnpackOption
     // Stops the source too: the pipeline tears every stage down.
     extract.destroy();
     await fed.catch(() => {});
-    throw err;
+    throw asTarError(err);
   }
   await x.finish();
   return { size: x.size };
 }
+
+/** tar-stream's complaints about a malformed archive are the layer's fault: invalid-argument. */
+function asTarError(err: unknown): unknown {
+  if (err instanceof Error && !(err instanceof BerthError) && TAR_STREAM_ERRORS.test(err.message)) {
+    return invalidArgument(`invalid layer tar: ${err.message}`, err);
+  }
+  return err;
+}
+const TAR_STREAM_ERRORS = /^(Invalid tar header|Unexpected end of data|Header exceeds max size|Invalid header)/;
 
 function refuse(name: string, why: string): Error {
   return invalidArgument(`refusing layer entry ${JSON.stringify(name)}: ${why}`);
