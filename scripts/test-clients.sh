@@ -5,14 +5,15 @@
 #
 #   scripts/test-clients.sh [GROUP...]
 #
-# Groups (default: all): unit system images containers tls compat-images compat-containers.
+# Groups (default: all): unit system images containers commit tls compat-images compat-containers
+# compat-commit.
 # Each group runs in every language it has; a summary of what passed is printed at the end, and
 # the exit status is non-zero if anything failed. Safe to run again: installs are skipped when
 # done, and the harness is always torn down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-ALL_GROUPS=(unit system images containers tls compat-images compat-containers)
+ALL_GROUPS=(unit system images containers commit tls compat-images compat-containers compat-commit)
 GROUPS_TO_RUN=("$@")
 [ ${#GROUPS_TO_RUN[@]} -eq 0 ] && GROUPS_TO_RUN=("${ALL_GROUPS[@]}")
 for g in "${GROUPS_TO_RUN[@]}"; do
@@ -93,7 +94,7 @@ for g in "${GROUPS_TO_RUN[@]}"; do
       run "unit (go)" clients/go bash -c "go test -count=1 ./stdcopy ./jsonmessage ./registry && go test -count=1 -run '^TestUnit' ."
       py unit tests/test_unit.py
       ;;
-    system | images | containers | tls)
+    system | images | containers | commit | tls)
       upper=$(tr '[:lower:]' '[:upper:]' <<<"${g:0:1}")${g:1}
       [ "$g" = tls ] && upper=TLS
       ts "$g" "dist/test/$g.test.js"
@@ -105,8 +106,12 @@ for g in "${GROUPS_TO_RUN[@]}"; do
       run "compat-images (docker-py)" clients/compat/python "$ROOT/$VENV/bin/python" -m pytest -q -p no:cacheprovider test_docker_py_images.py
       ;;
     compat-containers)
-      run "compat-containers (official Go client)" clients/compat/go go test -count=1 -timeout 600s -run '^TestCompat(Run|Commit|Follow)' .
+      run "compat-containers (official Go client)" clients/compat/go go test -count=1 -timeout 600s -run '^TestCompat(Run|Follow)' .
       run "compat-containers (docker-py)" clients/compat/python "$ROOT/$VENV/bin/python" -m pytest -q -p no:cacheprovider test_docker_py_containers.py
+      ;;
+    compat-commit)
+      run "compat-commit (official Go client)" clients/compat/go go test -count=1 -timeout 600s -run '^TestCompatCommit' .
+      run "compat-commit (docker-py)" clients/compat/python "$ROOT/$VENV/bin/python" -m pytest -q -p no:cacheprovider test_docker_py_commit.py
       ;;
   esac
 done

@@ -1,5 +1,5 @@
 """berthd driven by docker-py (the `docker` package from PyPI): run in the foreground and in the
-background, list, stop, logs with stdout and stderr apart, commit and run the committed image."""
+background, list, stop, logs with stdout and stderr apart."""
 import time
 
 import docker
@@ -43,19 +43,3 @@ def test_run_background_list_stop_logs(client, busybox):
         assert c.id not in [x.id for x in client.containers.list()]
     finally:
         c.remove(force=True)
-
-
-def test_commit_and_run_committed(client, busybox):
-    repo = "berth-client-test/" + unique("compat-commit")
-    c = client.containers.run(busybox, ["sh", "-c", "echo committed > /marker"], detach=True, labels=LABELS)
-    try:
-        assert c.wait()["StatusCode"] == 0
-        image = c.commit(repository=repo, tag="v1", changes=['CMD ["cat", "/marker"]'])
-        assert repo + ":v1" in image.tags
-        assert client.containers.run(repo + ":v1", remove=True, labels=LABELS) == b"committed\n"
-    finally:
-        c.remove(force=True)
-        try:
-            client.images.remove(repo + ":v1", force=True)
-        except docker.errors.APIError:
-            pass

@@ -3,7 +3,7 @@ import json
 
 from .errors import APIError, ContainerError, ImageNotFound, NotFound
 from .api import quote_name
-from .streams import STDERR, STDOUT, demultiplex
+from .streams import STDOUT, demultiplex
 from .transport import close_response
 
 

@@ -137,25 +137,6 @@ test('background run, list, inspect, stop, kill, remove, and typed errors', asyn
   }
 });
 
-test('commit a container and run the committed image', async () => {
-  const name = uniqueName('commit');
-  const repo = `berth-client-test/${uniqueName('committed')}`;
-  try {
-    await c.containers.run(busybox, ['sh', '-c', 'echo committed-content > /marker'], { name, config: { Labels: LABEL } });
-    const image = await c.containers.commit(name, { repo, tag: 'v1', changes: ['CMD ["cat", "/marker"]'], comment: 'from the TS client' });
-    assert.match(image.Id, /^sha256:[0-9a-f]{64}$/);
-    const inspect = await c.images.inspect(`${repo}:v1`);
-    assert.equal(inspect.Id, image.Id);
-    assert.deepEqual(inspect.Config?.Cmd, ['cat', '/marker']);
-    assert.equal(inspect.Comment, 'from the TS client');
-    const out = await c.containers.run(`${repo}:v1`, undefined, { remove: true, pull: false, config: { Labels: LABEL } });
-    assert.equal(out.toString(), 'committed-content\n');
-  } finally {
-    await cleanup(name);
-    await c.images.remove(`${repo}:v1`, { force: true }).catch(() => undefined);
-  }
-});
-
 test('wait for a container that does not exist is a NotFoundError', async () => {
   const ghost = uniqueName('ghost');
   await assert.rejects(c.containers.wait(ghost), (e: Error) => e instanceof NotFoundError && e.message === `No such container: ${ghost}`);
