@@ -127,3 +127,10 @@ test('diffTar of an empty upper dir is an empty archive', async (t) => {
   assert.deepEqual(tar, Buffer.alloc(1024));
   assert.deepEqual(await tarNames(tar), []);
 });
+
+test('diffTar refuses upper dirs that rely on overlay redirects', async (t) => {
+  const upper = await tempDir(t);
+  await fs.mkdir(join(upper, 'renamed'));
+  setXattr(join(upper, 'renamed'), 'trusted.overlay.redirect', Buffer.from('/original'));
+  await assert.rejects(collect(diffTar(upper)), /redirect/);
+});

@@ -14,6 +14,7 @@
 import { constants, type BigIntStats } from 'node:fs';
 import fs from 'node:fs/promises';
 import { Readable } from 'node:stream';
+import { internal } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { readXattrsTree } from './fs-special.js';
 import { END_OF_ARCHIVE, encodeEntryHeader, padding, type TarHeader } from './tar-format.js';
@@ -21,8 +22,14 @@ import { END_OF_ARCHIVE, encodeEntryHeader, padding, type TarHeader } from './ta
 const CHUNK = 256 * 1024;
 const OPAQUE_XATTR = 'trusted.overlay.opaque';
 
+// Upper dirs written with these features do not hold the full change (a renamed dir keeps its
+// content in the lower layer; a metacopy file has no data): the runtime must mount overlays
+// with redirect_dir=off,metacopy=off, and a diff of such a dir fails rather than lie.
+const UNSUPPORTED_XATTRS = ['trusted.overlay.redirect', 'trusted.overlay.metacopy'];
+
+/** Which xattrs getfattr results are kept: the ones written out plus the ones only read here. */
 function keepXattr(name: string): boolean {
-  if (name === OPAQUE_XATTR) return true; // read to find opaque dirs, never written out
+  if (readOnlyXattr(name)) return true;
   return !name.startsWith('trusted.overlay.') && !name.startsWith('user.overlay.') && name !== 'security.selinux';
 }
 
@@ -58,7 +65,9 @@ async function* walk(w: Walk, absDir: string, relDir: string): AsyncGenerator<Bu
     if (w.skip?.(rel)) continue;
     const st = await fs.lstat(abs, { bigint: true });
     const x = w.xattrs.get(abs);
-    const extra: [string, Buffer][] = (x ?? []).filter(([k]) => k !== OPAQUE_XATTR).map(([k, v]) => [`SCHILY.xattr.${k}`, v]);
+    const odd = x?.find(([k]) => UNSUPPORTED_XATTRS.includes(k));
+    if (odd) throw internal(`cannot diff ${rel}: it carries ${odd[0]} (overlay mounted with redirect_dir or metacopy on)`);
+    const extra: [string, Buffer][] = (x ?? []).filter(([k]) => !readOnlyXattr(k)).map(([k, v]) => [`SCHILY.xattr.${k}`, v]);
     const base = meta(st);
     if (st.isDirectory()) {
       yield encodeEntryHeader({ ...base, name: `${rel}/`, type: 'directory', size: 0 }, extra);
@@ -98,6 +107,10 @@ function meta(st: BigIntStats): Omit<TarHeader, 'name' | 'type' | 'size'> {
     gid: Number(st.gid),
     mtime: Number(st.mtimeMs / 1000n),
   };
+}
+
+function readOnlyXattr(name: string): boolean {
+  return name === OPAQUE_XATTR || UNSUPPORTED_XATTRS.includes(name);
 }
 
 function isOpaque(x: [string, Buffer][] | undefined): boolean {

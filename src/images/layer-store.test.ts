@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -252,4 +253,45 @@ test('pull path: one read of a gzip blob both stores it and unpacks it', async (
   await assert.rejects(layers.unpack(diff2, diff2, decompressLayer(MediaType.ociLayerGzip, w2)), /verification failed/);
   assert.equal(await layers.has(diff2), false);
   assert.deepEqual(await content.list(), [sha256Of(gz)]);
+});
+
+test('overlayfs reads stacked layers as intended: whiteouts hide, opaque dirs reset', async (t) => {
+  const root = await tempDir(t);
+  const store = new LayerStore(root, { sync: false });
+  const base = await makeTar([
+    { name: 'etc/gone', data: 'old' },
+    { name: 'etc/kept', data: 'kept' },
+    { name: 'var/cache/old', data: 'old' },
+  ]);
+  const top = await makeTar([
+    { name: 'etc/.wh.gone', data: '' },
+    { name: 'var/cache/.wh..wh..opq', data: '' },
+    { name: 'var/cache/new', data: 'new' },
+  ]);
+  const [c1, c2] = chainIds([sha256Of(base), sha256Of(top)]) as [Digest, Digest];
+  await store.unpack(c1, sha256Of(base), Readable.from([base]));
+  await store.unpack(c2, sha256Of(top), Readable.from([top]));
+  const mnt = join(root, 'mnt');
+  await fs.mkdir(mnt);
+  execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${store.diffDir(c2)}:${store.diffDir(c1)}`, mnt]);
+  try {
+    assert.deepEqual(await listTree(mnt), ['etc', 'etc/kept', 'var', 'var/cache', 'var/cache/new']);
+  } finally {
+    execFileSync('umount', [mnt]);
+  }
+});
+
+test('unpackComputed names a layer by the digest it streams (commit)', async (t) => {
+  const root = await tempDir(t);
+  const store = new LayerStore(root, { sync: false });
+  const tar = await makeTar([{ name: 'new-file', data: 'committed' }]);
+  const parent = sha256Of('parent chain');
+  const r = await store.unpackComputed(parent, Readable.from([tar]));
+  assert.equal(r.diffId, sha256Of(tar));
+  assert.equal(r.chainId, chainIds([parent, r.diffId])[1]);
+  assert.deepEqual([r.size, r.tarSize], ['committed'.length, tar.length]);
+  assert.equal(await fs.readFile(join(store.diffDir(r.chainId), 'new-file'), 'utf8'), 'committed');
+  // The same diff again: the stored layer is reused.
+  assert.deepEqual(await store.unpackComputed(parent, Readable.from([tar])), r);
+  assert.deepEqual(await layerDirs(root), [r.chainId.slice(7)]);
 });

@@ -9,11 +9,11 @@
  * sees half a layer. Unpacking the same chainID twice, in parallel or after the fact, is safe:
  * the loser of the rename throws its copy away. Which layers an image uses is recorded elsewhere.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { join } from 'node:path';
-import { pipeline, type Readable } from 'node:stream';
+import { pipeline, Transform, type Readable } from 'node:stream';
 import { DigestVerifier, hexOf, isDigest, parseDigest, sha256Of, type Digest } from '../lib/digest.js';
 import { fsyncDir, syncFilesystem } from './fs-durable.js';
 import { unpackLayer } from './unpack-layer.js';
@@ -108,23 +108,62 @@ export class LayerStore {
       await fs.chmod(diff, 0o755);
       const verifier = new DigestVerifier({ expected: diffId, what: 'layer' });
       const { size } = await unpackLayer(pipeline(tar, verifier, () => {}), diff, { onProgress });
-      const record: LayerRecord = { diffId, size };
-      await fs.writeFile(join(tmp, 'layer.json'), JSON.stringify(record));
-      if (this.#sync) await syncFilesystem(tmp);
-      try {
-        await fs.rename(tmp, final);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
-        await fs.rm(tmp, { recursive: true, force: true }); // another unpack got there first
-        return { size: (await this.#record(chainId))?.size ?? size };
-      }
-      await fsyncDir(this.#dir);
-      return { size };
+      return { size: await this.#install(tmp, final, chainId, { diffId, size }) };
     } catch (err) {
       await fs.rm(tmp, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /**
+   * Unpack a layer tar whose diffID is not known in advance (`docker commit`): its sha256 is
+   * computed while it streams and, put on top of `parentChainId`, names the layer. One pass over
+   * the tar; same atomicity as unpack().
+   */
+  async unpackComputed(parentChainId: Digest | undefined, tar: Readable): Promise<{ chainId: Digest; diffId: Digest; size: number; tarSize: number }> {
+    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(tmp);
+    try {
+      const diff = join(tmp, 'diff');
+      await fs.mkdir(diff);
+      await fs.chmod(diff, 0o755);
+      const hash = createHash('sha256');
+      let tarSize = 0;
+      const hasher = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          hash.update(chunk);
+          tarSize += chunk.length;
+          cb(null, chunk);
+        },
+      });
+      const { size } = await unpackLayer(pipeline(tar, hasher, () => {}), diff);
+      const diffId: Digest = `sha256:${hash.digest('hex')}`;
+      const chainId = parentChainId === undefined ? diffId : sha256Of(`${parentChainId} ${diffId}`);
+      if (await this.#record(chainId)) {
+        await fs.rm(tmp, { recursive: true, force: true });
+        return { chainId, diffId, size: (await this.#record(chainId))?.size ?? size, tarSize };
+      }
+      return { chainId, diffId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }), tarSize };
+    } catch (err) {
+      await fs.rm(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Makes a finished temp dir the layer; returns the stored layer's size. */
+  async #install(tmp: string, final: string, chainId: Digest, record: LayerRecord): Promise<number> {
+    await fs.writeFile(join(tmp, 'layer.json'), JSON.stringify(record));
+    if (this.#sync) await syncFilesystem(tmp);
+    try {
+      await fs.rename(tmp, final);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
+      await fs.rm(tmp, { recursive: true, force: true }); // another unpack got there first
+      return (await this.#record(chainId))?.size ?? record.size;
+    }
+    await fsyncDir(this.#dir);
+    return record.size;
   }
 
   /** Delete a layer. Missing is fine. The caller makes sure no container or image uses it. */
