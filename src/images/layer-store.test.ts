@@ -56,6 +56,7 @@ test('every entry type is unpacked with owners, modes, times and xattrs', async 
     { name: '/absolute', data: 'taken as relative' },
     { name: long, data: 'long' },
     { name: 'xattr-text', data: '', pax: { 'SCHILY.xattr.user.note': 'hello world' } },
+    { name: 'odd name\nwith \\ and é', data: '', pax: { 'SCHILY.xattr.user.odd': 'v' } },
     { raw: encodeEntryHeader({ name: 'xattr-binary', type: 'file', mode: 0o600, uid: 0, gid: 0, size: 0, mtime: sec(T1) }, [['SCHILY.xattr.user.bin', binary]]) },
     { raw: encodeEntryHeader({ name: 'big-ids', type: 'file', mode: 0o644, uid: 3_000_000, gid: 4_000_000, size: 0, mtime: sec(T1) }) },
     { name: 'dup', data: 'first' },
@@ -91,6 +92,7 @@ test('every entry type is unpacked with owners, modes, times and xattrs', async 
   assert.equal(await fs.readFile(join(dir, long), 'utf8'), 'long');
   assert.equal(await fs.readFile(join(dir, 'dup'), 'utf8'), 'second wins');
   assert.deepEqual(getXattr(join(dir, 'xattr-text'), 'user.note'), Buffer.from('hello world'));
+  assert.deepEqual(getXattr(join(dir, 'odd name\nwith \\ and é'), 'user.odd'), Buffer.from('v'));
   assert.deepEqual(getXattr(join(dir, 'xattr-binary'), 'user.bin'), binary, 'binary xattr values survive');
   const big = await fs.lstat(join(dir, 'big-ids'));
   assert.deepEqual([big.uid, big.gid], [3_000_000, 4_000_000]);
