@@ -35,6 +35,10 @@ export interface DeleteResponseItem {
 export class ImageService {
   usage: ImageUsageProbe = () => ({ running: [], stopped: [] });
   readonly #configCache = new Map<string, ImageConfig>();
+  /** Layers an unfinished pull relies on (chainID → number of pulls): never removed under it. */
+  readonly #leases = new Map<string, number>();
+  /** Layer removals in flight; a new lease waits for them so it never sees a half-removed layer. */
+  readonly #removing = new Map<string, Promise<void>>();
 
   constructor(
     readonly records: ImageRecords,
@@ -160,7 +164,8 @@ export class ImageService {
     out.push({ Deleted: image.id });
     this.events.publish('image', 'delete', image.id, { name: image.id });
     for (const chainId of orphans) {
-      await this.layers.remove(chainId as `sha256:${string}`).catch((err) => log.warn('layer removal failed', { chainId, err }));
+      // A pull in flight may be about to record this layer again: its cleanup decides then.
+      if (!this.#leases.has(chainId)) await this.#removeLayer(chainId);
       out.push({ Deleted: chainId });
     }
     await this.content.delete(image.id as `sha256:${string}`).catch(() => undefined);
@@ -172,6 +177,65 @@ export class ImageService {
       }
     }
     return out;
+  }
+
+  /**
+   * Marks layers as in use by a pull until the returned release is called. Call before checking
+   * whether the layers exist, so a concurrent delete or failed pull cannot remove them meanwhile.
+   */
+  async leaseLayers(chainIds: string[]): Promise<() => void> {
+    for (;;) {
+      const pending = chainIds.map((c) => this.#removing.get(c)).filter((p) => p !== undefined);
+      if (pending.length === 0) break;
+      await Promise.all(pending);
+    }
+    for (const c of chainIds) this.#leases.set(c, (this.#leases.get(c) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const c of chainIds) {
+        const n = (this.#leases.get(c) ?? 1) - 1;
+        if (n <= 0) this.#leases.delete(c);
+        else this.#leases.set(c, n);
+      }
+    };
+  }
+
+  /**
+   * After a failed pull (the caller still holding its one lease): removes the layer directories of
+   * `chainIds` that no image records and no other pull relies on, so a failure leaves nothing behind.
+   */
+  async discardUnrecordedLayers(chainIds: string[]): Promise<void> {
+    for (const chainId of chainIds) {
+      if ((this.#leases.get(chainId) ?? 0) > 1 || this.records.getLayer(chainId)) continue;
+      await this.#removeLayer(chainId);
+    }
+  }
+
+  /**
+   * Removes layer directories nothing records (left by a pull that was killed before it finished).
+   * Meant for startup, before the API serves requests.
+   */
+  async sweepUnrecordedLayers(): Promise<string[]> {
+    const removed: string[] = [];
+    for (const chainId of await this.layers.list()) {
+      if (this.#leases.has(chainId) || this.records.getLayer(chainId)) continue;
+      await this.#removeLayer(chainId);
+      removed.push(chainId);
+    }
+    return removed;
+  }
+
+  #removeLayer(chainId: string): Promise<void> {
+    const running = this.#removing.get(chainId);
+    if (running) return running;
+    const p = this.layers
+      .remove(chainId as `sha256:${string}`)
+      .catch((err) => log.warn('layer removal failed', { chainId, err }))
+      .finally(() => this.#removing.delete(chainId));
+    this.#removing.set(chainId, p);
+    return p;
   }
 
   #unused(id: string): boolean {

@@ -49,6 +49,7 @@ export class ProgressThrottle {
   update(current: number, force = false): void {
     const now = Date.now();
     const step = Math.min(512 * 1024, Math.max(1, this.total / 100));
+    if (current === this.#lastBytes) return; // the final figure was already sent
     if (!force && (now - this.#lastAt < 100 || current - this.#lastBytes < step)) return;
     this.#lastAt = now;
     this.#lastBytes = current;

@@ -46,6 +46,37 @@ export async function pullImage(registry: RegistryClient, images: ImageService, 
     throw invalidArgument(`image config for ${familiarString(ref)} lists ${diffIds.length} layers but the manifest has ${layerDescs.length}`);
   }
   const chain = computeChainIds(diffIds);
+  const release = await images.leaseLayers(chain);
+  try {
+    return await pullLayersAndRecord(registry, images, req, resolved, { imageId, config, configBytes, diffIds, chain }, progress);
+  } catch (err) {
+    // Nothing of a failed pull stays: the layers it unpacked go unless something else uses them.
+    await images.discardUnrecordedLayers(chain);
+    throw err;
+  } finally {
+    release();
+  }
+}
+
+interface ImageParts {
+  imageId: Digest;
+  config: ImageConfig;
+  configBytes: Buffer;
+  diffIds: Digest[];
+  chain: Digest[];
+}
+
+async function pullLayersAndRecord(
+  registry: RegistryClient,
+  images: ImageService,
+  req: PullRequest,
+  resolved: ResolvedImage,
+  parts: ImageParts,
+  progress: ProgressSink,
+): Promise<PullResult> {
+  const { ref, signal } = req;
+  const { imageId, config, configBytes, diffIds, chain } = parts;
+  const layerDescs = resolved.manifest.layers;
   const key = refKey(ref);
   const existing = images.records.getImage(imageId);
   const upToDate = existing !== undefined && images.records.getRef(key)?.imageId === imageId;
@@ -69,13 +100,15 @@ export async function pullImage(registry: RegistryClient, images: ImageService, 
     const onOuterAbort = () => abort.abort(signal?.reason);
     signal?.addEventListener('abort', onOuterAbort, { once: true });
     try {
-      await runLimited(todo, MAX_CONCURRENT_DOWNLOADS, async (i) => {
-        const size = await fetchLayer(registry, images, resolved, layerDescs[i]!, chain[i]!, diffIds[i]!, progress, abort.signal);
-        sizes.set(chain[i]!, size);
-      }).catch((err) => {
-        abort.abort(err);
-        throw err;
-      });
+      await runLimited(
+        todo,
+        MAX_CONCURRENT_DOWNLOADS,
+        async (i) => {
+          const size = await fetchLayer(registry, images, resolved, layerDescs[i]!, chain[i]!, diffIds[i]!, progress, abort.signal);
+          sizes.set(chain[i]!, size);
+        },
+        (err) => abort.abort(err),
+      );
     } finally {
       signal?.removeEventListener('abort', onOuterAbort);
     }
@@ -147,15 +180,26 @@ async function fetchLayer(
   const downloaded = new Promise<void>((resolve, reject) => {
     counter.once('error', reject);
     counter.once('end', resolve);
+    // Torn down from downstream (the unpack gave up): no 'end' will come.
+    counter.once('close', () => reject(new Error('layer download interrupted')));
     blob.once('error', reject);
   });
   blob.pipe(counter);
   const tar = decompressLayer(desc.mediaType, counter);
+  // The unpacker starts listening only after some async set-up; a failure before that (a short
+  // layer failing its digest) must reach it through the stream's state, not crash the daemon.
+  tar.on('error', () => {});
   const onAbort = () => blob.destroy(signal.reason instanceof Error ? signal.reason : new Error('pull cancelled'));
   signal.addEventListener('abort', onAbort, { once: true });
   let result: { size: number };
   try {
-    [, result] = await Promise.all([downloaded, images.layers.unpack(chainId, diffId, tar)]);
+    // Both must settle: the unpack removes its temp dir before it reports, and the caller cleans
+    // up after this returns. The download's error (a digest mismatch) says more than the unpack's.
+    const [dl, unpacked] = await Promise.allSettled([downloaded, images.layers.unpack(chainId, diffId, tar)]);
+    if (dl.status === 'rejected' && unpacked.status === 'rejected') throw preferred(dl.reason, unpacked.reason);
+    if (unpacked.status === 'rejected') throw unpacked.reason;
+    if (dl.status === 'rejected') throw dl.reason;
+    result = unpacked.value;
   } catch (err) {
     blob.destroy();
     throw err;
@@ -171,20 +215,33 @@ function shortId(d: string): string {
   return hexOf(d as Digest).slice(0, 12);
 }
 
-/** Runs fn over items with at most `limit` in flight; the first failure rejects. */
-async function runLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+/**
+ * Runs fn over items with at most `limit` in flight. After the first failure `onFailure` runs (to
+ * cancel the others) and no new item starts; it rejects with that failure once every item in flight
+ * has settled, so nothing is still writing when the caller cleans up.
+ */
+async function runLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>, onFailure: (err: unknown) => void): Promise<void> {
   let next = 0;
-  let failed: unknown;
+  let failed: { err: unknown } | undefined;
   const worker = async () => {
     while (next < items.length && failed === undefined) {
       const item = items[next++]!;
       try {
         await fn(item);
       } catch (err) {
-        failed ??= err;
-        throw err;
+        if (failed === undefined) {
+          failed = { err };
+          onFailure(err);
+        }
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failed) throw failed.err;
+}
+
+/** Of two failures, the one that names the cause: not a cancellation or an interruption. */
+function preferred(download: unknown, unpack: unknown): unknown {
+  const msg = (e: unknown) => (e instanceof Error ? e.message : String(e));
+  return /interrupted|cancel|abort|premature/i.test(msg(download)) && !/interrupted|cancel|abort|premature/i.test(msg(unpack)) ? unpack : download;
 }
