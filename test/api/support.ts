@@ -5,7 +5,18 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { assembleManifest, buildLayer, type BuiltManifest, type TestDaemon } from '../harness/index.js';
+import { MediaType } from '../../src/lib/oci.js';
+import { sha256Of } from '../../src/lib/digest.js';
+import {
+  assembleManifest,
+  buildLayer,
+  descriptorOf,
+  hostPlatform,
+  layerMediaType,
+  type BuiltLayer,
+  type BuiltManifest,
+  type TestDaemon,
+} from '../harness/index.js';
 
 export interface ProgressRecord {
   status?: string;
@@ -162,4 +173,32 @@ export async function datedImage(name: string, created: string): Promise<BuiltMa
     history: [{ created, created_by: `COPY ${name}.txt / # dated` }],
     extra: { created },
   });
+}
+
+/**
+ * An image whose config is given as is (e.g. diff_ids that do not match the layers), which
+ * assembleManifest cannot make because it derives the config from the layers.
+ */
+export function manifestWithConfig(layers: BuiltLayer[], configJson: Record<string, unknown>): BuiltManifest {
+  const data = Buffer.from(JSON.stringify(configJson));
+  const config = { mediaType: MediaType.ociConfig, digest: sha256Of(data), size: data.length, data };
+  const layerBlobs = layers.map((l) => ({ ...l, mediaType: layerMediaType('oci', l.compression) }));
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: MediaType.ociManifest,
+    config: descriptorOf(config),
+    layers: layerBlobs.map((l) => descriptorOf(l)),
+  };
+  const bytes = Buffer.from(JSON.stringify(manifest));
+  return {
+    kind: 'manifest',
+    mediaType: MediaType.ociManifest,
+    digest: sha256Of(bytes),
+    bytes,
+    manifest: manifest as BuiltManifest['manifest'],
+    config,
+    configJson: configJson as BuiltManifest['configJson'],
+    layers: layerBlobs,
+    platform: hostPlatform(),
+  };
 }
