@@ -20,10 +20,16 @@ import { systemRoutes } from './api/routes/system.js';
 import { imageRoutes } from './api/routes/images.js';
 import { containerRoutes } from './api/routes/containers.js';
 import { containerLogRoutes } from './api/routes/container-logs.js';
+import { containerExtraRoutes } from './api/routes/container-extras.js';
+import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses, LoopbackNetworking } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
+import { AttachService } from './engine/attach.js';
+import { ExecService } from './engine/exec.js';
+import { attachRoutes } from './api/routes/attach.js';
+import { execRoutes } from './api/routes/exec.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -50,7 +56,9 @@ async function main(): Promise<void> {
 
   const db = openDatabase(join(config.dataRoot, 'berth.db'));
   const content = new ContentStore(config.dataRoot);
-  const layers = new LayerStore(config.dataRoot);
+  // No syncfs per layer: a kill -9 loses nothing in the page cache, and the flush costs seconds per
+  // large layer. Only a power loss could leave a recorded layer with unflushed files.
+  const layers = new LayerStore(config.dataRoot, { sync: false });
   await content.cleanIngest();
   await layers.cleanTemp();
 
@@ -74,6 +82,11 @@ async function main(): Promise<void> {
   imageRoutes(router, engine);
   containerRoutes(router, engine, containers);
   containerLogRoutes(router, containers);
+  attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
+  execRoutes(router, new ExecService(containers, containers.processes as RuntimeProcesses, events));
+  containerExtraRoutes(router, containers, runtime);
+  const health = new HealthMonitor(containers, runtime);
+  health.start();
 
   const listeners = await listen(router, config.hosts, config.group, config);
   log.info('berthd started', { version: SERVER_VERSION, dataRoot: config.dataRoot, pid: process.pid });
@@ -84,6 +97,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     await closeListeners(listeners);
+    health.stop();
     runtime.close();
     registry.close();
     db.close();

@@ -40,7 +40,8 @@ export async function mountRootfs(p: RootfsPaths, lowerDirs: string[]): Promise<
     await mkdir(empty, { recursive: true });
     lowerDirs = [empty];
   }
-  const opts = `lowerdir=${lowerDirs.join(':')},upperdir=${p.upper},workdir=${p.work}`;
+  // redirect_dir and metacopy off: the upper dir must stay a plain diff that commit can turn into a layer.
+  const opts = `lowerdir=${lowerDirs.join(':')},upperdir=${p.upper},workdir=${p.work},redirect_dir=off,metacopy=off`;
   await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, p.merged]);
 }
 
