@@ -9,6 +9,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import { inspectContainer, statusText, mountsJson, networkSettingsJson } from '../container-json.js';
 import type { WaitCondition } from '../../engine/container-waiters.js';
 import { tryLookupImage } from '../../engine/image-lookup.js';
+import { containerSize } from '../../engine/container-inspect-fs.js';
 
 export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
   r.on('POST', '/containers/create', async (ctx) => {
@@ -18,9 +19,10 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
   });
   r.on('GET', '/containers/json', (ctx) => listContainers(ctx, engine, containers));
-  r.on('GET', '/containers/:id/json', (ctx) => {
+  r.on('GET', '/containers/:id/json', async (ctx) => {
     const c = containers.get(ctx.params.id!);
-    sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot));
+    const size = queryBool(ctx.query, 'size') ? await containerSize(containers, c).catch(() => undefined) : undefined;
+    sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot, size));
   });
   r.on('POST', '/containers/:id/start', async (ctx) => {
     await containers.start(ctx.params.id!);
@@ -104,7 +106,7 @@ function parseCreateBody(body: Record<string, unknown>): { config: CreateConfig;
 
 const LIST_FILTERS = ['id', 'name', 'label', 'status', 'ancestor', 'before', 'since', 'exited', 'health', 'volume', 'network', 'publish', 'expose', 'is-task', 'isolation'] as const;
 
-function listContainers(ctx: RequestContext, engine: Engine, containers: ContainerService): void {
+async function listContainers(ctx: RequestContext, engine: Engine, containers: ContainerService): Promise<void> {
   const all = queryBool(ctx.query, 'all');
   const limit = queryInt(ctx.query, 'limit', -1)!;
   const f = parseFilters(ctx.query.get('filters'), LIST_FILTERS);
@@ -145,7 +147,14 @@ function listContainers(ctx: RequestContext, engine: Engine, containers: Contain
   });
   if (limit > 0) list = list.slice(0, limit);
   const now = Date.now();
-  sendJson(ctx, 200, list.map((c) => listEntry(c, engine, ctx.version, now)));
+  const entries = list.map((c) => listEntry(c, engine, ctx.version, now));
+  if (queryBool(ctx.query, 'size')) {
+    await Promise.all(list.map(async (c, i) => {
+      const size = await containerSize(containers, c).catch(() => ({ rw: 0, rootFs: 0 }));
+      Object.assign(entries[i]!, { SizeRw: size.rw, SizeRootFs: size.rootFs });
+    }));
+  }
+  sendJson(ctx, 200, entries);
 }
 
 function listEntry(c: ContainerRecord, engine: Engine, version: string, now: number): Record<string, unknown> {
