@@ -26,6 +26,10 @@ import { ContainerRecords } from './state/container-records.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses, LoopbackNetworking } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
+import { AttachService } from './engine/attach.js';
+import { ExecService } from './engine/exec.js';
+import { attachRoutes } from './api/routes/attach.js';
+import { execRoutes } from './api/routes/exec.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -52,7 +56,9 @@ async function main(): Promise<void> {
 
   const db = openDatabase(join(config.dataRoot, 'berth.db'));
   const content = new ContentStore(config.dataRoot);
-  const layers = new LayerStore(config.dataRoot);
+  // No syncfs per layer: a kill -9 loses nothing in the page cache, and the flush costs seconds per
+  // large layer. Only a power loss could leave a recorded layer with unflushed files.
+  const layers = new LayerStore(config.dataRoot, { sync: false });
   await content.cleanIngest();
   await layers.cleanTemp();
 
@@ -76,6 +82,8 @@ async function main(): Promise<void> {
   imageRoutes(router, engine);
   containerRoutes(router, engine, containers);
   containerLogRoutes(router, containers);
+  attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
+  execRoutes(router, new ExecService(containers, containers.processes as RuntimeProcesses, events));
   containerExtraRoutes(router, containers, runtime);
   const health = new HealthMonitor(containers, runtime);
   health.start();

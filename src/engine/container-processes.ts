@@ -93,7 +93,9 @@ export class RuntimeProcesses implements ContainerProcesses {
       logPath: c.logPath,
       logSizeMax: this.#logSize(c),
       stdin: !!c.config.OpenStdin,
-      stdinOnce: !!c.config.StdinOnce,
+      // As dockerd: only without a tty does the attach client's EOF close the container's stdin
+      // (a tty client's detach keys must leave `docker run -it` shells running).
+      stdinOnce: !!c.config.StdinOnce && !c.config.Tty,
       tty: !!c.config.Tty,
     });
     try {

@@ -1,0 +1,271 @@
+/**
+ * Exec instances: a process started in a running container (POST /containers/{id}/exec, then
+ * /exec/{id}/start). Records live in memory only, as in dockerd; finished ones are dropped a
+ * while after they exit, or with their container.
+ *
+ * Without a tty the process's stdio are pipes through conmon (real back-pressure both ways); with
+ * a tty conmon owns the pty and the client is bridged to its attach socket, connected before the
+ * process starts. The hijacked stream ends once the process has exited and its output is out, and
+ * only after the exit code is recorded: the docker CLI reads it from /exec/{id}/json right then.
+ */
+import { randomBytes } from 'node:crypto';
+import { conflict, invalidArgument, notFound } from '../lib/errors.js';
+import { log } from '../lib/log.js';
+import type { ContainerRecord } from './container-model.js';
+import type { ContainerService } from './containers.js';
+import type { RuntimeProcesses } from './container-processes.js';
+import type { EventBus } from './events.js';
+import { rootfsPaths, resolveUser } from './container-rootfs.js';
+import { ConmonAttach } from './conmon-attach.js';
+import { bridgeConmon, bridgePipes, type AttachClient, type AttachEnd } from './attach-bridge.js';
+import { DEFAULT_DETACH_KEYS, parseDetachKeys } from './detach-keys.js';
+import { checkSize } from './attach.js';
+import type { ExecSession } from '../runtime/exec-session.js';
+
+export interface ExecConfig {
+  Cmd: string[];
+  Env: string[];
+  User: string;
+  WorkingDir: string;
+  Tty: boolean;
+  AttachStdin: boolean;
+  AttachStdout: boolean;
+  AttachStderr: boolean;
+  Privileged: boolean;
+  DetachKeys: string;
+  ConsoleSize?: [number, number];
+}
+
+export interface ExecRecord {
+  id: string;
+  containerId: string;
+  config: ExecConfig;
+  running: boolean;
+  /** Set once the process has exited (or could not start). */
+  exitCode: number | null;
+  pid: number;
+  started: boolean;
+  finishedAt?: number;
+}
+
+export interface ExecStartOptions {
+  /** [height, width] from the start request; wins over the one given at create. */
+  consoleSize?: [number, number];
+}
+
+export interface PreparedExec {
+  record: ExecRecord;
+  /** Streams the process to the client; resolves when the stream should close. */
+  run(client: AttachClient): Promise<AttachEnd>;
+}
+
+/** How long a finished exec stays inspectable. */
+const KEEP_FINISHED_MS = 10 * 60 * 1000;
+/** After the exit, how long output pipes held open by leftover children may keep the stream open. */
+const OUTPUT_GRACE_MS = 2000;
+/** How long a resize waits for the process to start (the CLI resizes right after the hijack). */
+const RESIZE_WAIT_MS = 10_000;
+
+export class ExecService {
+  readonly #execs = new Map<string, ExecRecord>();
+  /** Resolve when the exec has a pid (or failed to start); for resize. */
+  readonly #startedSignals = new Map<string, Promise<ExecSession | undefined>>();
+
+  constructor(
+    private readonly containers: ContainerService,
+    private readonly processes: RuntimeProcesses,
+    private readonly events: EventBus,
+  ) {}
+
+  create(idOrName: string, config: ExecConfig): ExecRecord {
+    const c = this.containers.get(idOrName);
+    this.#checkRunning(c);
+    if (config.Cmd.length === 0) throw invalidArgument('No exec command specified');
+    if (config.ConsoleSize) checkSize(config.ConsoleSize[0], config.ConsoleSize[1]);
+    if (config.DetachKeys) parseDetachKeys(config.DetachKeys);
+    this.#prune();
+    const rec: ExecRecord = { id: randomBytes(32).toString('hex'), containerId: c.id, config, running: false, exitCode: null, pid: 0, started: false };
+    this.#execs.set(rec.id, rec);
+    this.events.publish('container', `exec_create: ${config.Cmd.join(' ')}`, c.id, this.containers.attrs(c, { execID: rec.id }));
+    return rec;
+  }
+
+  get(id: string): ExecRecord {
+    const rec = this.#execs.get(id);
+    if (!rec) throw notFound(`No such exec instance: ${id}`);
+    return rec;
+  }
+
+  /** Exec ids of a container, for its inspect output. */
+  idsFor(containerId: string): string[] {
+    return [...this.#execs.values()].filter((e) => e.containerId === containerId).map((e) => e.id);
+  }
+
+  /** Checks what can fail before the client gets its 101 and claims the exec. */
+  prepareStart(id: string, opts: ExecStartOptions = {}): PreparedExec {
+    const rec = this.get(id);
+    if (rec.running) throw conflict(`Error: Exec command ${id} is already running`);
+    if (rec.started) throw conflict(`Error: Exec command ${id} has already run`);
+    const c = this.containers.find(rec.containerId);
+    if (!c) throw notFound(`No such container: ${rec.containerId}`);
+    this.#checkRunning(c);
+    rec.started = true;
+    const consoleSize = opts.consoleSize ?? rec.config.ConsoleSize;
+    if (consoleSize) checkSize(consoleSize[0], consoleSize[1]);
+    return { record: rec, run: (client) => this.#run(c, rec, consoleSize, client) };
+  }
+
+  /** Starts without a client (Detach: true): output is dropped (a tty's goes to the exec log). */
+  async startDetached(id: string, opts: ExecStartOptions = {}): Promise<void> {
+    const prepared = this.prepareStart(id, opts);
+    const rec = prepared.record;
+    const session = await this.#launch(this.containers.get(rec.containerId), rec, prepared.record.config.Tty ? opts.consoleSize ?? rec.config.ConsoleSize : undefined, false);
+    if (!session) return;
+    session.stdout?.resume();
+    session.stderr?.resume();
+    void this.#recordExit(rec, session);
+  }
+
+  async resize(id: string, height: number, width: number): Promise<void> {
+    const rec = this.get(id);
+    checkSize(height, width);
+    const started = this.#startedSignals.get(id);
+    if (!started) throw conflict(`Exec ${id} is not running`);
+    const session = await Promise.race([started, new Promise<undefined>((r) => setTimeout(() => r(undefined), RESIZE_WAIT_MS).unref())]);
+    if (!session || !rec.running) throw conflict(`Exec ${id} is not running`);
+    if (rec.config.Tty) await this.processes.runtime.resizeExec(rec.containerId, id, height, width);
+  }
+
+  #checkRunning(c: ContainerRecord): void {
+    if (c.state.status === 'paused') throw conflict(`container ${c.id} is paused, unpause the container before exec`);
+    if (c.state.status !== 'running') throw conflict(`container ${c.id} is not running`);
+  }
+
+  async #run(c: ContainerRecord, rec: ExecRecord, consoleSize: [number, number] | undefined, client: AttachClient): Promise<AttachEnd> {
+    const cfg = rec.config;
+    const bridgeOpts = { stdin: cfg.AttachStdin, stdout: cfg.AttachStdout, stderr: cfg.AttachStderr };
+    if (!cfg.Tty) {
+      const session = await this.#launch(c, rec, undefined, cfg.AttachStdin);
+      if (!session) return 'exited';
+      const exited = this.#recordExit(rec, session);
+      if (session.pid === 0) {
+        // dockerd writes why the process could not start onto the stream.
+        session.stdout?.resume();
+        session.stderr?.resume();
+        const result = await exited;
+        client.write('stdout', failureText(result.error));
+        return 'exited';
+      }
+      const output = bridgePipes(session, client, bridgeOpts);
+      await exited;
+      await Promise.race([output.done, client.gone, idle(output.lastOutputAt)]);
+      return 'exited';
+    }
+
+    let sock: ConmonAttach | undefined;
+    const session = await this.#launch(c, rec, consoleSize, cfg.AttachStdin, async (path) => {
+      sock = await ConmonAttach.connect(path);
+    });
+    if (!session) return 'exited';
+    const exited = this.#recordExit(rec, session);
+    if (!sock || session.pid === 0) {
+      sock?.close();
+      const result = await exited;
+      client.write('stdout', failureText(result.error));
+      return 'exited';
+    }
+    const keys = parseDetachKeys(cfg.DetachKeys || DEFAULT_DETACH_KEYS);
+    const end = await bridgeConmon(sock, client, { ...bridgeOpts, detachKeys: cfg.AttachStdin ? keys : undefined });
+    if (end === 'exited') {
+      // conmon closes the socket right after the exit; the exit code must be on record first.
+      await Promise.race([exited, new Promise<void>((r) => setTimeout(() => r(), OUTPUT_GRACE_MS).unref())]);
+    }
+    return end;
+  }
+
+  /** Starts the process; undefined (and the exec marked failed) when conmon could not be run. */
+  async #launch(
+    c: ContainerRecord,
+    rec: ExecRecord,
+    consoleSize: [number, number] | undefined,
+    stdin: boolean,
+    onAttachReady?: (path: string) => Promise<void>,
+  ): Promise<ExecSession | undefined> {
+    const cfg = rec.config;
+    let resolveStarted!: (s: ExecSession | undefined) => void;
+    this.#startedSignals.set(rec.id, new Promise((r) => (resolveStarted = r)));
+    try {
+      const user = cfg.User ? await resolveUser(rootfsPaths(this.containers.containerDir(c.id)).merged, cfg.User).catch((err: Error) => {
+        throw invalidArgument(err.message);
+      }) : undefined;
+      const session = await this.processes.runtime.exec(c.id, {
+        execId: rec.id,
+        process: {
+          args: cfg.Cmd,
+          env: cfg.Env,
+          cwd: cfg.WorkingDir || undefined,
+          user: user ? { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids } : undefined,
+          terminal: cfg.Tty,
+          consoleSize: consoleSize ? { height: consoleSize[0], width: consoleSize[1] } : undefined,
+        },
+        privileged: cfg.Privileged,
+        stdin,
+        onAttachReady,
+      });
+      rec.pid = session.pid;
+      rec.running = session.pid > 0;
+      resolveStarted(session);
+      if (rec.running) this.events.publish('container', `exec_start: ${cfg.Cmd.join(' ')}`, c.id, this.containers.attrs(c, { execID: rec.id }));
+      return session;
+    } catch (err) {
+      resolveStarted(undefined);
+      rec.running = false;
+      rec.exitCode = 126;
+      rec.finishedAt = Date.now();
+      log.warn('exec failed to start', { id: rec.id, container: c.id, err });
+      throw err;
+    }
+  }
+
+  async #recordExit(rec: ExecRecord, session: ExecSession): Promise<{ exitCode: number; error?: string }> {
+    const result = await session.exit;
+    rec.exitCode = result.exitCode;
+    rec.running = false;
+    rec.finishedAt = Date.now();
+    if (rec.config.Tty) void session.dispose().catch(() => undefined);
+    const c = this.containers.find(rec.containerId);
+    if (c) this.events.publish('container', 'exec_die', c.id, this.containers.attrs(c, { execID: rec.id, exitCode: String(result.exitCode) }));
+    return result;
+  }
+
+  #prune(): void {
+    const now = Date.now();
+    for (const [id, rec] of this.#execs) {
+      const gone = !this.containers.find(rec.containerId);
+      if (gone || (rec.finishedAt !== undefined && now - rec.finishedAt > KEEP_FINISHED_MS)) {
+        this.#execs.delete(id);
+        this.#startedSignals.delete(id);
+      }
+    }
+  }
+}
+
+/**
+ * Resolves once no output has come for OUTPUT_GRACE_MS: after the exit, pipes that stay open
+ * belong to leftover background children, which must not hold the client's stream.
+ */
+function idle(lastOutputAt: () => number): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      const quiet = Date.now() - lastOutputAt();
+      if (quiet >= OUTPUT_GRACE_MS) resolve();
+      else setTimeout(check, OUTPUT_GRACE_MS - quiet + 10).unref();
+    };
+    check();
+  });
+}
+
+/** What dockerd writes onto the stream when the runtime could not start the process. */
+function failureText(error: string | undefined): Buffer {
+  return Buffer.from(`OCI runtime exec failed: ${error ?? 'unknown error'}\r\n`);
+}
