@@ -12,6 +12,8 @@ import { isKind } from '../lib/errors.js';
 import { buildSpec, type RuntimeSpecInput } from './build-spec.js';
 import { cgroupDirs, controllerDir } from './cgroups.js';
 import { hostDevices } from './devices.js';
+import type { OciSpec } from './oci-spec.js';
+import { SECCOMP_BPF_ANNOTATION } from './seccomp-cache.js';
 import { readLogRecords, type LogRecord } from './log-file.js';
 import { RuntimeDriver, type CreateOptions } from './runtime-driver.js';
 import type { RuntimeName } from './runtime-cli.js';
@@ -86,6 +88,20 @@ describe('runtime driver (crun)', () => {
     assert.equal(records[0]?.partial, false);
     assert.deepEqual(await driver.exitStatus(c.id), c.exit);
     assert.equal((await driver.state(c.id))?.status, 'stopped');
+  });
+
+  test('seccomp applies; later containers reuse the filter crun compiled', async () => {
+    const a = await run(['grep', 'Seccomp:', '/proc/self/status']);
+    const b = await run(['grep', 'Seccomp:', '/proc/self/status']);
+    assert.equal(await logText(a.logPath), 'Seccomp:\t2\n');
+    assert.equal(await logText(b.logPath), 'Seccomp:\t2\n');
+    const config = JSON.parse(await readFile(join(b.opts.bundleDir, 'config.json'), 'utf8')) as OciSpec;
+    assert.equal(config.linux.seccomp, undefined);
+    assert.ok((config.annotations?.[SECCOMP_BPF_ANNOTATION]?.length ?? 0) > 100);
+    // The filter really filters: without CAP_SYS_ADMIN's rules, unshare(CLONE_NEWNS) is refused.
+    const c = await run(['unshare', '-m', 'true']);
+    assert.notEqual(c.exit.exitCode, 0);
+    assert.match(await logText(c.logPath), /Operation not permitted/);
   });
 
   test('exit code and stderr are kept', async () => {

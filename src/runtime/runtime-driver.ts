@@ -27,6 +27,7 @@ import { startExec, type ExecOptions, type ExecSession } from './exec-session.js
 import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
 import type { OciSpec } from './oci-spec.js';
 import { isProcessAlive, readPidFile } from './pid-file.js';
+import { SeccompBpfCache } from './seccomp-cache.js';
 import { clampRlimits, ownHardLimits, type HardLimits } from './rlimits.js';
 import { clampCapabilities, ownCapabilities } from './capabilities.js';
 import { cleanMessage, RUNTIME_NAMES, runRuntime, runtimeState, type RuntimeBinary, type RuntimeName } from './runtime-cli.js';
@@ -112,6 +113,7 @@ export class RuntimeDriver {
   #capabilities: ReadonlySet<string> = new Set();
   #exits: ExitWatcher;
   #meta = new Map<string, ContainerMeta>();
+  #seccompCache: SeccompBpfCache | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.#opts = opts;
@@ -141,6 +143,8 @@ export class RuntimeDriver {
       if (path) this.#runtimes.set(name, { name, path, root: join(this.stateDir, name) });
       else this.#unusable.set(name, `${name} not found in PATH`);
     }
+    const crun = this.#runtimes.get('crun');
+    if (crun) this.#seccompCache = await SeccompBpfCache.forBinary(crun.path);
     this.#hardLimits = ownHardLimits();
     this.#capabilities = ownCapabilities();
 
@@ -232,10 +236,11 @@ export class RuntimeDriver {
       logPath: c.logPath,
     };
     spec.linux = { ...spec.linux, cgroupsPath: meta.cgroupsPath };
+    const seccomp = runtimeName === 'crun' && this.#seccompCache ? this.#seccompCache.apply(spec) : { spec };
 
     await mkdir(dir, { recursive: true });
     await Promise.all([
-      writeBundleConfig(c.bundleDir, spec),
+      writeBundleConfig(c.bundleDir, seccomp.spec),
       writeJsonAtomic(join(dir, 'meta.json'), meta),
       // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
       rm(this.#exits.pathOf(c.id), { force: true }),
@@ -284,6 +289,9 @@ export class RuntimeDriver {
       const message = cleanMessage(first?.message || conmonLog || 'conmon exited without reporting a pid');
       await this.cleanup(c.id).catch((err) => log.warn('cleanup after failed create', { id: c.id, err }));
       throw createError(message);
+    }
+    if (seccomp.missKey && this.#seccompCache) {
+      await this.#seccompCache.remember(seccomp.missKey, rt.root, c.id).catch((err) => log.warn('seccomp filter not cached', { id: c.id, err }));
     }
     return { pid: first.data };
   }
