@@ -69,4 +69,24 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX network_ports_container ON network_ports(container_id);
   `,
+  // 4: swarm mode on one node: the cluster (with this node), services and their tasks, as JSON documents
+  `
+  CREATE TABLE swarm_cluster (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    data TEXT NOT NULL
+  );
+  CREATE TABLE swarm_services (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE swarm_tasks (
+    id TEXT PRIMARY KEY,
+    service_id TEXT NOT NULL,        -- no foreign key: a removed service's tasks go once their containers are gone
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX swarm_tasks_service ON swarm_tasks(service_id);
+  `,
 ];
