@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
   const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
   const networking = new LoopbackNetworking((idOrName) => containers.get(idOrName).state.pid);
-  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), logSizeMax(config.logOpts));
+  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts);
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   systemRoutes(router, engine);
   imageRoutes(router, engine);
   containerRoutes(router, engine, containers);
-  containerLogRoutes(router, containers);
+  containerLogRoutes(router, containers, config.logOpts);
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
   execRoutes(router, new ExecService(containers, containers.processes as RuntimeProcesses, events));
   containerExtraRoutes(router, containers, runtime);
@@ -115,14 +115,6 @@ async function main(): Promise<void> {
       );
     });
   }
-}
-
-/** log-opts max-size (e.g. 10m) in bytes. */
-function logSizeMax(opts: Record<string, string>): number | undefined {
-  const v = opts['max-size'];
-  const m = v ? /^(\d+(?:\.\d+)?)([kmg]?)b?$/i.exec(v.trim()) : null;
-  if (!m) return undefined;
-  return Math.floor(Number(m[1]) * { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g']);
 }
 
 main().catch((err) => {

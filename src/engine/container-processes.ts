@@ -12,6 +12,7 @@ import { specInputFor } from './container-spec.js';
 import { writeEtcFiles } from './container-rootfs.js';
 import { log } from '../lib/log.js';
 import { conflict } from '../lib/errors.js';
+import { LogRotator, logLimits } from './log-rotation.js';
 
 export interface ContainerProcesses {
   start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }>;
@@ -59,7 +60,7 @@ export class RuntimeProcesses implements ContainerProcesses {
     readonly network: ContainerNetworking,
     private readonly containerDir: (id: string) => string,
     private readonly onExit: ExitHandler,
-    private readonly logSizeMax?: number,
+    private readonly logOpts: Record<string, string> = {},
   ) {}
 
   async start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }> {
@@ -91,7 +92,6 @@ export class RuntimeProcesses implements ContainerProcesses {
       spec,
       runtime: c.runtime,
       logPath: c.logPath,
-      logSizeMax: this.#logSize(c),
       stdin: !!c.config.OpenStdin,
       // As dockerd: only without a tty does the attach client's EOF close the container's stdin
       // (a tty client's detach keys must leave `docker run -it` shells running).
@@ -107,31 +107,31 @@ export class RuntimeProcesses implements ContainerProcesses {
       await this.network.release(c).catch(() => undefined);
       throw err;
     }
-    this.watch(c.id);
+    this.watch(c);
     return { pid };
   }
 
-  #logSize(c: ContainerRecord): number | undefined {
-    const v = c.hostConfig.LogConfig?.Config?.['max-size'];
-    if (!v) return this.logSizeMax;
-    const m = /^(\d+(?:\.\d+)?)([kmg]?)b?$/i.exec(v.trim());
-    if (!m) return this.logSizeMax;
-    const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g'];
-    return Math.floor(Number(m[1]) * mult);
-  }
-
   /** Follows the process until it exits (also for processes re-adopted after a daemon restart). */
-  watch(id: string): void {
+  watch(c: ContainerRecord): void {
+    const id = c.id;
     if (this.#watched.has(id)) return;
     this.#watched.add(id);
+    const limits = logLimits(c.hostConfig.LogConfig?.Config, this.logOpts);
+    let rotator: LogRotator | undefined;
+    if (limits) {
+      rotator = new LogRotator(c.logPath, limits, () => this.runtime.reopenLog(id));
+      rotator.start();
+    }
     this.runtime
       .waitExit(id)
       .then((exit: ExitStatus) => {
         this.#watched.delete(id);
+        rotator?.stop();
         return this.onExit(id, exit);
       })
       .catch((err) => {
         this.#watched.delete(id);
+        rotator?.stop();
         log.error('waiting for container exit failed', { id, err });
       });
   }

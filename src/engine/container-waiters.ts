@@ -16,16 +16,16 @@ export class Waiters {
     });
   }
 
-  /** Wakes the waiters an exit satisfies (removed-waiters keep waiting if the container stays). */
-  exited(id: string, result: WaitResult, willBeRemoved: boolean): void {
-    this.#wake(id, result, (c) => c !== 'removed' || false, willBeRemoved);
+  /** An exit wakes everyone but those waiting for the removal. */
+  exited(id: string, result: WaitResult): void {
+    this.#wake(id, result, (c) => c !== 'removed');
   }
 
   removed(id: string, result: WaitResult): void {
-    this.#wake(id, result, () => true, false);
+    this.#wake(id, result, () => true);
   }
 
-  #wake(id: string, result: WaitResult, pred: (c: WaitCondition) => boolean, _keep: boolean): void {
+  #wake(id: string, result: WaitResult, pred: (c: WaitCondition) => boolean): void {
     const list = this.#byId.get(id);
     if (!list) return;
     const keep = list.filter((w) => !pred(w.cond));

@@ -210,7 +210,7 @@ export class ContainerService {
     await this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err }));
     await unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
     const result: WaitResult = { StatusCode: exit.exitCode };
-    this.waiters.exited(id, result, autoRemove);
+    this.waiters.exited(id, result);
     if (restart) {
       c.state.status = 'restarting';
       c.restartCount++;
@@ -376,7 +376,7 @@ export class ContainerService {
                 c.state.status = st.status;
                 this.save(c);
               }
-              (this.processes as RuntimeProcesses).watch(c.id);
+              (this.processes as RuntimeProcesses).watch(c);
               return;
             }
             const exit = (await runtime.exitStatus(c.id).catch(() => undefined)) ?? { exitCode: 255, exitedAt: new Date(), oomKilled: false };

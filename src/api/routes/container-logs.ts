@@ -7,9 +7,17 @@ import { invalidArgument } from '../../lib/errors.js';
 import { readLogRecords, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
+import { logFiles, logLimits } from '../../engine/log-rotation.js';
 
-export function containerLogRoutes(r: Router, containers: ContainerService): void {
-  r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers));
+export function containerLogRoutes(r: Router, containers: ContainerService, defaultLogOpts: Record<string, string>): void {
+  r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers, defaultLogOpts));
+}
+
+/** Rotated files first (oldest first), then the live file, followed until `until` settles. */
+async function* allRecords(path: string, maxFiles: number, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<LogRecord> {
+  const files = logFiles(path, maxFiles);
+  for (const f of files.slice(0, -1)) yield* readLogRecords(f, { signal: opts.signal });
+  yield* readLogRecords(path, opts);
 }
 
 /** `since`/`until`: Unix seconds with an optional fraction, as nanoseconds. */
@@ -20,7 +28,7 @@ function toNs(v: string | undefined, name: string): bigint | undefined {
   return BigInt(m[1]!) * 1_000_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
 }
 
-async function streamLogs(ctx: RequestContext, containers: ContainerService): Promise<void> {
+async function streamLogs(ctx: RequestContext, containers: ContainerService, defaultLogOpts: Record<string, string>): Promise<void> {
   const q = ctx.query;
   const stdout = queryBool(q, 'stdout');
   const stderr = queryBool(q, 'stderr');
@@ -37,6 +45,7 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService): Pr
     tail = Math.max(-1, Number(tailRaw));
   }
   const tty = !!c.config.Tty;
+  const maxFiles = logLimits(c.hostConfig.LogConfig?.Config, defaultLogOpts)?.maxFiles ?? 1;
   const res = ctx.res;
   res.writeHead(200, { 'Content-Type': streamContentType(tty, ctx.version, versionAtLeast) });
   res.flushHeaders();
@@ -58,7 +67,7 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService): Pr
     if (tail >= 0) {
       // Only the last N lines are held, never the whole log.
       const ring: LogRecord[] = [];
-      for await (const rec of readLogRecords(c.logPath, { signal: abort.signal })) {
+      for await (const rec of allRecords(c.logPath, maxFiles, { follow: false, signal: abort.signal })) {
         if (!wanted(rec)) continue;
         ring.push(rec);
         if (ring.length > tail) ring.shift();
@@ -72,7 +81,7 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService): Pr
         }
       }
     } else {
-      for await (const rec of readLogRecords(c.logPath, { follow: !!exited, until: exited, signal: abort.signal })) {
+      for await (const rec of allRecords(c.logPath, maxFiles, { follow: !!exited, until: exited, signal: abort.signal })) {
         if (wanted(rec)) await emit(rec);
         if (until !== undefined && rec.timeNs > until) break;
       }
