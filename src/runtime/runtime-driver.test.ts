@@ -177,6 +177,18 @@ describe('runtime driver (crun)', () => {
     }
   });
 
+  test('waitExit does not hang when conmon is killed', async () => {
+    const c = await createContainer(['sleep', '100']);
+    const exited = driver.waitExit(c.id);
+    await driver.start(c.id);
+    const conmonPid = Number(await readFile(join(driver.stateDir, 'containers', c.id, 'conmon.pid'), 'utf8'));
+    process.kill(conmonPid, 'SIGKILL'); // by pid: the conmon of this test's container only
+    assert.equal((await exited).exitCode, 255);
+    await driver.cleanup(c.id); // the orphaned container process is killed by delete --force
+    created.delete(c.id);
+    assert.equal(await driver.state(c.id), undefined);
+  });
+
   test('waitExit right after a fast exit and for an already exited container', async () => {
     const c = await createContainer(['true']);
     await driver.start(c.id);

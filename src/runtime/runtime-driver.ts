@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process';
 import { constants, openSync, closeSync } from 'node:fs';
 import { access, mkdir, open, readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
+import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { BerthError, conflict, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
 import { log } from '../lib/log.js';
@@ -280,7 +281,15 @@ export class RuntimeDriver {
       const pipe = child.stdio[3] as Readable;
       const sync = new SyncPipeReader(pipe);
       first = await sync.next();
-      pipe.destroy(); // conmon keeps its end until it exits; we need nothing more from it
+      // conmon holds its end until it exits: EOF tells us conmon is gone even if it died without
+      // writing an exit file (killed). Unref'd, so it never keeps berthd alive.
+      if (first && first.data > 0) {
+        (pipe as Socket).unref();
+        pipe.once('close', () => void this.#onConmonGone(c.id));
+        pipe.resume();
+      } else {
+        pipe.destroy();
+      }
     } finally {
       closeSync(errFd);
     }
@@ -357,6 +366,14 @@ export class RuntimeDriver {
     });
     const rec = await waiting;
     return { ...rec, oomKilled: await this.#oomKilled(id) };
+  }
+
+  /** conmon exited: normally the exit file is there; if not, waiters must not hang forever. */
+  async #onConmonGone(id: string): Promise<void> {
+    const rec = await this.#exits.read(id).catch(() => undefined);
+    if (rec) return; // the watcher delivers it
+    log.warn('conmon exited without an exit file', { id });
+    this.#exits.settle(id, { exitCode: 255, exitedAt: new Date() });
   }
 
   async #conmonAlive(id: string): Promise<boolean> {
