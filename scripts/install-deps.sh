@@ -32,8 +32,10 @@ fi
 stamp=node_modules/.berth-lock-hash
 want=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "install-deps: npm ci"
-  npm_config_nodedir="${npm_config_nodedir:-/usr}" npm ci --no-audit --no-fund --loglevel=error
+  # `npm install`, not `npm ci`: node-unix-socket lists prebuilt packages for other platforms that the
+  # registry does not have, which `npm ci` refuses; `npm install` skips them and honours the lock.
+  echo "install-deps: npm install"
+  npm_config_nodedir="${npm_config_nodedir:-/usr}" npm install --no-save --no-audit --no-fund --loglevel=error
   echo "$want" > "$stamp"
 fi
 
