@@ -16,7 +16,7 @@ import { log } from '../lib/log.js';
 import { MediaType, type ContainerConfig, type Descriptor, type HistoryEntry, type ImageConfig } from '../lib/oci.js';
 import { parseReference } from '../registry/reference.js';
 import type { ContainerRecord } from './container-model.js';
-import { containerLayerView, runtimeArtifacts } from './container-inspect-fs.js';
+import { containerLayerView, isDirectory, runtimeArtifacts } from './container-inspect-fs.js';
 import type { ContainerService } from './containers.js';
 import { applyChanges } from './dockerfile-changes.js';
 
@@ -117,6 +117,7 @@ interface CommittedLayer {
 /** Packs the upper dir into a new stored layer; undefined when the container changed nothing. */
 async function commitLayer(containers: ContainerService, c: ContainerRecord): Promise<CommittedLayer | undefined> {
   const view = containerLayerView(containers, c);
+  if (!(await isDirectory(view.upper))) return undefined; // never started: nothing written
   const skip = await runtimeArtifacts(view);
   const parent = containers.images.records.getImage(c.imageId)!;
   const top = parent.chainIds[parent.chainIds.length - 1] as Digest | undefined;

@@ -112,6 +112,7 @@ export async function runtimeArtifacts(view: LayerView): Promise<Set<string>> {
 
 /** `docker diff`: every path of the upper dir as added, modified or deleted, in path order. */
 export async function containerChanges(view: LayerView): Promise<Change[]> {
+  if (!(await isDirectory(view.upper))) return []; // never started
   const skip = await runtimeArtifacts(view);
   const lower = new LayerLookup(view.lowers);
   const out: Change[] = [];
@@ -308,6 +309,10 @@ export async function treeSize(root: string, skip: Set<string> = new Set()): Pro
   };
   await walk('');
   return total;
+}
+
+export async function isDirectory(path: string): Promise<boolean> {
+  return (await lstatOrUndefined(path))?.isDirectory() ?? false;
 }
 
 function isWhiteout(st: Stats): boolean {
