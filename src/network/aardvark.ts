@@ -1,0 +1,194 @@
+/**
+ * Name resolution on user-defined networks through aardvark-dns (one process per daemon, serving every
+ * DNS-enabled network on its gateway addresses, port 53). Its config directory holds one file per
+ * network with at least one container:
+ *
+ *     <gateway ip>[,<gateway ipv6>]
+ *     <container id> <ipv4> <ipv6> <name>,<alias>,...[ <upstream dns>,...]
+ *
+ * aardvark answers a query with the records of the networks the asking address belongs to, and
+ * forwards everything else to the host's resolvers. SIGHUP makes it re-read the directory; with no file
+ * left it exits. Files are written to a sibling directory and renamed in, so a reload never sees half a file.
+ */
+import { spawn } from 'node:child_process';
+import { mkdir, readdir, readFile, rename, rm, writeFile, open } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { internal } from '../lib/errors.js';
+import { log } from '../lib/log.js';
+
+export interface DnsRecord {
+  containerId: string;
+  ipv4?: string;
+  ipv6?: string;
+  names: string[];
+  /** Upstream servers for this container's other queries (--dns); default: the host's. */
+  dnsServers?: string[];
+}
+
+export interface DnsNetwork {
+  id: string;
+  listen: string[];
+  records: DnsRecord[];
+}
+
+const PID_FILE = 'aardvark.pid';
+
+export class Aardvark {
+  readonly #dir: string;
+  readonly #tmpDir: string;
+  readonly #binary: string;
+  /** Serializes every change: writes, reloads, starts and stops never interleave. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(stateDir: string, binary: string) {
+    this.#dir = join(stateDir, 'config');
+    this.#tmpDir = join(stateDir, 'tmp');
+    this.#binary = binary;
+  }
+
+  get configDir(): string {
+    return this.#dir;
+  }
+
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(fn, fn);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Replaces the whole configuration with `networks` (networks without records are dropped) and makes
+   * the server match it: started, reloaded or stopped. Used at daemon start.
+   */
+  sync(networks: readonly DnsNetwork[]): Promise<void> {
+    return this.#serial(async () => {
+      await mkdir(this.#dir, { recursive: true });
+      await mkdir(this.#tmpDir, { recursive: true });
+      const keep = new Set<string>();
+      for (const n of networks) {
+        if (n.records.length === 0) continue;
+        keep.add(n.id);
+        await this.#write(n);
+      }
+      for (const f of await readdir(this.#dir)) {
+        if (f !== PID_FILE && !keep.has(f)) await rm(join(this.#dir, f), { force: true });
+      }
+      await this.#converge(keep.size > 0);
+    });
+  }
+
+  /** Writes (or, with no records, removes) one network's file and reloads. */
+  update(network: DnsNetwork): Promise<void> {
+    return this.#serial(async () => {
+      await mkdir(this.#dir, { recursive: true });
+      await mkdir(this.#tmpDir, { recursive: true });
+      if (network.records.length > 0) await this.#write(network);
+      else await rm(join(this.#dir, network.id), { force: true });
+      await this.#converge(await this.#hasNetworks());
+    });
+  }
+
+  /** Stops the server and removes its files. */
+  destroy(): Promise<void> {
+    return this.#serial(async () => {
+      await this.#stop();
+      await rm(this.#dir, { recursive: true, force: true });
+      await rm(this.#tmpDir, { recursive: true, force: true });
+    });
+  }
+
+  /** The server's pid when it runs (for tests and diagnostics). */
+  async pid(): Promise<number | null> {
+    return this.#runningPid();
+  }
+
+  async #write(n: DnsNetwork): Promise<void> {
+    const lines = [n.listen.join(',')];
+    for (const r of n.records) {
+      const names = [...new Set(r.names.map((x) => x.toLowerCase()))].filter((x) => /^[a-z0-9_.-]+$/.test(x));
+      if (names.length === 0) continue;
+      const upstream = r.dnsServers?.length ? ` ${r.dnsServers.join(',')}` : '';
+      lines.push(`${r.containerId} ${r.ipv4 ?? ''} ${r.ipv6 ?? ''} ${names.join(',')}${upstream}`);
+    }
+    const tmp = join(this.#tmpDir, `${n.id}.${process.pid}`);
+    await writeFile(tmp, lines.join('\n') + '\n');
+    await rename(tmp, join(this.#dir, n.id));
+  }
+
+  async #hasNetworks(): Promise<boolean> {
+    return (await readdir(this.#dir)).some((f) => f !== PID_FILE);
+  }
+
+  async #converge(wanted: boolean): Promise<void> {
+    const pid = await this.#runningPid();
+    if (!wanted) {
+      if (pid) await this.#stop();
+      return;
+    }
+    if (pid) {
+      process.kill(pid, 'SIGHUP');
+      return;
+    }
+    await this.#start();
+  }
+
+  /** The pid from the pid file, if that process is alive and is our aardvark (not a recycled pid). */
+  async #runningPid(): Promise<number | null> {
+    let pid: number;
+    try {
+      pid = Number((await readFile(join(this.#dir, PID_FILE), 'utf8')).trim());
+    } catch {
+      return null;
+    }
+    if (!Number.isInteger(pid) || pid <= 0) return null;
+    try {
+      const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+      return cmdline.includes(this.#dir) && cmdline.some((a) => a.endsWith('aardvark-dns')) ? pid : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async #start(): Promise<void> {
+    // aardvark-dns forks into the background once it listens, and the foreground process exits.
+    const logPath = join(this.#tmpDir, 'aardvark.log');
+    const logFile = await open(logPath, 'w');
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn(this.#binary, ['--config', this.#dir, '-p', '53', 'run'], {
+          stdio: ['ignore', logFile.fd, logFile.fd],
+          detached: true,
+        });
+        child.on('error', reject);
+        child.on('exit', (c) => resolve(c));
+      });
+      if (code !== 0) {
+        const output = await readFile(logPath, 'utf8').catch(() => '');
+        throw internal(`aardvark-dns failed to start (exit ${code}): ${output.trim()}`);
+      }
+    } finally {
+      await logFile.close();
+    }
+    if (!(await this.#runningPid())) throw internal('aardvark-dns started but wrote no pid file');
+    log.debug('aardvark-dns started', { dir: this.#dir });
+  }
+
+  async #stop(): Promise<void> {
+    const pid = await this.#runningPid();
+    if (!pid) return;
+    process.kill(pid, 'SIGTERM');
+    for (let i = 0; i < 400 && (await isAlive(pid)); i++) await sleep(5);
+    await rm(join(this.#dir, PID_FILE), { force: true });
+  }
+}
+
+/** Alive and not a zombie (a daemonized process is reaped by init, possibly late). */
+async function isAlive(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}

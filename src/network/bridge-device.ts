@@ -1,0 +1,61 @@
+/**
+ * Bridge devices on the host: created with a fixed random MAC (otherwise the bridge takes its lowest
+ * port's MAC and containers' ARP entries for the gateway go stale as ports come and go), the gateway
+ * addresses and route_localnet=1 (so DNAT from the host's 127.0.0.1 to a container can route out).
+ */
+import { writeFile } from 'node:fs/promises';
+import { randomMac } from './ipam.js';
+import { runTool, ToolError } from './run-tool.js';
+
+export interface BridgeSpec {
+  name: string;
+  mtu: number;
+  /** `address/prefixLen` of each gateway. */
+  addresses: string[];
+}
+
+export async function createBridge(ip: string, b: BridgeSpec): Promise<void> {
+  const lines = [`link add name ${b.name} address ${randomMac()} mtu ${b.mtu} type bridge`];
+  for (const a of b.addresses) lines.push(a.includes(':') ? `addr add ${a} dev ${b.name} nodad` : `addr add ${a} brd + dev ${b.name}`);
+  lines.push(`link set ${b.name} up`);
+  await runTool(ip, ['-batch', '-'], { input: lines.join('\n') + '\n' });
+  await writeFile(`/proc/sys/net/ipv4/conf/${b.name}/route_localnet`, '1');
+}
+
+/** Deletes a bridge; a missing one is fine. */
+export async function deleteBridge(ip: string, name: string): Promise<void> {
+  try {
+    await runTool(ip, ['link', 'del', 'dev', name]);
+  } catch (err) {
+    if (!(err instanceof ToolError) || !/Cannot find device|does not exist/i.test(err.stderr)) throw err;
+  }
+}
+
+export interface LinkInfo {
+  name: string;
+  kind?: string;
+  addresses: string[]; // address/prefixLen
+}
+
+/** Every interface of the host with its kind and addresses. */
+export async function listLinks(ip: string): Promise<Map<string, LinkInfo>> {
+  const [addrs, details] = await Promise.all([runTool(ip, ['-j', 'addr', 'show']), runTool(ip, ['-j', '-d', 'link', 'show'])]);
+  const out = new Map<string, LinkInfo>();
+  for (const l of JSON.parse(details || '[]') as { ifname: string; linkinfo?: { info_kind?: string } }[]) {
+    out.set(l.ifname, { name: l.ifname, kind: l.linkinfo?.info_kind, addresses: [] });
+  }
+  for (const l of JSON.parse(addrs || '[]') as { ifname: string; addr_info?: { local: string; prefixlen: number }[] }[]) {
+    const info = out.get(l.ifname) ?? { name: l.ifname, addresses: [] };
+    info.addresses = (l.addr_info ?? []).map((a) => `${a.local}/${a.prefixlen}`);
+    out.set(l.ifname, info);
+  }
+  return out;
+}
+
+/**
+ * Containers on bridges need IPv4 forwarding; this is host-wide and left on (as dockerd does). IPv6
+ * forwarding is deliberately not touched: turning it on makes the host ignore router advertisements.
+ */
+export async function enableIPv4Forwarding(): Promise<void> {
+  await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
+}

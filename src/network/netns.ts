@@ -1,0 +1,87 @@
+/**
+ * Network namespaces kept alive by bind mounts at `<execRoot>/netns/<container id>` (the path handed to
+ * the runtime as the container's network namespace). Like `ip netns`, the directory is made a shared
+ * mount point of its own, so unmounting a namespace file also unmounts the copies that mount namespaces
+ * created meanwhile picked up, and the namespace really goes away.
+ */
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { runTool, ToolError } from './run-tool.js';
+
+export interface NetnsTools {
+  unshare: string;
+  umount: string;
+  mount: string;
+}
+
+export class NetnsDir {
+  readonly dir: string;
+  readonly #tools: NetnsTools;
+
+  constructor(dir: string, tools: NetnsTools) {
+    this.dir = dir;
+    this.#tools = tools;
+  }
+
+  pathOf(containerId: string): string {
+    if (!/^[a-zA-Z0-9_.-]+$/.test(containerId)) throw new Error(`invalid container id for a netns path: ${containerId}`);
+    return join(this.dir, containerId);
+  }
+
+  async init(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o711 });
+    const mounts = await mountPoints();
+    if (!mounts.has(this.dir)) {
+      await runTool(this.#tools.mount, ['--bind', this.dir, this.dir]);
+    }
+    await runTool(this.#tools.mount, ['--make-shared', this.dir]);
+  }
+
+  /**
+   * Creates the namespace file and the namespace with its loopback up. With `script`, runs that shell
+   * script inside the new namespace in the same call (one process chain instead of two).
+   */
+  async create(containerId: string, script?: { text: string; env: Record<string, string> }): Promise<string> {
+    const path = this.pathOf(containerId);
+    await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+      // A leftover from a crash: reuse the file only if nothing is mounted on it.
+      if ((await mountPoints()).has(path)) throw new Error(`network namespace for ${containerId} already exists`);
+    });
+    try {
+      if (script) await runTool(this.#tools.unshare, [`--net=${path}`, 'sh', '-c', script.text], { env: script.env });
+      else await runTool(this.#tools.unshare, [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
+    } catch (err) {
+      await this.remove(containerId).catch(() => {});
+      throw err;
+    }
+    return path;
+  }
+
+  /** Unmounts and deletes the namespace file; missing or unmounted files are fine. */
+  async remove(containerId: string): Promise<void> {
+    const path = this.pathOf(containerId);
+    try {
+      await runTool(this.#tools.umount, [path]);
+    } catch (err) {
+      if (!(err instanceof ToolError) || !/not mounted|no mount point|No such file/i.test(err.stderr)) throw err;
+    }
+    await rm(path, { force: true });
+  }
+
+  /** Unmounts the directory itself (only when nothing is left in it). */
+  async unmountDir(): Promise<void> {
+    if ((await mountPoints()).has(this.dir)) await runTool(this.#tools.umount, [this.dir]);
+  }
+}
+
+/** Mount points of this process's mount namespace. */
+export async function mountPoints(): Promise<Set<string>> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  const out = new Set<string>();
+  for (const line of text.split('\n')) {
+    const f = line.split(' ');
+    if (f[4]) out.add(f[4].replace(/\\(\d{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))));
+  }
+  return out;
+}

@@ -1,0 +1,402 @@
+/**
+ * The network driver against the real kernel: namespaces, bridges, veths, nftables, aardvark-dns and
+ * busybox inside the namespaces. Every device and the nft table carry a per-run prefix; traffic stays on
+ * 127.0.0.0/8 and the test networks (aardvark forwards unknown names to 127.0.0.1, where nothing listens).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { createSocket } from 'node:dgram';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { openDatabase, type Db } from '../state/db.js';
+import { NetworkDriver, type AttachSpec } from './network-driver.js';
+import { mountPoints } from './netns.js';
+import { runTool } from './run-tool.js';
+
+const prefix = `bt${randomBytes(3).toString('hex')}`;
+let root = '';
+let db: Db;
+let driver: NetworkDriver;
+const processes: ChildProcess[] = [];
+const servers: Server[] = [];
+const ids: string[] = [];
+
+function containerId(): string {
+  const id = randomBytes(32).toString('hex');
+  ids.push(id);
+  return id;
+}
+
+function newDriver(): NetworkDriver {
+  return new NetworkDriver({
+    db,
+    execRoot: join(root, 'exec'),
+    dataRoot: join(root, 'data'),
+    prefix,
+    hostResolvConf: join(root, 'host-resolv.conf'),
+  });
+}
+
+/** Runs a command inside a namespace file. */
+function inNs(netns: string, args: string[]): Promise<string> {
+  return runTool('nsenter', [`--net=${netns}`, ...args]);
+}
+
+/** A long-running process inside a namespace, stopped (by pid) in after(). */
+function spawnInNs(netns: string, args: string[], stdout: 'ignore' | 'pipe' = 'ignore'): ChildProcess {
+  const p = spawn('nsenter', [`--net=${netns}`, ...args], { stdio: ['ignore', stdout, 'ignore'] });
+  processes.push(p);
+  cleanups.push(async () => {
+    if (p.exitCode === null && p.signalCode === null && p.pid) process.kill(p.pid, 'SIGKILL');
+  });
+  return p;
+}
+
+async function hostLinks(): Promise<string[]> {
+  const links = JSON.parse(await runTool('ip', ['-j', 'link', 'show'])) as { ifname: string }[];
+  return links.map((l) => l.ifname).filter((n) => n.startsWith(prefix));
+}
+
+async function nsLinks(netns: string): Promise<{ ifname: string; addr_info: { local: string }[] }[]> {
+  return JSON.parse(await inNs(netns, ['ip', '-j', 'addr', 'show']));
+}
+
+function httpGet(port: number, host = '127.0.0.1'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host, port, path: '/index.html', timeout: 3000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve(body));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function retry<T>(fn: () => Promise<T>, ms = 3000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
+}
+
+/** What the running test created, undone in reverse order when it ends, whether it passed or not. */
+let cleanups: (() => Promise<unknown>)[] = [];
+
+function netTest(name: string, fn: () => Promise<void>): void {
+  test(name, async () => {
+    cleanups = [];
+    try {
+      await fn();
+    } finally {
+      for (const undo of cleanups.reverse()) await undo().catch(() => {});
+    }
+  });
+}
+
+async function startContainer(spec: Omit<AttachSpec, 'netnsPath'>, fast = true) {
+  cleanups.push(() => stopContainer(spec.containerId));
+  if (fast) return driver.setup(spec);
+  const netnsPath = await driver.createNetns(spec.containerId);
+  return { ...(await driver.attach({ ...spec, netnsPath })), netnsPath };
+}
+
+async function createNetwork(spec: Parameters<NetworkDriver['create']>[0]) {
+  const n = await driver.create(spec);
+  cleanups.push(() => driver.remove(n.id));
+  return n;
+}
+
+async function stopContainer(id: string): Promise<void> {
+  await driver.detach(id);
+  await driver.removeNetns(id);
+}
+
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'berth-net-'));
+  await writeFile(join(root, 'host-resolv.conf'), 'nameserver 127.0.0.1\n');
+  db = openDatabase(join(root, 'berth.db'));
+  driver = newDriver();
+  await driver.init();
+});
+
+after(async () => {
+  for (const p of processes) {
+    try {
+      if (p.pid && p.exitCode === null && p.signalCode === null) process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  for (const s of servers) s.close();
+  let destroyError: unknown = null;
+  try {
+    await (driver as NetworkDriver | undefined)?.destroy();
+  } catch (err) {
+    destroyError = err;
+  }
+  (db as Db | undefined)?.close();
+  // Namespaces are freed by the kernel asynchronously, and their veths with them.
+  const leftLinks = await retry(async () => {
+    const l = await hostLinks();
+    if (l.length) throw new Error(`left: ${l.join(' ')}`);
+    return l;
+  }).catch(() => hostLinks());
+  const tables = await runTool('nft', ['list', 'tables']);
+  const mounts = [...(await mountPoints())].filter((m) => m.startsWith(root));
+  if (mounts.length === 0) await rm(root, { recursive: true, force: true });
+  assert.equal(destroyError, null, 'destroy succeeded');
+  assert.deepEqual(leftLinks, [], 'no bridges or veths left');
+  assert.ok(!tables.includes(`inet ${prefix}`), 'no nft table left');
+  assert.deepEqual(mounts, [], 'no namespace mounts left');
+});
+
+netTest('predefined networks: bridge on its own device and a free subnet, host, none', async () => {
+  const names = driver.list().map((n) => `${n.name}/${n.driver}`);
+  assert.deepEqual(names.sort(), ['bridge/bridge', 'host/host', 'none/null']);
+  const bridge = driver.get('bridge');
+  assert.equal(bridge.bridgeName, `${prefix}0`);
+  assert.match(bridge.subnet, /^(172\.(1[7-9]|2\d|3[01])\.0\.0\/16|192\.168\.\d+\.0\/20)$/);
+  assert.equal(bridge.dnsEnabled, false);
+  const addrs = JSON.parse(await runTool('ip', ['-j', 'addr', 'show', 'dev', bridge.bridgeName])) as { addr_info: { local: string }[] }[];
+  assert.ok(addrs[0]!.addr_info.some((a) => a.local === bridge.gateway));
+  // No other route on the host overlaps it.
+  const routes = JSON.parse(await runTool('ip', ['-j', 'route', 'show'])) as { dst: string; dev: string }[];
+  const clash = routes.filter((r) => r.dst === bridge.subnet && r.dev !== bridge.bridgeName);
+  assert.deepEqual(clash, []);
+  assert.equal(driver.get(bridge.id.slice(0, 6)).name, 'bridge', 'by id prefix');
+  await assert.rejects(driver.remove('bridge'), { kind: 'forbidden', message: /pre-defined network/ });
+});
+
+netTest('create checks names, drivers and subnets like dockerd', async () => {
+  const n = await driver.create({ name: 'chk', labels: { a: 'b' }, ipam: { config: [{ subnet: '10.213.64.0/24', gateway: '10.213.64.254' }] } });
+  try {
+    assert.equal(n.gateway, '10.213.64.254');
+    assert.equal(n.dnsEnabled, true);
+    assert.ok(n.bridgeName.startsWith(`${prefix}-`) && n.bridgeName.length <= 15);
+    assert.deepEqual(driver.get(n.id).labels, { a: 'b' });
+    await assert.rejects(driver.create({ name: 'chk' }), { kind: 'conflict', message: 'network with name chk already exists' });
+    await assert.rejects(driver.create({ name: 'host' }), { kind: 'forbidden' });
+    await assert.rejects(driver.create({ name: 'o', driver: 'overlay' }), { kind: 'not-found', message: 'plugin "overlay" not found' });
+    await assert.rejects(driver.create({ name: 'bad name' }), { kind: 'invalid-argument' });
+    await assert.rejects(driver.create({ name: 'ov', ipam: { config: [{ subnet: '10.213.64.128/25' }] } }), { kind: 'forbidden', message: /overlaps/ });
+    await assert.rejects(driver.create({ name: 'hb', ipam: { config: [{ subnet: '10.213.65.1/24' }] } }), { kind: 'invalid-argument' });
+    assert.throws(() => driver.get('nope'), { kind: 'not-found', message: 'network nope not found' });
+  } finally {
+    await driver.remove('chk');
+  }
+  assert.throws(() => driver.get('chk'), { kind: 'not-found' });
+  assert.deepEqual((await hostLinks()).filter((l) => l === n.bridgeName), []);
+});
+
+netTest('containers on a user network reach each other and resolve names, aliases and short ids', async () => {
+  const net = await createNetwork({ name: 'app' });
+  const a = containerId();
+  const b = containerId();
+  const ca = await startContainer({ containerId: a, name: '/web', networks: [{ network: 'app', aliases: ['frontend'] }], dns: ['127.0.0.1'] });
+  const cb = await startContainer({ containerId: b, name: '/db', networks: [{ network: 'app', aliases: ['database'] }], dns: ['127.0.0.1'] }, false);
+  const ipA = ca.endpoints.app!.ipAddress;
+  const ipB = cb.endpoints.app!.ipAddress;
+  assert.notEqual(ipA, ipB);
+  assert.equal(ca.endpoints.app!.gateway, net.gateway);
+  assert.deepEqual(ca.endpoints.app!.dnsNames, ['web', 'frontend', a.slice(0, 12)]);
+  assert.equal(ca.endpoints.app!.ifName, 'eth0');
+
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ipB]);
+  for (const name of ['db', 'database', b.slice(0, 12), 'DB']) {
+    const out = await retry(() => inNs(ca.netnsPath, ['busybox', 'nslookup', name, '127.0.0.11']));
+    assert.match(out, new RegExp(`Address:\\s+${ipB.replace(/\./g, '\\.')}`), name);
+  }
+  // Through the resolv.conf the engine would write: ping by name.
+  const rc = join(root, 'resolv-app.conf');
+  await writeFile(rc, await driver.resolvConf(['app']));
+  assert.match(await readFile(rc, 'utf8'), /^nameserver 127\.0\.0\.11$/m);
+  const ping = await inNs(cb.netnsPath, ['unshare', '-m', 'sh', '-c', `mount --bind ${rc} /etc/resolv.conf && busybox ping -c 1 -W 2 web`]);
+  assert.match(ping, new RegExp(`PING web \\(${ipA.replace(/\./g, '\\.')}\\)`));
+
+  // The default bridge has no name resolution.
+  const c = containerId();
+  const cc = await startContainer({ containerId: c, name: '/plain', networks: [{ network: 'bridge' }] });
+  const bridge = driver.get('bridge');
+  assert.match(await driver.resolvConf(['bridge']), /^nameserver 8\.8\.8\.8$/m, 'loopback host servers are dropped');
+  await assert.rejects(inNs(cc.netnsPath, ['busybox', 'nslookup', 'web', bridge.gateway]));
+  // Networks are isolated from each other.
+  await assert.rejects(inNs(cc.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '1', ipA]));
+
+  await stopContainer(a);
+  await stopContainer(b);
+  await stopContainer(c);
+  await driver.remove('app');
+});
+
+netTest('a published port answers on 127.0.0.1 (TCP and UDP), a random port when 0', async () => {
+  const a = containerId();
+  const www = join(root, 'www');
+  await rm(www, { recursive: true, force: true });
+  await import('node:fs/promises').then((fs) => fs.mkdir(www));
+  await writeFile(join(www, 'index.html'), 'hello from the container\n');
+  const started = await startContainer({
+    containerId: a,
+    name: '/httpd',
+    networks: [{ network: 'bridge' }],
+    ports: [
+      { containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 },
+      { containerPort: 80, protocol: 'tcp', hostIp: '', hostPort: 0 },
+      { containerPort: 5000, protocol: 'udp', hostIp: '127.0.0.1', hostPort: 0 },
+    ],
+  });
+  assert.equal(started.ports.length, 3);
+  const [local, any, udp] = started.ports;
+  assert.equal(local!.hostIp, '127.0.0.1');
+  assert.equal(any!.hostIp, '0.0.0.0');
+  assert.ok(local!.hostPort > 0 && any!.hostPort > 0 && local!.hostPort !== any!.hostPort);
+  assert.deepEqual(driver.containerNetworks(a).ports, started.ports);
+
+  spawnInNs(started.netnsPath, ['busybox', 'httpd', '-f', '-p', '80', '-h', www]);
+  assert.equal(await retry(() => httpGet(local!.hostPort)), 'hello from the container\n');
+  assert.equal(await retry(() => httpGet(any!.hostPort)), 'hello from the container\n', '0.0.0.0 binding reached from loopback');
+
+  // busybox nc has no UDP: a two-line node UDP listener inside the namespace.
+  const listener = "require('dgram').createSocket('udp4').on('message', (m) => process.stdout.write(m)).bind(5000)";
+  const nc = spawnInNs(started.netnsPath, [process.execPath, '-e', listener], 'pipe');
+  let received = '';
+  nc.stdout!.on('data', (d: Buffer) => (received += d.toString()));
+  const sock = createSocket('udp4');
+  try {
+    await retry(async () => {
+      sock.send('ping over udp\n', udp!.hostPort, '127.0.0.1');
+      await sleep(100);
+      if (!received.includes('ping over udp')) throw new Error('nothing received yet');
+    });
+  } finally {
+    sock.close();
+  }
+
+  await stopContainer(a);
+  const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  assert.ok(!table.includes(String(local!.hostPort)), 'port rules removed with the container');
+  await assert.rejects(httpGet(local!.hostPort));
+});
+
+netTest('a host port that is taken fails clearly and leaves nothing behind', async () => {
+  const holder = createServer();
+  servers.push(holder);
+  await new Promise<void>((resolve) => holder.listen({ host: '127.0.0.1', port: 0 }, resolve));
+  const port = (holder.address() as { port: number }).port;
+  const before = await hostLinks();
+  const a = containerId();
+  await assert.rejects(
+    startContainer({ containerId: a, name: '/clash', networks: [{ network: 'bridge' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: port }] }),
+    { kind: 'conflict', message: `failed to bind host port 127.0.0.1:${port}/tcp: address already in use` },
+  );
+  assert.deepEqual(driver.containerNetworks(a), { endpoints: {}, ports: [] });
+  assert.deepEqual(await hostLinks(), before);
+
+  // A port another container publishes is refused before touching the host.
+  const b = containerId();
+  const got = await startContainer({ containerId: b, name: '/first', networks: [{ network: 'bridge' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '', hostPort: 0 }] });
+  const taken = got.ports[0]!.hostPort;
+  const c = containerId();
+  const netnsC = await driver.createNetns(c);
+  await assert.rejects(
+    driver.attach({ containerId: c, name: '/second', netnsPath: netnsC, networks: [{ network: 'bridge' }], ports: [{ containerPort: 81, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: taken }] }),
+    { kind: 'conflict', message: `Bind for 127.0.0.1:${taken} failed: port is already allocated` },
+  );
+  assert.deepEqual((await nsLinks(netnsC)).map((l) => l.ifname), ['lo'], 'no interface added');
+  await driver.removeNetns(c);
+  await stopContainer(b);
+  assert.deepEqual(await hostLinks(), before);
+});
+
+netTest('connect and disconnect a running container', async () => {
+  await createNetwork({ name: 'front' });
+  await createNetwork({ name: 'back', internal: true });
+  const a = containerId();
+  const b = containerId();
+  const ca = await startContainer({ containerId: a, name: '/api', networks: [{ network: 'front' }], dns: ['127.0.0.1'] });
+  const cb = await startContainer({ containerId: b, name: '/store', networks: [{ network: 'back' }], dns: ['127.0.0.1'] });
+  const routesB = await inNs(cb.netnsPath, ['ip', '-j', 'route', 'show', 'default']);
+  assert.deepEqual(JSON.parse(routesB), [], 'an internal network gives no default route');
+  await assert.rejects(inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '1', cb.endpoints.back!.ipAddress]));
+
+  const ep = await driver.connect({ containerId: a, name: '/api', netnsPath: ca.netnsPath, network: 'back', aliases: ['api-internal'] });
+  assert.equal(ep.ifName, 'eth1');
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'eth1', 'lo']);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', cb.endpoints.back!.ipAddress]);
+  const out = await retry(() => inNs(cb.netnsPath, ['busybox', 'nslookup', 'api-internal', '127.0.0.11']));
+  assert.match(out, new RegExp(`Address:\\s+${ep.ipAddress.replace(/\./g, '\\.')}`));
+  await assert.rejects(driver.connect({ containerId: a, name: '/api', netnsPath: ca.netnsPath, network: 'back' }), { kind: 'forbidden' });
+  const routesA = JSON.parse(await inNs(ca.netnsPath, ['ip', '-j', 'route', 'show', 'default'])) as { dev: string }[];
+  assert.equal(routesA[0]!.dev, 'eth0', 'the default route stays on the first network');
+
+  await driver.disconnect(a, 'back');
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'lo']);
+  await assert.rejects(driver.disconnect(a, 'back'), { kind: 'forbidden' });
+  assert.deepEqual(Object.keys(driver.containerNetworks(a).endpoints), ['front']);
+
+  await stopContainer(a);
+  await stopContainer(b);
+  await driver.remove('front');
+  await driver.remove('back');
+});
+
+netTest('remove refuses a network in use and leaves no rules, bridges or veths behind', async () => {
+  const net = await createNetwork({ name: 'busy' });
+  const a = containerId();
+  const started = await startContainer({ containerId: a, name: '/user', networks: [{ network: 'busy' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 }] });
+  await assert.rejects(driver.remove('busy'), { kind: 'forbidden', message: /has active endpoints/ });
+  const hostVeths = (await hostLinks()).filter((l) => l !== net.bridgeName && !l.startsWith(`${prefix}-`) && l !== `${prefix}0`);
+  assert.equal(hostVeths.length, 1);
+  await stopContainer(a);
+  assert.ok(!(await mountPoints()).has(started.netnsPath));
+  await driver.remove('busy');
+  assert.deepEqual(await hostLinks(), [`${prefix}0`], 'only the default bridge remains');
+  const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  assert.ok(!table.includes(net.id.slice(0, 12)), 'no chain of the network remains');
+  assert.ok(!table.includes(net.bridgeName));
+  assert.doesNotMatch(table, / \. tcp \. /, 'no port elements remain');
+  assert.deepEqual(await driver.prune(), []);
+});
+
+netTest('allocations survive a daemon restart', async () => {
+  await createNetwork({ name: 'keep' });
+  const a = containerId();
+  const started = await startContainer({ containerId: a, name: '/survivor', networks: [{ network: 'keep' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 }] });
+  const ip = started.endpoints.keep!.ipAddress;
+  await driver.shutdown();
+
+  driver = newDriver();
+  await driver.init();
+  const again = driver.containerNetworks(a);
+  assert.equal(again.endpoints.keep!.ipAddress, ip);
+  assert.deepEqual(again.ports, started.ports);
+  const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  assert.ok(table.includes(`${ip} . 80`), 'port rules rebuilt');
+  const b = containerId();
+  const other = await startContainer({ containerId: b, name: '/newcomer', networks: [{ network: 'keep' }] });
+  assert.notEqual(other.endpoints.keep!.ipAddress, ip, 'no address handed out twice');
+  await inNs(other.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ip]);
+
+  // A container whose namespace vanished while the daemon was down loses its allocation at init.
+  await driver.shutdown();
+  await runTool('umount', [started.netnsPath]);
+  driver = newDriver();
+  await driver.init();
+  assert.deepEqual(driver.containerNetworks(a), { endpoints: {}, ports: [] });
+  await driver.removeNetns(a);
+  await stopContainer(b);
+  assert.deepEqual(await driver.prune(), ['keep']);
+});

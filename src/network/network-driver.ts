@@ -1,0 +1,975 @@
+/**
+ * Docker-style networking for one daemon: the predefined networks (bridge, host, none), user-defined
+ * bridge networks, container endpoints with persisted IP allocations, DNS between containers on
+ * user-defined networks, and published ports.
+ *
+ * Everything is driven with the kernel's own tools (ip, nft, nsenter, unshare) in as few calls as
+ * possible, and aardvark-dns for names. Every device, chain and file carries the daemon's prefix:
+ * bridges `<prefix>0` (default) and `<prefix>-<id>`, host-side veths `<prefix><hex>`, the nftables table
+ * `inet <prefix>`, state under `<execRoot>/network`. Nothing else on the host is ever touched, apart
+ * from turning on net.ipv4.ip_forward.
+ *
+ * Lifecycle, as the engine uses it:
+ *   init()                       once at start; creates the predefined networks, repairs state after a restart
+ *   createNetns(id) -> path      an empty namespace (loopback up) for the runtime to join
+ *   attach(...)                  endpoints, addresses, DNS names and published ports, before the process starts
+ *   connect/disconnect(...)      one network more or less on a running container
+ *   detach(id)                   after the container stopped: releases addresses, ports, names, devices
+ *   removeNetns(id)              deletes the namespace file
+ *   shutdown()                   leaves everything in place for running containers
+ * Every call that changes state has finished all its kernel work when its promise settles; a failed
+ * attach or connect leaves nothing behind.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../lib/errors.js';
+import { log } from '../lib/log.js';
+import type { Db } from '../state/db.js';
+import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
+import { Aardvark, type DnsNetwork } from './aardvark.js';
+import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
+import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
+import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
+import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
+import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
+import { SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
+import { probePort, type Protocol } from './host-ports.js';
+import { hostRoutePrefixes, parseResolvConf } from './host-routes.js';
+import { allocateAddress, chooseSubnet, defaultGateway, defaultIPv4Pools, isUsable, macForIPv4, randomIPv6Pools, randomMac } from './ipam.js';
+import { mountPoints, NetnsDir } from './netns.js';
+import {
+  bridgeSettings,
+  forbidden,
+  Option,
+  parseIpamConfig,
+  validateBridgeName,
+  validateDriver,
+  validateName,
+  validateOptions,
+  type NetworkCreateSpec,
+  type NetworkRecord,
+  type ParsedPool,
+} from './network-record.js';
+
+export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
+
+export interface NetworkDriverOptions {
+  db: Db;
+  execRoot: string;
+  dataRoot: string;
+  /** Per-daemon name prefix for devices, chains and the nft table: [a-z][a-z0-9]{0,7}. */
+  prefix: string;
+  /** The default bridge's device (default `<prefix>0`). */
+  defaultBridgeName?: string;
+  /** A fixed subnet for the default bridge (default: the first free of 172.17.0.0/16, 172.18.0.0/16, ...). */
+  defaultBridgeSubnet?: string;
+  aardvarkPath?: string;
+  /** The host's resolv.conf, read for containers' resolv.conf (default /etc/resolv.conf). */
+  hostResolvConf?: string;
+  tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
+  /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
+  subnetLockPath?: string;
+}
+
+export interface AttachNetwork {
+  /** Name, id or unique id prefix. */
+  network: string;
+  aliases?: string[];
+  ipv4?: string;
+  ipv6?: string;
+  mac?: string;
+}
+
+export interface PortBinding {
+  containerPort: number;
+  protocol: Protocol;
+  /** '' means the network's default (0.0.0.0): every host address. */
+  hostIp: string;
+  /** 0 means a free port picked by the kernel. */
+  hostPort: number;
+}
+
+export interface AttachSpec {
+  containerId: string;
+  /** The container's name, with or without the leading slash. */
+  name: string;
+  netnsPath: string;
+  networks: AttachNetwork[];
+  ports?: PortBinding[];
+  /** Upstream DNS servers for this container (--dns); names on its networks still resolve. */
+  dns?: string[];
+}
+
+export interface EndpointInfo {
+  networkId: string;
+  networkName: string;
+  endpointId: string;
+  ipAddress: string;
+  ipPrefixLen: number;
+  gateway: string;
+  ipv6Address: string;
+  ipv6PrefixLen: number;
+  ipv6Gateway: string;
+  macAddress: string;
+  /** The user's aliases on this network. */
+  aliases: string[];
+  /** Every name this endpoint answers to in DNS (name, aliases, short id); [] without DNS. */
+  dnsNames: string[];
+  /** The device inside the container (eth0, eth1, ...). */
+  ifName: string;
+}
+
+export interface PublishedPort {
+  containerPort: number;
+  protocol: Protocol;
+  hostIp: string;
+  hostPort: number;
+}
+
+export interface AttachResult {
+  endpoints: Record<string, EndpointInfo>;
+  ports: PublishedPort[];
+}
+
+export interface ConnectSpec extends AttachNetwork {
+  containerId: string;
+  name: string;
+  netnsPath: string;
+  dns?: string[];
+}
+
+/** Stored with each endpoint row. */
+interface EndpointData {
+  endpointId: string;
+  containerName: string;
+  order: number;
+  ifName: string;
+  hostVeth: string;
+  mac: string;
+  netnsPath: string;
+  ipv4PrefixLen: number;
+  ipv6PrefixLen: number;
+  aliases: string[];
+  dnsServers?: string[];
+}
+
+interface Endpoint extends EndpointData {
+  containerId: string;
+  networkId: string;
+  ipv4: string;
+  ipv6: string;
+  createdAt: number;
+}
+
+const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+
+export class NetworkDriver {
+  readonly prefix: string;
+  readonly defaultBridgeName: string;
+  readonly #opts: NetworkDriverOptions;
+  readonly #records: NetworkRecords;
+  readonly #tools: Tools & { unshare: string; mount: string; umount: string };
+  readonly #firewall: Firewall;
+  readonly #aardvark: Aardvark;
+  readonly #netns: NetnsDir;
+  readonly #hostNs = `/proc/${process.pid}/ns/net`;
+  readonly #networks = new Map<string, NetworkRecord>();
+  /** containerId -> networkId -> endpoint */
+  readonly #endpoints = new Map<string, Map<string, Endpoint>>();
+  /** containerId -> published ports */
+  readonly #ports = new Map<string, StoredPort[]>();
+  readonly #pendingNames = new Set<string>();
+  readonly #removing = new Set<string>();
+  #initialized = false;
+
+  constructor(opts: NetworkDriverOptions) {
+    if (!PREFIX_RE.test(opts.prefix)) throw invalidArgument(`invalid network prefix "${opts.prefix}": [a-z][a-z0-9]{0,7}`);
+    this.#opts = opts;
+    this.prefix = opts.prefix;
+    this.defaultBridgeName = opts.defaultBridgeName ?? `${opts.prefix}0`;
+    validateBridgeName(this.defaultBridgeName);
+    this.#records = new NetworkRecords(opts.db);
+    const t = opts.tools ?? {};
+    this.#tools = {
+      ip: t.ip ?? 'ip',
+      nft: t.nft ?? 'nft',
+      nsenter: t.nsenter ?? 'nsenter',
+      unshare: t.unshare ?? 'unshare',
+      mount: t.mount ?? 'mount',
+      umount: t.umount ?? 'umount',
+    };
+    const stateDir = join(opts.execRoot, 'network');
+    this.#firewall = new Firewall(opts.prefix, this.#tools.nft);
+    this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns');
+    this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools);
+  }
+
+  // ---------------------------------------------------------------- start-up and recovery
+
+  /**
+   * Loads the stored networks and endpoints, creates the predefined networks on first start, and makes
+   * the kernel match the stored state: bridges present, endpoints of vanished namespaces released, the
+   * nftables table rebuilt in one transaction, aardvark-dns running with the current names.
+   */
+  async init(): Promise<void> {
+    await mkdir(join(this.#opts.execRoot, 'network'), { recursive: true });
+    await this.#netns.init();
+    for (const n of this.#records.loadNetworks()) this.#networks.set(n.id, n.data as NetworkRecord);
+    for (const s of this.#records.loadEndpoints()) this.#remember(this.#fromStored(s));
+    for (const p of this.#records.loadPorts()) this.#portsOf(p.containerId).push(p);
+
+    // Endpoints whose namespace is gone (container ended while the daemon was down, or a reboot).
+    const mounted = await mountPoints();
+    for (const [containerId, eps] of this.#endpoints) {
+      const path = eps.values().next().value!.netnsPath;
+      if (!mounted.has(path)) {
+        log.info('releasing network endpoints of a vanished namespace', { container: containerId });
+        this.#forget(containerId);
+      }
+    }
+
+    if (!this.#byName('host')) this.#saveNetwork(this.#predefined('host', 'host'));
+    if (!this.#byName('none')) this.#saveNetwork(this.#predefined('none', 'null'));
+
+    const links = await listLinks(this.#tools.ip);
+    let bridge = this.#byName('bridge');
+    if (bridge && !links.has(bridge.bridgeName) && !this.#hasEndpoints(bridge.id)) {
+      // Recreated below; its subnet may have been taken by something else meanwhile, so pick again.
+      this.#records.deleteNetwork(bridge.id);
+      this.#networks.delete(bridge.id);
+      bridge = undefined;
+    }
+    if (!bridge) {
+      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(), true);
+      links.set(created.bridgeName, { name: created.bridgeName, kind: 'bridge', addresses: [] });
+    }
+    for (const n of this.#networks.values()) {
+      if (n.driver === 'bridge' && !links.has(n.bridgeName)) await createBridge(this.#tools.ip, this.#bridgeSpec(n));
+    }
+    await enableIPv4Forwarding();
+    await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
+    await this.#aardvark.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
+    this.#initialized = true;
+  }
+
+  /** Leaves bridges, rules, endpoints and aardvark-dns in place: running containers keep their network. */
+  async shutdown(): Promise<void> {
+    this.#initialized = false;
+  }
+
+  /**
+   * Removes every trace of this daemon's networking from the host: endpoints, namespace files, bridges
+   * (the default one too), the nftables table and aardvark-dns. Network definitions stay in the database
+   * (the next init recreates their bridges). For tests and uninstall.
+   */
+  async destroy(): Promise<void> {
+    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth));
+    for (const containerId of [...this.#endpoints.keys()]) this.#forget(containerId);
+    await deleteHostVeths(veths, this.#tools.ip);
+    for (const f of await readdir(this.#netns.dir).catch(() => [] as string[])) await this.#netns.remove(f);
+    await this.#netns.unmountDir();
+    for (const n of this.#networks.values()) if (n.driver === 'bridge') await deleteBridge(this.#tools.ip, n.bridgeName);
+    await this.#firewall.destroy().catch(() => {});
+    await this.#aardvark.destroy();
+    this.#initialized = false;
+  }
+
+  // ---------------------------------------------------------------- networks
+
+  list(): NetworkRecord[] {
+    return [...this.#networks.values()].sort((a, b) => a.created.localeCompare(b.created) || a.name.localeCompare(b.name));
+  }
+
+  /** By full id, exact name, or unique id prefix. */
+  get(idOrName: string): NetworkRecord {
+    const n = this.#find(idOrName);
+    if (!n) throw notFound(`network ${idOrName} not found`);
+    return n;
+  }
+
+  #find(idOrName: string): NetworkRecord | undefined {
+    const byId = this.#networks.get(idOrName);
+    if (byId) return byId;
+    const byName = this.#byName(idOrName);
+    if (byName) return byName;
+    if (!/^[0-9a-f]+$/.test(idOrName)) return undefined;
+    const matches = [...this.#networks.values()].filter((n) => n.id.startsWith(idOrName));
+    if (matches.length > 1) throw invalidArgument(`network ${idOrName} is ambiguous (${matches.length} matches found based on ID prefix)`);
+    return matches[0];
+  }
+
+  #byName(name: string): NetworkRecord | undefined {
+    for (const n of this.#networks.values()) if (n.name === name) return n;
+    return undefined;
+  }
+
+  async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
+    this.#assertReady();
+    validateName(spec.name);
+    if (spec.name === 'host' || spec.name === 'none') throw forbidden(`operation is not permitted on predefined ${spec.name} network`);
+    validateDriver(spec.driver);
+    if (spec.ingress || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
+    if (spec.scope && spec.scope !== 'local') throw invalidArgument(`scope "${spec.scope}" is not supported`);
+    if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
+    validateOptions(spec.options ?? {});
+    if (this.#byName(spec.name) || this.#pendingNames.has(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
+    this.#pendingNames.add(spec.name);
+    try {
+      return await this.#createBridgeNetwork(spec, false);
+    } finally {
+      this.#pendingNames.delete(spec.name);
+    }
+  }
+
+  async #createBridgeNetwork(spec: NetworkCreateSpec, predefined: boolean): Promise<NetworkRecord> {
+    const pools = parseIpamConfig(spec.ipam?.config);
+    const id = hex(32);
+    const options = { ...(spec.options ?? {}) };
+    const bridgeName = options[Option.bridgeName] || (predefined ? this.defaultBridgeName : `${this.prefix}-${id.slice(0, 14 - this.prefix.length)}`);
+    const enableIPv6 = spec.enableIPv6 ?? false;
+    for (const n of this.#networks.values()) {
+      if (n.bridgeName === bridgeName) throw conflict(`bridge ${bridgeName} is already used by network ${n.name}`);
+    }
+    return withHostLock(this.#opts.subnetLockPath ?? SUBNET_LOCK_PATH, async () => {
+      const [routes, nameservers] = await Promise.all([hostRoutePrefixes(this.#tools.ip), this.#hostNameserverPrefixes()]);
+      const ours = [...this.#networks.values()].flatMap((n) => [n.subnet, n.subnet6].filter((s): s is string => !!s).map((s) => parseCidr(s)!));
+      const subnet4 = this.#pickSubnet(pools.v4, ours, () => chooseSubnet(defaultIPv4Pools(), [...routes, ...ours, ...nameservers]), 4);
+      const subnet6 = enableIPv6 ? this.#pickSubnet(pools.v6, ours, () => chooseSubnet(randomIPv6Pools(), [...routes, ...ours]), 6) : undefined;
+      if (!predefined) {
+        const links = await listLinks(this.#tools.ip);
+        if (links.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
+      }
+      const record: NetworkRecord = {
+        id,
+        name: spec.name,
+        driver: 'bridge',
+        scope: 'local',
+        subnet: formatCidr(subnet4),
+        gateway: pools.v4.gateway ?? formatAddress(defaultGateway(subnet4)),
+        ...(pools.v4.ipRange ? { ipRange: formatCidr(pools.v4.ipRange) } : {}),
+        ...(subnet6 ? { subnet6: formatCidr(subnet6), gateway6: pools.v6.gateway ?? formatAddress(defaultGateway(subnet6)) } : {}),
+        ...(subnet6 && pools.v6.ipRange ? { ipRange6: formatCidr(pools.v6.ipRange) } : {}),
+        ...(pools.v4.auxAddresses || pools.v6.auxAddresses ? { auxAddresses: { ...pools.v4.auxAddresses, ...pools.v6.auxAddresses } } : {}),
+        internal: spec.internal ?? false,
+        attachable: spec.attachable ?? false,
+        enableIPv6,
+        labels: { ...(spec.labels ?? {}) },
+        options,
+        ipamOptions: { ...(spec.ipam?.options ?? {}) },
+        bridgeName,
+        created: new Date().toISOString(),
+        dnsEnabled: !predefined,
+        predefined,
+      };
+      await createBridge(this.#tools.ip, this.#bridgeSpec(record));
+      try {
+        if (this.#initialized) await this.#firewall.addNetwork(this.#firewallNetwork(record));
+        this.#saveNetwork(record);
+      } catch (err) {
+        await deleteBridge(this.#tools.ip, bridgeName).catch(() => {});
+        if (this.#initialized) await this.#firewall.removeNetwork(this.#firewallNetwork(record)).catch(() => {});
+        throw err;
+      }
+      return record;
+    });
+  }
+
+  #pickSubnet(pool: ParsedPool, ours: Cidr[], auto: () => Cidr | null, family: 4 | 6): Cidr {
+    if (pool.subnet) {
+      if (ours.some((o) => cidrOverlaps(o, pool.subnet!))) throw forbidden('invalid pool request: Pool overlaps with other one on this address space');
+      return pool.subnet;
+    }
+    const chosen = auto();
+    if (!chosen) {
+      throw forbidden(`all predefined address pools have been fully subnetted (no free IPv${family} subnet)`);
+    }
+    return chosen;
+  }
+
+  async #hostNameserverPrefixes(): Promise<Cidr[]> {
+    const text = await readFile(this.#opts.hostResolvConf ?? '/etc/resolv.conf', 'utf8').catch(() => '');
+    return parseResolvConf(text).nameservers.flatMap((ns) => {
+      const a = parseAddress(ns);
+      return a ? [{ family: a.family, base: a.value, prefix: a.family === 4 ? 32 : 128 }] : [];
+    });
+  }
+
+  #defaultBridgeSpec(): NetworkCreateSpec {
+    return {
+      name: 'bridge',
+      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : undefined,
+      options: {
+        [Option.defaultBridge]: 'true',
+        [Option.icc]: 'true',
+        [Option.masquerade]: 'true',
+        [Option.hostBinding]: '0.0.0.0',
+        [Option.bridgeName]: this.defaultBridgeName,
+        [Option.mtu]: '1500',
+      },
+    };
+  }
+
+  #predefined(name: string, driver: 'host' | 'null'): NetworkRecord {
+    return {
+      id: hex(32), name, driver, scope: 'local', subnet: '', gateway: '', internal: false, attachable: false,
+      enableIPv6: false, labels: {}, options: {}, ipamOptions: {}, bridgeName: '', created: new Date().toISOString(),
+      dnsEnabled: false, predefined: true,
+    };
+  }
+
+  /** Removes a user-defined network. Fails while containers are attached (dockerd: 403). */
+  async remove(idOrName: string): Promise<void> {
+    this.#assertReady();
+    const n = this.get(idOrName);
+    if (n.predefined) throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
+    if (this.#hasEndpoints(n.id) || this.#removing.has(n.id)) {
+      throw forbidden(`error while removing network: network ${n.name} id ${n.id} has active endpoints`);
+    }
+    this.#removing.add(n.id);
+    try {
+      await this.#firewall.removeNetwork(this.#firewallNetwork(n)).catch(async (err) => {
+        log.warn('removing network rules failed; rebuilding the table', { network: n.name, error: errorMessage(err) });
+        await this.#firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), [...this.#ports.values()].flat().map(toFirewallPort));
+      });
+      await deleteBridge(this.#tools.ip, n.bridgeName);
+      this.#records.deleteNetwork(n.id);
+      this.#networks.delete(n.id);
+      if (n.dnsEnabled) await this.#aardvark.update({ id: n.id, listen: [], records: [] });
+    } finally {
+      this.#removing.delete(n.id);
+    }
+  }
+
+  /** Removes every user-defined network without endpoints that `keep` does not protect; returns their names. */
+  async prune(keep: (n: NetworkRecord) => boolean = () => false): Promise<string[]> {
+    const removed: string[] = [];
+    for (const n of this.list()) {
+      if (n.predefined || this.#hasEndpoints(n.id) || keep(n)) continue;
+      try {
+        await this.remove(n.id);
+        removed.push(n.name);
+      } catch (err) {
+        if (!(err instanceof BerthError && (err.kind === 'forbidden' || err.kind === 'not-found'))) throw err;
+      }
+    }
+    return removed;
+  }
+
+  /** The endpoints on a network (for inspect's Containers). */
+  endpointsOf(idOrName: string): (EndpointInfo & { containerId: string; containerName: string })[] {
+    const n = this.get(idOrName);
+    const out: (EndpointInfo & { containerId: string; containerName: string })[] = [];
+    for (const eps of this.#endpoints.values()) {
+      const e = eps.get(n.id);
+      if (e) out.push({ ...this.#info(e, n), containerId: e.containerId, containerName: e.containerName });
+    }
+    return out;
+  }
+
+  /** A container's endpoints by network name, and its published ports. */
+  containerNetworks(containerId: string): AttachResult {
+    const eps = this.#endpoints.get(containerId);
+    const endpoints: Record<string, EndpointInfo> = {};
+    for (const e of eps?.values() ?? []) {
+      const n = this.#networks.get(e.networkId)!;
+      endpoints[n.name] = this.#info(e, n);
+    }
+    return { endpoints, ports: (this.#ports.get(containerId) ?? []).map(toPublished) };
+  }
+
+  // ---------------------------------------------------------------- namespaces
+
+  /** Creates an empty network namespace (loopback up) and returns the path of its file. */
+  createNetns(containerId: string): Promise<string> {
+    return this.#netns.create(containerId);
+  }
+
+  removeNetns(containerId: string): Promise<void> {
+    return this.#netns.remove(containerId);
+  }
+
+  netnsPath(containerId: string): string {
+    return this.#netns.pathOf(containerId);
+  }
+
+  // ---------------------------------------------------------------- endpoints
+
+  /**
+   * Gives a container its interfaces: one endpoint per network (eth0, eth1, ... in the given order),
+   * addresses (static or allocated, persisted), the default route through the first non-internal
+   * network, DNS names, and published ports (forwarded to the address on that first network).
+   * `host` and `none` need nothing: with them the result is empty.
+   */
+  async attach(spec: AttachSpec): Promise<AttachResult> {
+    return this.#attach(spec, false);
+  }
+
+  /**
+   * createNetns + attach in one step (one process chain fewer): the fast path for starting a container.
+   * Returns the namespace path with the result.
+   */
+  async setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
+    const netnsPath = this.#netns.pathOf(spec.containerId);
+    const result = await this.#attach({ ...spec, netnsPath }, true);
+    return { ...result, netnsPath };
+  }
+
+  async #attach(spec: AttachSpec, createNetns: boolean): Promise<AttachResult> {
+    this.#assertReady();
+    if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
+    const nets = spec.networks.map((a) => ({ req: a, net: this.get(a.network) }));
+    const special = nets.filter((x) => x.net.driver !== 'bridge');
+    if (special.length && nets.length > 1) {
+      throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
+    }
+    if (new Set(nets.map((x) => x.net.id)).size !== nets.length) throw invalidArgument('a container can join each network only once');
+    if (nets.length === 0 || special.length) {
+      if (createNetns) await this.#netns.create(spec.containerId);
+      return { endpoints: {}, ports: [] };
+    }
+    for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+
+    const eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`));
+    const primary = eps.find((e) => this.#isGatewayCandidate(e));
+    const ports = primary ? await this.#reservePorts(spec, primary) : [];
+    // Commit addresses and ports together; unique indexes catch a concurrent double allocation.
+    this.#commit(eps, ports);
+    const dnsNet = eps.map((e) => this.#networks.get(e.networkId)!).find((n) => n.dnsEnabled);
+    const plan: PlumbPlan = {
+      loopbackUp: true,
+      add: eps.map((e) => this.#plumbEndpoint(e)),
+      routes: primary ? this.#routes(primary) : undefined,
+      dnsServer: dnsNet ? dnsNet.gateway : undefined,
+    };
+    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    const work = await Promise.allSettled([
+      createNetns
+        ? this.#netns.create(spec.containerId, { text: PLUMB_SCRIPT, env: plumbEnv(plan, this.#tools, this.#hostNs) })
+        : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
+      ports.length ? this.#firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
+      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+    ]);
+    const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+    if (failed) {
+      await this.#rollback(spec.containerId, eps, ports, dnsNets);
+      if (createNetns) await this.#netns.remove(spec.containerId).catch(() => {});
+      throw failed.reason;
+    }
+    return this.containerNetworks(spec.containerId);
+  }
+
+  /** Joins one more network on a running container (docker network connect). */
+  async connect(spec: ConnectSpec): Promise<EndpointInfo> {
+    this.#assertReady();
+    const net = this.get(spec.network);
+    if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
+    if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+    const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
+    if (current.some((e) => e.networkId === net.id)) throw forbidden(`endpoint with name ${stripSlash(spec.name)} already exists in network ${net.name}`);
+    const used = new Set(current.map((e) => e.ifName));
+    let idx = 0;
+    while (used.has(`eth${idx}`)) idx++;
+    const order = current.reduce((m, e) => Math.max(m, e.order + 1), 0);
+    const ep = this.#newEndpoint(spec, net, spec, order, `eth${idx}`);
+    const hadPrimary = current.find((e) => this.#isGatewayCandidate(e));
+    const hadDns = current.some((e) => this.#networks.get(e.networkId)!.dnsEnabled);
+    this.#commit([ep], []);
+    const plan: PlumbPlan = {
+      add: [this.#plumbEndpoint(ep)],
+      routes: !hadPrimary && this.#isGatewayCandidate(ep) ? this.#routes(ep) : undefined,
+      dnsServer: !hadDns && net.dnsEnabled ? net.gateway : undefined,
+    };
+    const work = await Promise.allSettled([
+      plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
+      net.dnsEnabled ? this.#aardvark.update(this.#dnsNetwork(net)) : Promise.resolve(),
+    ]);
+    const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+    if (failed) {
+      await this.#rollback(spec.containerId, [ep], [], net.dnsEnabled ? [net] : []);
+      throw failed.reason;
+    }
+    return this.#info(ep, net);
+  }
+
+  /** Leaves one network (docker network disconnect); the default route and DNS move to what remains. */
+  async disconnect(containerId: string, network: string): Promise<void> {
+    this.#assertReady();
+    const net = this.get(network);
+    const eps = this.#endpoints.get(containerId);
+    const ep = eps?.get(net.id);
+    if (!eps || !ep) throw forbidden(`container ${containerId} is not connected to network ${net.name}`);
+    const wasPrimary = this.#primaryOf(containerId) === ep;
+    const dnsBefore = this.#dnsServerOf(containerId);
+    this.#records.transaction(() => this.#records.deleteEndpoint(containerId, net.id));
+    eps.delete(net.id);
+    const newPrimary = this.#primaryOf(containerId);
+    const dnsAfter = this.#dnsServerOf(containerId);
+    const ports = this.#ports.get(containerId) ?? [];
+    const jobs: Promise<unknown>[] = [deleteHostVeths([ep.hostVeth], this.#tools.ip)];
+    if (wasPrimary && ports.length) jobs.push(this.#retargetPorts(containerId, newPrimary));
+    if (net.dnsEnabled) jobs.push(this.#aardvark.update(this.#dnsNetwork(net)));
+    await Promise.all(jobs);
+    if (eps.size === 0) this.#endpoints.delete(containerId);
+    const plan: PlumbPlan = {
+      add: [],
+      routes: wasPrimary && newPrimary ? this.#routes(newPrimary) : undefined,
+      dnsServer: dnsAfter !== dnsBefore ? dnsAfter : undefined,
+    };
+    if (existsSync(ep.netnsPath)) await plumbExisting(ep.netnsPath, plan, this.#tools, this.#hostNs);
+  }
+
+  /**
+   * Releases everything a container holds: host-side devices, addresses, published ports and DNS names.
+   * Idempotent. The namespace file stays until removeNetns.
+   */
+  async detach(containerId: string): Promise<void> {
+    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])];
+    const ports = this.#ports.get(containerId) ?? [];
+    if (eps.length === 0 && ports.length === 0) return;
+    this.#forget(containerId);
+    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    await Promise.all([
+      deleteHostVeths(eps.map((e) => e.hostVeth), this.#tools.ip),
+      ports.length ? this.#removePortRules(ports) : Promise.resolve(),
+      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+    ]);
+  }
+
+  // ---------------------------------------------------------------- container files
+
+  /** /etc/resolv.conf for a container on these networks (names or ids). */
+  async resolvConf(networks: string[], opts: { dns?: string[]; dnsSearch?: string[]; dnsOptions?: string[] } = {}): Promise<string> {
+    const nets = networks.map((n) => this.get(n));
+    const host = parseResolvConf(await readFile(this.#opts.hostResolvConf ?? '/etc/resolv.conf', 'utf8').catch(() => ''));
+    return resolvConfText({
+      host,
+      embeddedDns: nets.some((n) => n.dnsEnabled),
+      hostNetwork: nets.some((n) => n.driver === 'host'),
+      ipv6: nets.some((n) => n.enableIPv6),
+      ...opts,
+    });
+  }
+
+  /** /etc/hosts for a container; its own addresses come from its endpoints. */
+  hostsFile(containerId: string, opts: Omit<HostsOptions, 'addresses' | 'ipv6'> & { ipv6?: boolean }): string {
+    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order);
+    const addresses = eps.flatMap((e) => [e.ipv4, e.ipv6].filter((x) => !!x));
+    return hostsText({ ...opts, addresses: addresses.slice(0, 1), ipv6: opts.ipv6 ?? true });
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  #assertReady(): void {
+    if (!this.#initialized) throw new BerthError('unavailable', 'network driver is not initialized');
+  }
+
+  #saveNetwork(n: NetworkRecord): void {
+    this.#records.saveNetwork({ id: n.id, name: n.name, createdAt: Date.parse(n.created), data: n });
+    this.#networks.set(n.id, n);
+  }
+
+  #hasEndpoints(networkId: string): boolean {
+    for (const eps of this.#endpoints.values()) if (eps.has(networkId)) return true;
+    return false;
+  }
+
+  #portsOf(containerId: string): StoredPort[] {
+    let p = this.#ports.get(containerId);
+    if (!p) this.#ports.set(containerId, (p = []));
+    return p;
+  }
+
+  #fromStored(s: StoredEndpoint): Endpoint {
+    return { ...(s.data as EndpointData), containerId: s.containerId, networkId: s.networkId, ipv4: s.ipv4, ipv6: s.ipv6, createdAt: s.createdAt };
+  }
+
+  #remember(e: Endpoint): void {
+    let m = this.#endpoints.get(e.containerId);
+    if (!m) this.#endpoints.set(e.containerId, (m = new Map()));
+    m.set(e.networkId, e);
+  }
+
+  /** Drops a container's endpoints and ports from memory and the database. */
+  #forget(containerId: string): void {
+    const eps = this.#endpoints.get(containerId);
+    this.#records.transaction(() => {
+      for (const e of eps?.values() ?? []) this.#records.deleteEndpoint(containerId, e.networkId);
+      this.#records.deletePorts(containerId);
+    });
+    this.#endpoints.delete(containerId);
+    this.#ports.delete(containerId);
+  }
+
+  #newEndpoint(spec: { containerId: string; name: string; netnsPath: string; dns?: string[] }, net: NetworkRecord, req: AttachNetwork, order: number, ifName: string): Endpoint {
+    const subnet4 = parseCidr(net.subnet)!;
+    const gw4 = parseAddress(net.gateway) ?? undefined;
+    const used4 = this.#usedAddresses(net, 4);
+    let ipv4: string;
+    if (req.ipv4) {
+      const a = parseAddress(req.ipv4);
+      if (!a || a.family !== 4 || !isUsable(subnet4, gw4, a.value)) throw invalidArgument(`invalid IPv4 address ${req.ipv4} for network ${net.name} (${net.subnet})`);
+      if (used4.has(a.value)) throw forbidden(`Address already in use: ${req.ipv4} on network ${net.name}`);
+      ipv4 = req.ipv4;
+    } else {
+      const a = allocateAddress(subnet4, net.ipRange ? parseCidr(net.ipRange)! : undefined, gw4, used4);
+      if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
+      ipv4 = formatAddress(a);
+    }
+    let ipv6 = '';
+    if (net.enableIPv6 && net.subnet6) {
+      const subnet6 = parseCidr(net.subnet6)!;
+      const gw6 = net.gateway6 ? parseAddress(net.gateway6)! : undefined;
+      const used6 = this.#usedAddresses(net, 6);
+      if (req.ipv6) {
+        const a = parseAddress(req.ipv6);
+        if (!a || a.family !== 6 || !isUsable(subnet6, gw6, a.value)) throw invalidArgument(`invalid IPv6 address ${req.ipv6} for network ${net.name} (${net.subnet6})`);
+        if (used6.has(a.value)) throw forbidden(`Address already in use: ${req.ipv6} on network ${net.name}`);
+        ipv6 = formatAddress(a);
+      } else {
+        const a = allocateAddress(subnet6, net.ipRange6 ? parseCidr(net.ipRange6)! : undefined, gw6, used6);
+        if (!a) throw forbidden(`no available IPv6 addresses on network ${net.name}`);
+        ipv6 = formatAddress(a);
+      }
+    } else if (req.ipv6) {
+      throw invalidArgument(`network ${net.name} does not have IPv6 enabled`);
+    }
+    if (req.mac && !/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(req.mac)) throw invalidArgument(`invalid MAC address ${req.mac}`);
+    return {
+      containerId: spec.containerId,
+      networkId: net.id,
+      ipv4,
+      ipv6,
+      createdAt: Date.now(),
+      endpointId: hex(32),
+      containerName: stripSlash(spec.name),
+      order,
+      ifName,
+      hostVeth: `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`,
+      mac: req.mac?.toLowerCase() ?? (ipv4 ? macForIPv4(parseAddress(ipv4)!) : randomMac()),
+      netnsPath: spec.netnsPath,
+      ipv4PrefixLen: subnet4.prefix,
+      ipv6PrefixLen: net.subnet6 ? parseCidr(net.subnet6)!.prefix : 0,
+      aliases: [...new Set(req.aliases ?? [])],
+      ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
+    };
+  }
+
+  #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
+    const used = new Set<bigint>();
+    for (const eps of this.#endpoints.values()) {
+      const e = eps.get(net.id);
+      const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
+      if (ip) used.add(parseAddress(ip)!.value);
+    }
+    for (const aux of Object.values(net.auxAddresses ?? {})) {
+      const a = parseAddress(aux);
+      if (a?.family === family) used.add(a.value);
+    }
+    return used;
+  }
+
+  #commit(eps: Endpoint[], ports: StoredPort[]): void {
+    try {
+      this.#records.transaction(() => {
+        for (const e of eps) {
+          const { containerId, networkId, ipv4, ipv6, createdAt, ...data } = e;
+          this.#records.saveEndpoint({ containerId, networkId, ipv4, ipv6, createdAt, data });
+        }
+        for (const p of ports) this.#records.insertPort(p);
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT')) {
+        throw conflict(`address or port was taken concurrently, try again: ${errorMessage(err)}`);
+      }
+      throw err;
+    }
+    for (const e of eps) this.#remember(e);
+    if (ports.length) this.#portsOf(eps[0]!.containerId).push(...ports);
+  }
+
+  async #rollback(containerId: string, eps: Endpoint[], ports: StoredPort[], dnsNets: NetworkRecord[]): Promise<void> {
+    const m = this.#endpoints.get(containerId);
+    this.#records.transaction(() => {
+      for (const e of eps) this.#records.deleteEndpoint(containerId, e.networkId);
+      if (ports.length) this.#records.deletePorts(containerId);
+    });
+    for (const e of eps) m?.delete(e.networkId);
+    if (m && m.size === 0) this.#endpoints.delete(containerId);
+    if (ports.length) this.#ports.delete(containerId);
+    await Promise.allSettled([
+      deleteHostVeths(eps.map((e) => e.hostVeth), this.#tools.ip),
+      ports.length ? this.#removePortRules(ports) : Promise.resolve(),
+      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+    ]);
+  }
+
+  #isGatewayCandidate(e: Endpoint): boolean {
+    const n = this.#networks.get(e.networkId)!;
+    return !n.internal && !!e.ipv4;
+  }
+
+  #primaryOf(containerId: string): Endpoint | undefined {
+    return [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order).find((e) => this.#isGatewayCandidate(e));
+  }
+
+  #dnsServerOf(containerId: string): string | null {
+    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order);
+    for (const e of eps) {
+      const n = this.#networks.get(e.networkId)!;
+      if (n.dnsEnabled) return n.gateway;
+    }
+    return null;
+  }
+
+  #routes(e: Endpoint): PlumbPlan['routes'] {
+    const n = this.#networks.get(e.networkId)!;
+    return { ifName: e.ifName, gateway4: n.gateway, gateway6: e.ipv6 && n.gateway6 ? n.gateway6 : undefined };
+  }
+
+  #plumbEndpoint(e: Endpoint): PlumbEndpoint {
+    const n = this.#networks.get(e.networkId)!;
+    return {
+      ifName: e.ifName,
+      hostVeth: e.hostVeth,
+      bridge: n.bridgeName,
+      mac: e.mac,
+      mtu: bridgeSettings(n).mtu,
+      ipv4: e.ipv4 ? { address: e.ipv4, prefixLen: e.ipv4PrefixLen } : undefined,
+      ipv6: e.ipv6 ? { address: e.ipv6, prefixLen: e.ipv6PrefixLen } : undefined,
+    };
+  }
+
+  /** Checks and picks host ports (probing the host), without committing them. */
+  async #reservePorts(spec: AttachSpec, target: Endpoint): Promise<StoredPort[]> {
+    const net = this.#networks.get(target.networkId)!;
+    const defaultHostIp = bridgeSettings(net).hostBindingIpv4;
+    const taken = [...this.#ports.values()].flat();
+    const out: StoredPort[] = [];
+    const clashes = (proto: string, hostIp: string, port: number) =>
+      [...taken, ...out].some((p) => p.protocol === proto && p.hostPort === port && (p.hostIp === hostIp || p.hostIp === '0.0.0.0' || hostIp === '0.0.0.0'));
+    for (const b of spec.ports ?? []) {
+      if (!['tcp', 'udp', 'sctp'].includes(b.protocol)) throw invalidArgument(`invalid protocol ${b.protocol}`);
+      if (!Number.isInteger(b.containerPort) || b.containerPort < 1 || b.containerPort > 65535) throw invalidArgument(`invalid container port ${b.containerPort}`);
+      if (!Number.isInteger(b.hostPort) || b.hostPort < 0 || b.hostPort > 65535) throw invalidArgument(`invalid host port ${b.hostPort}`);
+      const hostIp = b.hostIp || defaultHostIp;
+      if (parseAddress(hostIp)?.family !== 4) throw invalidArgument(`invalid host IP ${hostIp}: only IPv4 host addresses can be published`);
+      let hostPort = b.hostPort;
+      if (hostPort !== 0) {
+        if (clashes(b.protocol, hostIp, hostPort)) throw conflict(`Bind for ${hostIp}:${hostPort} failed: port is already allocated`);
+        await probePort(b.protocol, hostIp, hostPort).catch((err: NodeJS.ErrnoException) => {
+          throw conflict(`failed to bind host port ${hostIp}:${hostPort}/${b.protocol}: ${bindError(err)}`);
+        });
+      } else {
+        for (let attempt = 0; ; attempt++) {
+          hostPort = await probePort(b.protocol, hostIp, 0).catch((err: NodeJS.ErrnoException) => {
+            throw conflict(`failed to bind a host port on ${hostIp}/${b.protocol}: ${bindError(err)}`);
+          });
+          if (!clashes(b.protocol, hostIp, hostPort)) break;
+          if (attempt > 20) throw conflict(`no free host port on ${hostIp}/${b.protocol}`);
+        }
+      }
+      out.push({ protocol: b.protocol, hostIp, hostPort, containerId: spec.containerId, containerIp: target.ipv4, containerPort: b.containerPort });
+    }
+    return out;
+  }
+
+  async #retargetPorts(containerId: string, target: Endpoint | undefined): Promise<void> {
+    const ports = this.#ports.get(containerId) ?? [];
+    await this.#removePortRules(ports);
+    if (!target) {
+      this.#records.transaction(() => this.#records.deletePorts(containerId));
+      this.#ports.delete(containerId);
+      return;
+    }
+    this.#records.transaction(() => this.#records.retargetPorts(containerId, target.ipv4));
+    for (const p of ports) p.containerIp = target.ipv4;
+    await this.#firewall.addPorts(ports.map(toFirewallPort));
+  }
+
+  /** Deletes port rules; if the table does not match (someone flushed it), rebuilds it from the records. */
+  async #removePortRules(ports: StoredPort[]): Promise<void> {
+    try {
+      await this.#firewall.removePorts(ports.map(toFirewallPort));
+    } catch (err) {
+      log.warn('removing port rules failed; rebuilding the table', { error: errorMessage(err) });
+      await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
+    }
+  }
+
+  #bridgeSpec(n: NetworkRecord) {
+    const addrs = [`${n.gateway}/${parseCidr(n.subnet)!.prefix}`];
+    if (n.enableIPv6 && n.subnet6 && n.gateway6) addrs.push(`${n.gateway6}/${parseCidr(n.subnet6)!.prefix}`);
+    return { name: n.bridgeName, mtu: bridgeSettings(n).mtu, addresses: addrs };
+  }
+
+  #firewallNetwork(n: NetworkRecord): FirewallNetwork {
+    const s = bridgeSettings(n);
+    return {
+      id: n.id,
+      bridge: n.bridgeName,
+      subnet4: n.subnet || undefined,
+      subnet6: n.enableIPv6 ? n.subnet6 : undefined,
+      internal: n.internal,
+      masquerade: s.masquerade,
+      icc: s.icc,
+    };
+  }
+
+  #firewallNetworks(): FirewallNetwork[] {
+    return [...this.#networks.values()].filter((n) => n.driver === 'bridge').map((n) => this.#firewallNetwork(n));
+  }
+
+  #dnsNetwork(n: NetworkRecord): DnsNetwork {
+    const records = [];
+    for (const eps of this.#endpoints.values()) {
+      const e = eps.get(n.id);
+      if (!e) continue;
+      records.push({ containerId: e.containerId, ipv4: e.ipv4 || undefined, ipv6: e.ipv6 || undefined, names: dnsNames(e), dnsServers: e.dnsServers });
+    }
+    return { id: n.id, listen: [n.gateway, ...(n.enableIPv6 && n.gateway6 ? [n.gateway6] : [])], records };
+  }
+
+  #info(e: Endpoint, n: NetworkRecord): EndpointInfo {
+    return {
+      networkId: n.id,
+      networkName: n.name,
+      endpointId: e.endpointId,
+      ipAddress: e.ipv4,
+      ipPrefixLen: e.ipv4 ? e.ipv4PrefixLen : 0,
+      gateway: n.gateway,
+      ipv6Address: e.ipv6,
+      ipv6PrefixLen: e.ipv6 ? e.ipv6PrefixLen : 0,
+      ipv6Gateway: e.ipv6 ? n.gateway6 ?? '' : '',
+      macAddress: e.mac,
+      aliases: e.aliases,
+      dnsNames: n.dnsEnabled ? dnsNames(e) : [],
+      ifName: e.ifName,
+    };
+  }
+}
+
+function stripSlash(name: string): string {
+  return name.startsWith('/') ? name.slice(1) : name;
+}
+
+function dnsNames(e: Endpoint): string[] {
+  return [...new Set([e.containerName, ...e.aliases, e.containerId.slice(0, 12)].filter((x) => !!x))];
+}
+
+function bindError(err: NodeJS.ErrnoException): string {
+  if (err.code === 'EADDRINUSE') return 'address already in use';
+  if (err.code === 'EADDRNOTAVAIL') return 'cannot assign requested address (not an address of this host)';
+  if (err.code === 'EACCES') return 'permission denied';
+  return err.message;
+}
+
+function toFirewallPort(p: StoredPort): FirewallPort {
+  return { protocol: p.protocol, hostIp: p.hostIp, hostPort: p.hostPort, containerIp: p.containerIp, containerPort: p.containerPort };
+}
+
+function toPublished(p: StoredPort): PublishedPort {
+  return { containerPort: p.containerPort, protocol: p.protocol as Protocol, hostIp: p.hostIp, hostPort: p.hostPort };
+}
