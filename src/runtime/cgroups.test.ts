@@ -1,6 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cgroupDirs, controllerDir, detectCgroupLayout, parseCgroupLayout } from './cgroups.js';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { cgroupDirs, controllerDir, detectCgroupLayout, fixHybridLayout, parseCgroupLayout, type CgroupLayout } from './cgroups.js';
+import { removeDir, tempDir } from './test-support.js';
 
 const HYBRID = `25 20 0:22 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 26 25 0:23 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
@@ -48,3 +53,32 @@ test('detects this host', () => {
   if (l.kind !== 'v2') assert.ok(l.v1.size > 0);
   else assert.ok(l.unified);
 });
+
+test('hybrid fix: mounts controllers left on cgroup2 as v1 hierarchies, reports failures', async (t) => {
+  const dir = await tempDir('berth-cg-');
+  t.after(() => removeDir(dir));
+  const unified = join(dir, 'unified');
+  await mkdir(unified);
+  const fake: CgroupLayout = { kind: 'hybrid', v1: new Map(), unified };
+
+  await writeFile(join(unified, 'cgroup.controllers'), 'nosuchcontroller\n');
+  const bad = await fixHybridLayout(fake, dir);
+  assert.deepEqual(bad.mounted, []);
+  assert.equal(bad.failed[0]?.controller, 'nosuchcontroller');
+  assert.ok((bad.failed[0]?.error.length ?? 0) > 0);
+
+  // The real mount command, where it cannot disturb anything: hugetlb is already a v1 hierarchy on
+  // this host after init, and a v1 hierarchy may be mounted at a second place.
+  const host = detectCgroupLayout();
+  if (![...host.v1.values()].some((c) => c.includes('hugetlb'))) return t.skip('hugetlb is not a v1 hierarchy here');
+  await writeFile(join(unified, 'cgroup.controllers'), 'hugetlb\n');
+  const good = await fixHybridLayout(fake, dir);
+  try {
+    assert.deepEqual(good.failed, []);
+    assert.deepEqual(good.mounted, [join(dir, 'hugetlb')]);
+    assert.ok(existsSync(join(dir, 'hugetlb', 'tasks')));
+  } finally {
+    for (const m of good.mounted) execFileSync('umount', [m]);
+  }
+});
+

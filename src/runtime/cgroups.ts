@@ -75,19 +75,24 @@ export async function controllersOnUnified(layout: CgroupLayout): Promise<string
  * /sys/fs/cgroup/<controller>, so crun sees a plain v1 layout. Returns the layout after the change
  * and the controllers it could not move (with the reason), which leaves crun unusable.
  */
-export async function fixHybridLayout(layout: CgroupLayout): Promise<{ layout: CgroupLayout; failed: { controller: string; error: string }[] }> {
+export async function fixHybridLayout(
+  layout: CgroupLayout,
+  root = CGROUP_ROOT,
+): Promise<{ layout: CgroupLayout; mounted: string[]; failed: { controller: string; error: string }[] }> {
   const failed: { controller: string; error: string }[] = [];
+  const mounted: string[] = [];
   for (const controller of await controllersOnUnified(layout)) {
-    const dir = join(CGROUP_ROOT, controller);
+    const dir = join(root, controller);
     try {
       await mkdir(dir, { recursive: true });
       await execFileP('mount', ['-t', 'cgroup', '-o', controller, 'cgroup', dir]);
+      mounted.push(dir);
     } catch (err) {
       const e = err as { stderr?: string; message: string };
       failed.push({ controller, error: (e.stderr || e.message).trim() });
     }
   }
-  return { layout: detectCgroupLayout(), failed };
+  return { layout: detectCgroupLayout(), mounted, failed };
 }
 
 /** Every directory the runtime may have created for a container's cgroupsPath. */

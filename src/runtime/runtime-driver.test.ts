@@ -10,7 +10,7 @@ import { mkdir, readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isKind } from '../lib/errors.js';
 import { buildSpec, type RuntimeSpecInput } from './build-spec.js';
-import { cgroupDirs, controllerDir } from './cgroups.js';
+import { cgroupDirs, controllerDir, controllersOnUnified } from './cgroups.js';
 import { hostDevices } from './devices.js';
 import type { OciSpec } from './oci-spec.js';
 import { SECCOMP_BPF_ANNOTATION } from './seccomp-cache.js';
@@ -75,6 +75,10 @@ async function logText(path: string): Promise<string> {
 }
 
 describe('runtime driver (crun)', () => {
+  test('after init, no controller is left on a hybrid cgroup2 tree (crun needs that)', async () => {
+    assert.deepEqual(await controllersOnUnified(driver.cgroupLayout), []);
+  });
+
   test('echo hi: output in the log, exit code 0', async () => {
     const c = await run(['echo', 'hi']);
     assert.equal(c.exit.exitCode, 0);
