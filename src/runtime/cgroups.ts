@@ -83,6 +83,8 @@ export async function fixHybridLayout(
   const mounted: string[] = [];
   for (const controller of await controllersOnUnified(layout)) {
     const dir = join(root, controller);
+    // Another berthd (or test) may have just moved it: mounting again would only stack a second mount.
+    if (!(await controllersOnUnified(layout)).includes(controller)) continue;
     try {
       await mkdir(dir, { recursive: true });
       await execFileP('mount', ['-t', 'cgroup', '-o', controller, 'cgroup', dir]);

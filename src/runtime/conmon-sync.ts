@@ -72,3 +72,11 @@ export function parseSyncLine(line: string): SyncMessage {
   }
   return { data: -1, message: `unexpected message from conmon: ${line}` };
 }
+
+/**
+ * conmon's environment, which it passes on to the runtime. Only PATH is needed; systemd's
+ * NOTIFY_SOCKET or LISTEN_FDS meant for berthd would make crun hand them to the container.
+ */
+export function conmonEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...extra };
+}

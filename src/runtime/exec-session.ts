@@ -25,7 +25,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
-import { SyncPipeReader, type SyncMessage } from './conmon-sync.js';
+import { conmonEnv, SyncPipeReader, type SyncMessage } from './conmon-sync.js';
 import { ALL_CAPABILITIES } from './build-spec.js';
 import type { OciProcess, OciSpec } from './oci-spec.js';
 import type { HardLimits } from './rlimits.js';
@@ -163,7 +163,7 @@ function conmonExit(child: ChildProcess): Promise<number> {
 async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[], dispose: () => Promise<void>): Promise<ExecSession> {
   const child = spawn(ctx.conmonPath, [...args, '-l', 'passthrough'], {
     stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
-    env: { ...process.env, _OCI_SYNCPIPE: '3' },
+    env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
     detached: true,
     cwd: ctx.execDir,
   });
@@ -211,7 +211,7 @@ async function startTtyExec(ctx: ExecContext, opts: ExecOptions, args: string[],
   const logPath = join(ctx.execDir, 'log');
   const child = spawn(ctx.conmonPath, [...args, '--exec-attach', '-t', '-l', `k8s-file:${logPath}`], {
     stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
-    env: { ...process.env, _OCI_SYNCPIPE: '3', _OCI_ATTACHPIPE: '4', _OCI_STARTPIPE: '5' },
+    env: conmonEnv({ _OCI_SYNCPIPE: '3', _OCI_ATTACHPIPE: '4', _OCI_STARTPIPE: '5' }),
     detached: true,
     cwd: ctx.execDir,
   });

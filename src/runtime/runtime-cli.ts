@@ -4,7 +4,7 @@
  * tools created with the same runtime.
  */
 import { execFile } from 'node:child_process';
-import { BerthError, internal, notFound } from '../lib/errors.js';
+import { BerthError, conflict, internal, notFound } from '../lib/errors.js';
 
 export type RuntimeName = 'crun' | 'runc';
 export const RUNTIME_NAMES: readonly RuntimeName[] = ['crun', 'runc'];
@@ -39,10 +39,14 @@ export function runRuntime(rt: RuntimeBinary, args: string[]): Promise<string> {
   });
 }
 
+/** The container exists but is in the wrong state (kill/pause of a stopped one, start of an exited one). */
+const WRONG_STATE = /not running|No such process|has stopped|is paused|not paused|already/i;
+
 function runtimeError(rt: RuntimeBinary, args: string[], stderr: string, cause: unknown): BerthError {
   const message = cleanMessage(stderr);
   const text = `${rt.name} ${args[0] ?? ''}: ${message}`;
-  return NOT_FOUND.test(message) && !/exec/.test(args[0] ?? '') ? notFound(text) : internal(text, cause);
+  if (WRONG_STATE.test(message)) return conflict(text);
+  return NOT_FOUND.test(message) ? notFound(text) : internal(text, cause);
 }
 
 /** runc logs logrus lines (`time=... level=error msg="..."`): keep just the messages. */

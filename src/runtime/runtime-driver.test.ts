@@ -132,12 +132,15 @@ describe('runtime driver (crun)', () => {
     assert.equal((await exited).exitCode, 143);
   });
 
-  test('SIGKILL gives 137', async () => {
+  test('SIGKILL gives 137; signals and pause after the exit are conflicts', async () => {
     const c = await createContainer(['sleep', '100']);
     const exited = driver.waitExit(c.id);
     await driver.start(c.id);
     await driver.kill(c.id, 9);
     assert.equal((await exited).exitCode, 137);
+    await assert.rejects(driver.kill(c.id, 'TERM'), (e: unknown) => isKind(e, 'conflict'));
+    await assert.rejects(driver.pause(c.id), (e: unknown) => isKind(e, 'conflict'));
+    await assert.rejects(driver.start(c.id), (e: unknown) => isKind(e, 'conflict'));
   });
 
   test('pause and resume', async () => {

@@ -23,7 +23,7 @@ import { BerthError, conflict, internal, invalidArgument, notFound, unavailable 
 import { log } from '../lib/log.js';
 import { writeBundleConfig } from './bundle.js';
 import { detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
-import { SyncPipeReader } from './conmon-sync.js';
+import { conmonEnv, SyncPipeReader } from './conmon-sync.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
 import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
 import type { OciSpec } from './oci-spec.js';
@@ -273,7 +273,7 @@ export class RuntimeDriver {
     try {
       const child = spawn(this.#conmonPath, args, {
         stdio: ['ignore', 'ignore', errFd, 'pipe'],
-        env: { ...process.env, _OCI_SYNCPIPE: '3' },
+        env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
         detached: true,
         cwd: dir, // conmon also drops an `oom` file in its working directory
       });
