@@ -50,6 +50,8 @@ export interface ExecOptions {
   process: ExecProcess;
   privileged?: boolean;
   stdin: boolean;
+  /** Non-tty: send the output nowhere (Docker's detached exec); unread pipes would block the process. */
+  discardOutput?: boolean;
   /**
    * tty only: called once conmon's attach socket exists, with its path; the process starts
    * after it resolves, so a client that connects here misses no output.
@@ -162,11 +164,12 @@ function conmonExit(child: ChildProcess): Promise<number> {
 
 async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[], dispose: () => Promise<void>): Promise<ExecSession> {
   const child = spawn(ctx.conmonPath, [...args, '-l', 'passthrough'], {
-    stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
+    stdio: [opts.stdin ? 'pipe' : 'ignore', opts.discardOutput ? 'ignore' : 'pipe', opts.discardOutput ? 'ignore' : 'pipe', 'pipe'],
     env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
     detached: true,
     cwd: ctx.execDir,
   });
+  child.on('error', () => undefined); // surfaces as a missing pid / conmon exit code
   const sync = new SyncPipeReader(child.stdio[3] as Readable);
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const exited = conmonExit(child);
@@ -193,11 +196,9 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
       dispose,
     };
   }
-  const exit = exitFrom(sync, exited).then(async (r) => {
-    await closed.catch(() => undefined);
-    await dispose();
-    return r;
-  });
+  const exit = exitFrom(sync, exited);
+  // The directory goes once the process is done and conmon let go of everything.
+  void Promise.all([exit, closed]).then(dispose, () => undefined);
   return { execId: opts.execId, pid: first.data, stdin: child.stdin ?? undefined, stdout: child.stdout ?? undefined, stderr, exit, dispose };
 }
 
@@ -215,6 +216,7 @@ async function startTtyExec(ctx: ExecContext, opts: ExecOptions, args: string[],
     detached: true,
     cwd: ctx.execDir,
   });
+  child.on('error', () => undefined); // surfaces as a missing attach message / conmon exit code
   let errHead = '';
   child.stderr?.on('data', (d: Buffer) => {
     if (errHead.length < 4096) errHead += d.toString('utf8');

@@ -302,6 +302,16 @@ describe('runtime driver (crun)', () => {
     assert.equal(out2, 'from stdin\ndone\n');
     assert.equal(r2.exitCode, 0);
 
+    // Detached: no reader for the output, the exit code still arrives.
+    const e5 = await driver.exec(c.id, {
+      execId: uniqueId('ex'),
+      process: { args: ['sh', '-c', 'i=0; while [ $i -lt 3000 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done; exit 6'], env: [], terminal: false },
+      stdin: false,
+      discardOutput: true,
+    });
+    assert.equal(e5.stdout, undefined);
+    assert.equal((await e5.exit).exitCode, 6);
+
     const e3 = await driver.exec(c.id, { execId: uniqueId('ex'), process: { args: ['nosuchcmd'], env: [], terminal: false }, stdin: false });
     const [err3, r3] = await Promise.all([streamText(e3.stderr), e3.exit]);
     assert.equal(e3.pid, 0);

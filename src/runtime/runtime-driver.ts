@@ -246,7 +246,7 @@ export class RuntimeDriver {
       // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
       rm(this.#exits.pathOf(c.id), { force: true }),
       rm(join(this.#socketsDir, c.id), { force: true }),
-      rm(join(dir, 'oom'), { force: true }),
+      ...['oom', 'pid', 'conmon.pid'].map((f) => rm(join(dir, f), { force: true })),
       ...['attach', 'ctl', 'winsz'].map((f) => rm(join(c.bundleDir, f), { force: true })),
     ]);
     this.#meta.set(c.id, meta);
@@ -278,6 +278,8 @@ export class RuntimeDriver {
         cwd: dir, // conmon also drops an `oom` file in its working directory
       });
       child.unref();
+      // A spawn failure (ENOENT...) also closes the pipe: reported below as "no pid".
+      child.on('error', (err) => log.error('conmon spawn failed', { id: c.id, err }));
       const pipe = child.stdio[3] as Readable;
       const sync = new SyncPipeReader(pipe);
       first = await sync.next();
