@@ -76,7 +76,7 @@ export function plumbEnv(plan: PlumbPlan, tools: Tools, hostNsPath: string): Rec
     host.push(`link set dev ${e.hostVeth} master ${e.bridge} up`, `link set dev ${e.hostVeth} type bridge_slave hairpin on`);
   }
   if (plan.routes?.gateway4) ns.push(`route replace default via ${plan.routes.gateway4} dev ${plan.routes.ifName}`);
-  if (plan.routes?.gateway6) ns.push(`-6 route replace default via ${plan.routes.gateway6} dev ${plan.routes.ifName}`);
+  if (plan.routes?.gateway6) ns.push(`route replace default via ${plan.routes.gateway6} dev ${plan.routes.ifName}`);
   let nft = '';
   if (plan.dnsServer !== undefined) nft = containerDnsText(plan.dnsServer);
   return {

@@ -271,6 +271,14 @@ netTest('a published port answers on 127.0.0.1 (TCP and UDP), a random port when
 
   // busybox nc has no UDP: a two-line node UDP listener inside the namespace.
   const listener = "require('dgram').createSocket('udp4').on('message', (m) => process.stdout.write(m)).bind(5000)";
+  // Hairpin: the container reaches its own published port through the gateway, and so does a neighbour.
+  const bridge = driver.get('bridge');
+  const url = `http://${bridge.gateway}:${any!.hostPort}/index.html`;
+  assert.equal(await inNs(started.netnsPath, ['timeout', '5', 'busybox', 'wget', '-q', '-O', '-', url]), 'hello from the container\n');
+  const n = containerId();
+  const neighbour = await startContainer({ containerId: n, name: '/neighbour', networks: [{ network: 'bridge' }] });
+  assert.equal(await inNs(neighbour.netnsPath, ['timeout', '5', 'busybox', 'wget', '-q', '-O', '-', url]), 'hello from the container\n');
+
   const nc = spawnInNs(started.netnsPath, [process.execPath, '-e', listener], 'pipe');
   let received = '';
   nc.stdout!.on('data', (d: Buffer) => (received += d.toString()));
@@ -399,4 +407,39 @@ netTest('allocations survive a daemon restart', async () => {
   await driver.removeNetns(a);
   await stopContainer(b);
   assert.deepEqual(await driver.prune(), ['keep']);
+});
+
+netTest('IPv6: addresses from a unique-local subnet, reachable, and AAAA records', async () => {
+  const net = await createNetwork({ name: 'six', enableIPv6: true });
+  assert.match(net.subnet6 ?? '', /^fd[0-9a-f]{2}:[0-9a-f:]+\/64$/);
+  const a = containerId();
+  const b = containerId();
+  const ca = await startContainer({ containerId: a, name: '/alpha', networks: [{ network: 'six' }], dns: ['127.0.0.1'] });
+  const cb = await startContainer({ containerId: b, name: '/beta', networks: [{ network: 'six' }], dns: ['127.0.0.1'] });
+  const ip6 = cb.endpoints.six!.ipv6Address;
+  assert.ok(ip6.startsWith(net.subnet6!.split('::')[0]!));
+  assert.equal(ca.endpoints.six!.ipv6Gateway, net.gateway6);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ip6]);
+  const out = await retry(() => inNs(ca.netnsPath, ['busybox', 'nslookup', '-type=AAAA', 'beta', '127.0.0.11']));
+  assert.ok(out.includes(ip6), out);
+});
+
+netTest('parallel daemons get their own subnets, devices and tables', async () => {
+  const ours = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  const others = await Promise.all([1, 2].map(async (i) => {
+    const otherPrefix = `${prefix.slice(0, 7)}${i}`;
+    const otherDb = openDatabase(join(root, `other-${i}.db`));
+    const d = new NetworkDriver({ db: otherDb, execRoot: join(root, `other-${i}`), dataRoot: join(root, `other-${i}`), prefix: otherPrefix, hostResolvConf: join(root, 'host-resolv.conf') });
+    cleanups.push(async () => {
+      await d.destroy();
+      otherDb.close();
+    });
+    return d;
+  }));
+  await Promise.all(others.map((d) => d.init()));
+  const subnets = [driver.get('bridge').subnet, ...others.map((d) => d.get('bridge').subnet)];
+  assert.equal(new Set(subnets).size, 3, `distinct default subnets: ${subnets.join(' ')}`);
+  assert.deepEqual(others.map((d) => d.get('bridge').bridgeName), [`${prefix.slice(0, 7)}10`, `${prefix.slice(0, 7)}20`]);
+  for (const d of others) await d.destroy();
+  assert.equal(await runTool('nft', ['list', 'table', 'inet', prefix]), ours, 'our table is untouched');
 });

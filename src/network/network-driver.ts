@@ -26,7 +26,6 @@ import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../lib/errors.js';
 import { log } from '../lib/log.js';
-import type { Db } from '../state/db.js';
 import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
 import { Aardvark, type DnsNetwork } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
@@ -35,9 +34,10 @@ import { hostsText, resolvConfText, type HostsOptions } from './container-files.
 import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
 import { SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
-import { probePort, type Protocol } from './host-ports.js';
+import type { Protocol } from './host-ports.js';
 import { hostRoutePrefixes, parseResolvConf } from './host-routes.js';
-import { allocateAddress, chooseSubnet, defaultGateway, defaultIPv4Pools, isUsable, macForIPv4, randomIPv6Pools, randomMac } from './ipam.js';
+import { assignAddresses } from './endpoint-addresses.js';
+import { chooseSubnet, defaultGateway, defaultIPv4Pools, macForIPv4, randomIPv6Pools, randomMac } from './ipam.js';
 import { mountPoints, NetnsDir } from './netns.js';
 import {
   bridgeSettings,
@@ -52,116 +52,21 @@ import {
   type NetworkRecord,
   type ParsedPool,
 } from './network-record.js';
+import { reservePorts } from './port-reservation.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
-
-export interface NetworkDriverOptions {
-  db: Db;
-  execRoot: string;
-  dataRoot: string;
-  /** Per-daemon name prefix for devices, chains and the nft table: [a-z][a-z0-9]{0,7}. */
-  prefix: string;
-  /** The default bridge's device (default `<prefix>0`). */
-  defaultBridgeName?: string;
-  /** A fixed subnet for the default bridge (default: the first free of 172.17.0.0/16, 172.18.0.0/16, ...). */
-  defaultBridgeSubnet?: string;
-  aardvarkPath?: string;
-  /** The host's resolv.conf, read for containers' resolv.conf (default /etc/resolv.conf). */
-  hostResolvConf?: string;
-  tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
-  /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
-  subnetLockPath?: string;
-}
-
-export interface AttachNetwork {
-  /** Name, id or unique id prefix. */
-  network: string;
-  aliases?: string[];
-  ipv4?: string;
-  ipv6?: string;
-  mac?: string;
-}
-
-export interface PortBinding {
-  containerPort: number;
-  protocol: Protocol;
-  /** '' means the network's default (0.0.0.0): every host address. */
-  hostIp: string;
-  /** 0 means a free port picked by the kernel. */
-  hostPort: number;
-}
-
-export interface AttachSpec {
-  containerId: string;
-  /** The container's name, with or without the leading slash. */
-  name: string;
-  netnsPath: string;
-  networks: AttachNetwork[];
-  ports?: PortBinding[];
-  /** Upstream DNS servers for this container (--dns); names on its networks still resolve. */
-  dns?: string[];
-}
-
-export interface EndpointInfo {
-  networkId: string;
-  networkName: string;
-  endpointId: string;
-  ipAddress: string;
-  ipPrefixLen: number;
-  gateway: string;
-  ipv6Address: string;
-  ipv6PrefixLen: number;
-  ipv6Gateway: string;
-  macAddress: string;
-  /** The user's aliases on this network. */
-  aliases: string[];
-  /** Every name this endpoint answers to in DNS (name, aliases, short id); [] without DNS. */
-  dnsNames: string[];
-  /** The device inside the container (eth0, eth1, ...). */
-  ifName: string;
-}
-
-export interface PublishedPort {
-  containerPort: number;
-  protocol: Protocol;
-  hostIp: string;
-  hostPort: number;
-}
-
-export interface AttachResult {
-  endpoints: Record<string, EndpointInfo>;
-  ports: PublishedPort[];
-}
-
-export interface ConnectSpec extends AttachNetwork {
-  containerId: string;
-  name: string;
-  netnsPath: string;
-  dns?: string[];
-}
-
-/** Stored with each endpoint row. */
-interface EndpointData {
-  endpointId: string;
-  containerName: string;
-  order: number;
-  ifName: string;
-  hostVeth: string;
-  mac: string;
-  netnsPath: string;
-  ipv4PrefixLen: number;
-  ipv6PrefixLen: number;
-  aliases: string[];
-  dnsServers?: string[];
-}
-
-interface Endpoint extends EndpointData {
-  containerId: string;
-  networkId: string;
-  ipv4: string;
-  ipv6: string;
-  createdAt: number;
-}
+export type * from './network-types.js';
+import type {
+  AttachNetwork,
+  AttachResult,
+  AttachSpec,
+  ConnectSpec,
+  Endpoint,
+  EndpointData,
+  EndpointInfo,
+  NetworkDriverOptions,
+  PublishedPort,
+} from './network-types.js';
 
 const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
@@ -704,54 +609,20 @@ export class NetworkDriver {
   }
 
   #newEndpoint(spec: { containerId: string; name: string; netnsPath: string; dns?: string[] }, net: NetworkRecord, req: AttachNetwork, order: number, ifName: string): Endpoint {
-    const subnet4 = parseCidr(net.subnet)!;
-    const gw4 = parseAddress(net.gateway) ?? undefined;
-    const used4 = this.#usedAddresses(net, 4);
-    let ipv4: string;
-    if (req.ipv4) {
-      const a = parseAddress(req.ipv4);
-      if (!a || a.family !== 4 || !isUsable(subnet4, gw4, a.value)) throw invalidArgument(`invalid IPv4 address ${req.ipv4} for network ${net.name} (${net.subnet})`);
-      if (used4.has(a.value)) throw forbidden(`Address already in use: ${req.ipv4} on network ${net.name}`);
-      ipv4 = req.ipv4;
-    } else {
-      const a = allocateAddress(subnet4, net.ipRange ? parseCidr(net.ipRange)! : undefined, gw4, used4);
-      if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
-      ipv4 = formatAddress(a);
-    }
-    let ipv6 = '';
-    if (net.enableIPv6 && net.subnet6) {
-      const subnet6 = parseCidr(net.subnet6)!;
-      const gw6 = net.gateway6 ? parseAddress(net.gateway6)! : undefined;
-      const used6 = this.#usedAddresses(net, 6);
-      if (req.ipv6) {
-        const a = parseAddress(req.ipv6);
-        if (!a || a.family !== 6 || !isUsable(subnet6, gw6, a.value)) throw invalidArgument(`invalid IPv6 address ${req.ipv6} for network ${net.name} (${net.subnet6})`);
-        if (used6.has(a.value)) throw forbidden(`Address already in use: ${req.ipv6} on network ${net.name}`);
-        ipv6 = formatAddress(a);
-      } else {
-        const a = allocateAddress(subnet6, net.ipRange6 ? parseCidr(net.ipRange6)! : undefined, gw6, used6);
-        if (!a) throw forbidden(`no available IPv6 addresses on network ${net.name}`);
-        ipv6 = formatAddress(a);
-      }
-    } else if (req.ipv6) {
-      throw invalidArgument(`network ${net.name} does not have IPv6 enabled`);
-    }
+    const addr = assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
     if (req.mac && !/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(req.mac)) throw invalidArgument(`invalid MAC address ${req.mac}`);
     return {
       containerId: spec.containerId,
       networkId: net.id,
-      ipv4,
-      ipv6,
+      ...addr,
       createdAt: Date.now(),
       endpointId: hex(32),
       containerName: stripSlash(spec.name),
       order,
       ifName,
       hostVeth: `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`,
-      mac: req.mac?.toLowerCase() ?? (ipv4 ? macForIPv4(parseAddress(ipv4)!) : randomMac()),
+      mac: req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
       netnsPath: spec.netnsPath,
-      ipv4PrefixLen: subnet4.prefix,
-      ipv6PrefixLen: net.subnet6 ? parseCidr(net.subnet6)!.prefix : 0,
       aliases: [...new Set(req.aliases ?? [])],
       ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
     };
@@ -843,37 +714,13 @@ export class NetworkDriver {
   }
 
   /** Checks and picks host ports (probing the host), without committing them. */
-  async #reservePorts(spec: AttachSpec, target: Endpoint): Promise<StoredPort[]> {
-    const net = this.#networks.get(target.networkId)!;
-    const defaultHostIp = bridgeSettings(net).hostBindingIpv4;
-    const taken = [...this.#ports.values()].flat();
-    const out: StoredPort[] = [];
-    const clashes = (proto: string, hostIp: string, port: number) =>
-      [...taken, ...out].some((p) => p.protocol === proto && p.hostPort === port && (p.hostIp === hostIp || p.hostIp === '0.0.0.0' || hostIp === '0.0.0.0'));
-    for (const b of spec.ports ?? []) {
-      if (!['tcp', 'udp', 'sctp'].includes(b.protocol)) throw invalidArgument(`invalid protocol ${b.protocol}`);
-      if (!Number.isInteger(b.containerPort) || b.containerPort < 1 || b.containerPort > 65535) throw invalidArgument(`invalid container port ${b.containerPort}`);
-      if (!Number.isInteger(b.hostPort) || b.hostPort < 0 || b.hostPort > 65535) throw invalidArgument(`invalid host port ${b.hostPort}`);
-      const hostIp = b.hostIp || defaultHostIp;
-      if (parseAddress(hostIp)?.family !== 4) throw invalidArgument(`invalid host IP ${hostIp}: only IPv4 host addresses can be published`);
-      let hostPort = b.hostPort;
-      if (hostPort !== 0) {
-        if (clashes(b.protocol, hostIp, hostPort)) throw conflict(`Bind for ${hostIp}:${hostPort} failed: port is already allocated`);
-        await probePort(b.protocol, hostIp, hostPort).catch((err: NodeJS.ErrnoException) => {
-          throw conflict(`failed to bind host port ${hostIp}:${hostPort}/${b.protocol}: ${bindError(err)}`);
-        });
-      } else {
-        for (let attempt = 0; ; attempt++) {
-          hostPort = await probePort(b.protocol, hostIp, 0).catch((err: NodeJS.ErrnoException) => {
-            throw conflict(`failed to bind a host port on ${hostIp}/${b.protocol}: ${bindError(err)}`);
-          });
-          if (!clashes(b.protocol, hostIp, hostPort)) break;
-          if (attempt > 20) throw conflict(`no free host port on ${hostIp}/${b.protocol}`);
-        }
-      }
-      out.push({ protocol: b.protocol, hostIp, hostPort, containerId: spec.containerId, containerIp: target.ipv4, containerPort: b.containerPort });
-    }
-    return out;
+  #reservePorts(spec: AttachSpec, target: Endpoint): Promise<StoredPort[]> {
+    return reservePorts(spec.ports ?? [], {
+      containerId: spec.containerId,
+      containerIp: target.ipv4,
+      defaultHostIp: bridgeSettings(this.#networks.get(target.networkId)!).hostBindingIpv4,
+      taken: [...this.#ports.values()].flat(),
+    });
   }
 
   async #retargetPorts(containerId: string, target: Endpoint | undefined): Promise<void> {
@@ -957,13 +804,6 @@ function stripSlash(name: string): string {
 
 function dnsNames(e: Endpoint): string[] {
   return [...new Set([e.containerName, ...e.aliases, e.containerId.slice(0, 12)].filter((x) => !!x))];
-}
-
-function bindError(err: NodeJS.ErrnoException): string {
-  if (err.code === 'EADDRINUSE') return 'address already in use';
-  if (err.code === 'EADDRNOTAVAIL') return 'cannot assign requested address (not an address of this host)';
-  if (err.code === 'EACCES') return 'permission denied';
-  return err.message;
 }
 
 function toFirewallPort(p: StoredPort): FirewallPort {

@@ -1,0 +1,118 @@
+/**
+ * The network driver's public types: what the engine passes in and gets back. Docker's wire names
+ * (IPAddress, Gateway, ...) are the api layer's business; these are plain camelCase.
+ */
+import type { Db } from '../state/db.js';
+import type { Tools } from './endpoint-plumbing.js';
+import type { Protocol } from './host-ports.js';
+
+export type { Protocol } from './host-ports.js';
+
+export interface NetworkDriverOptions {
+  db: Db;
+  execRoot: string;
+  dataRoot: string;
+  /** Per-daemon name prefix for devices, chains and the nft table: [a-z][a-z0-9]{0,7}. */
+  prefix: string;
+  /** The default bridge's device (default `<prefix>0`). */
+  defaultBridgeName?: string;
+  /** A fixed subnet for the default bridge (default: the first free of 172.17.0.0/16, 172.18.0.0/16, ...). */
+  defaultBridgeSubnet?: string;
+  aardvarkPath?: string;
+  /** The host's resolv.conf, read for containers' resolv.conf (default /etc/resolv.conf). */
+  hostResolvConf?: string;
+  tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
+  /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
+  subnetLockPath?: string;
+}
+
+export interface AttachNetwork {
+  /** Name, id or unique id prefix. */
+  network: string;
+  aliases?: string[];
+  ipv4?: string;
+  ipv6?: string;
+  mac?: string;
+}
+
+export interface PortBinding {
+  containerPort: number;
+  protocol: Protocol;
+  /** '' means the network's default (0.0.0.0): every host address. */
+  hostIp: string;
+  /** 0 means a free port picked by the kernel. */
+  hostPort: number;
+}
+
+export interface AttachSpec {
+  containerId: string;
+  /** The container's name, with or without the leading slash. */
+  name: string;
+  netnsPath: string;
+  networks: AttachNetwork[];
+  ports?: PortBinding[];
+  /** Upstream DNS servers for this container (--dns); names on its networks still resolve. */
+  dns?: string[];
+}
+
+export interface EndpointInfo {
+  networkId: string;
+  networkName: string;
+  endpointId: string;
+  ipAddress: string;
+  ipPrefixLen: number;
+  gateway: string;
+  ipv6Address: string;
+  ipv6PrefixLen: number;
+  ipv6Gateway: string;
+  macAddress: string;
+  /** The user's aliases on this network. */
+  aliases: string[];
+  /** Every name this endpoint answers to in DNS (name, aliases, short id); [] without DNS. */
+  dnsNames: string[];
+  /** The device inside the container (eth0, eth1, ...). */
+  ifName: string;
+}
+
+export interface PublishedPort {
+  containerPort: number;
+  protocol: Protocol;
+  hostIp: string;
+  hostPort: number;
+}
+
+export interface AttachResult {
+  endpoints: Record<string, EndpointInfo>;
+  ports: PublishedPort[];
+}
+
+export interface ConnectSpec extends AttachNetwork {
+  containerId: string;
+  name: string;
+  netnsPath: string;
+  dns?: string[];
+}
+
+/** Stored with each endpoint row. */
+export interface EndpointData {
+  endpointId: string;
+  containerName: string;
+  order: number;
+  ifName: string;
+  hostVeth: string;
+  mac: string;
+  netnsPath: string;
+  ipv4PrefixLen: number;
+  ipv6PrefixLen: number;
+  aliases: string[];
+  dnsServers?: string[];
+}
+
+/** An endpoint in memory: the row plus its data. */
+export interface Endpoint extends EndpointData {
+  containerId: string;
+  networkId: string;
+  ipv4: string;
+  ipv6: string;
+  createdAt: number;
+}
