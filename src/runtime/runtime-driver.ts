@@ -115,6 +115,8 @@ export class RuntimeDriver {
   #exits: ExitWatcher;
   #meta = new Map<string, ContainerMeta>();
   #seccompCache: SeccompBpfCache | undefined;
+  /** The conmon this instance started last for each id (see #onConmonGone). */
+  #conmonRuns = new Map<string, object>();
 
   constructor(opts: RuntimeDriverOptions) {
     this.#opts = opts;
@@ -287,7 +289,9 @@ export class RuntimeDriver {
       // writing an exit file (killed). Unref'd, so it never keeps berthd alive.
       if (first && first.data > 0) {
         (pipe as Socket).unref();
-        pipe.once('close', () => void this.#onConmonGone(c.id));
+        const run = {};
+        this.#conmonRuns.set(c.id, run);
+        pipe.once('close', () => void this.#onConmonGone(c.id, run));
         pipe.resume();
       } else {
         pipe.destroy();
@@ -319,9 +323,20 @@ export class RuntimeDriver {
     await runRuntime(this.#binary(meta.runtime), ['kill', id, sig]);
   }
 
+  /** Freezes the container; resolves once the runtime reports it paused. */
   async pause(id: string): Promise<void> {
     const meta = await this.#mustMeta(id);
-    await runRuntime(this.#binary(meta.runtime), ['pause', id]);
+    const rt = this.#binary(meta.runtime);
+    await runRuntime(rt, ['pause', id]);
+    // The v1 freezer goes FREEZING → FROZEN on its own time and the runtime may return in between
+    // (seen with crun on a loaded host). Callers expect "paused" right after pause, so wait for it,
+    // briefly and with backoff: there is no change notification for v1 freezer.state.
+    for (let delay = 1; delay <= 256; delay *= 2) {
+      const s = await runtimeState(rt, id);
+      if (!s || s.status !== 'running') return;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+    log.warn('container still freezing after pause', { id });
   }
 
   async resume(id: string): Promise<void> {
@@ -371,7 +386,10 @@ export class RuntimeDriver {
   }
 
   /** conmon exited: normally the exit file is there; if not, waiters must not hang forever. */
-  async #onConmonGone(id: string): Promise<void> {
+  async #onConmonGone(id: string, run: object): Promise<void> {
+    // Cleaned up meanwhile, or already re-created (restart): this conmon's end means nothing now.
+    if (this.#conmonRuns.get(id) !== run) return;
+    this.#conmonRuns.delete(id);
     const rec = await this.#exits.read(id).catch(() => undefined);
     if (rec) return; // the watcher delivers it
     log.warn('conmon exited without an exit file', { id });
@@ -489,6 +507,7 @@ export class RuntimeDriver {
       rm(this.#containerDir(id), { recursive: true, force: true }),
     ]);
     this.#meta.delete(id);
+    this.#conmonRuns.delete(id);
   }
 }
 
