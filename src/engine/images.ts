@@ -118,9 +118,12 @@ export class ImageService {
       const name = rr ? familiarString(rr) : key;
       this.records.deleteRef(key);
       out.push({ Untagged: name });
-      this.events.publish('image', 'untag', image.id, { name });
+      // dockerd names the image by its id in untag events, not by the name removed.
+      this.events.publish('image', 'untag', image.id, { name: image.id });
     };
     let refs = this.records.refsOf(image.id);
+    // A local parent (commit, build) cannot go while images are built on it, forced or not.
+    const hasChildren = this.parentIds().has(image.id);
 
     if (ref) {
       // Untagging the only name of an image a container uses would leave it dangling: dockerd wants force.
@@ -138,13 +141,16 @@ export class ImageService {
           refs = this.records.refsOf(image.id);
         }
       }
-      if (refs.length > 0 || users.length > 0) return out;
+      if (refs.length > 0 || users.length > 0 || hasChildren) return out;
     } else {
-      if (!opts.force && refs.length > 0 && !isSingleReference(refs)) {
-        throw conflict(`conflict: unable to delete ${short} (must be forced) - image is referenced in multiple repositories`);
+      if (hasChildren) {
+        throw conflict(`conflict: unable to delete ${short} (cannot be forced) - image has dependent child images`);
       }
       if (usage.running.length > 0) {
         throw conflict(`conflict: unable to delete ${short} (cannot be forced) - image is being used by running container ${usage.running[0]!.slice(0, 12)}`);
+      }
+      if (!opts.force && refs.length > 0 && !isSingleReference(refs)) {
+        throw conflict(`conflict: unable to delete ${short} (must be forced) - image is referenced in multiple repositories`);
       }
       if (usage.stopped.length > 0 && !opts.force) {
         throw conflict(`conflict: unable to delete ${short} (must be forced) - image is being used by stopped container ${usage.stopped[0]!.slice(0, 12)}`);
@@ -247,10 +253,11 @@ export class ImageService {
   async prune(opts: { danglingOnly: boolean; match: (v: ImageView) => boolean }): Promise<{ deleted: DeleteResponseItem[]; reclaimed: number }> {
     const deleted: DeleteResponseItem[] = [];
     let reclaimed = 0;
-    const parents = this.parentIds();
     for (const v of this.list()) {
       if (!this.#unused(v.record.id)) continue;
-      if (opts.danglingOnly && (v.repoTags.length > 0 || parents.has(v.record.id))) continue;
+      // Images with children stay (dockerd's delete would refuse them); this changes as children go.
+      if (this.parentIds().has(v.record.id)) continue;
+      if (opts.danglingOnly && v.repoTags.length > 0) continue;
       if (!opts.match(v)) continue;
       if (!this.records.getImage(v.record.id)) continue; // removed as someone's parent already
       for (const r of this.records.refsOf(v.record.id)) {
