@@ -379,6 +379,108 @@ describe('images', () => {
     });
   });
 
+  describe('local parents (commit)', () => {
+    /** Commits a new container made from `image`; the container is removed again. */
+    async function commitFrom(image: string, params: Record<string, string> = {}): Promise<string> {
+      const create = await d().request('POST', `/containers/create${query({ name: `berth-commit-${process.pid}-${Math.random().toString(16).slice(2, 8)}` })}`, {
+        body: { Image: image, Cmd: ['true'] },
+      });
+      assert.equal(create.status, 201, create.text());
+      const cid = create.json().Id as string;
+      try {
+        const res = await d().request('POST', `/commit${query({ container: cid, ...params })}`);
+        assert.equal(res.status, 201, res.text());
+        return res.json().Id as string;
+      } finally {
+        await d().request('DELETE', `/containers/${cid}?force=1`);
+      }
+    }
+
+    let parent = '';
+    let child = '';
+    it('set-up: an untagged image with a tagged child (skipped without /commit)', async (t) => {
+      const probe = await d().request('POST', '/commit');
+      if (probe.status === 404 && probe.json().message === 'page not found') return t.skip('POST /commit is not served by this daemon');
+      parent = await commitFrom(`${host}/busybox:latest`);
+      child = await commitFrom(parent, { repo: 'berth-test/child', tag: '1' });
+      assert.match(parent, /^sha256:[a-f0-9]{64}$/);
+    });
+
+    it('the untagged parent is hidden from the list, shown with all=1; ParentId links them', async (t) => {
+      if (!parent) return t.skip('no /commit');
+      const top = await listImages(d());
+      assert.ok(byId(top, child), 'the child is listed');
+      assert.equal(byId(top, parent), undefined, 'the untagged parent is not');
+      const dangling = await listImages(d(), { filters: filtersParam({ dangling: ['true'] }) });
+      assert.equal(byId(dangling, parent), undefined, 'an image with children is not dangling');
+      const all = await listImages(d(), { all: '1' });
+      assert.equal(byId(all, parent)?.ParentId, busyboxId);
+      assert.equal(byId(all, child)?.ParentId, parent);
+      assert.equal((await d().request('GET', `/v1.51/images/berth-test/child:1/json`)).json().Parent, parent);
+      assert.equal((await d().request('GET', `/images/berth-test/child:1/json`)).json().Parent, parent);
+    });
+
+    it('deleting the parent is refused, even forced', async (t) => {
+      if (!parent) return t.skip('no /commit');
+      for (const force of ['0', '1']) {
+        const res = await d().request('DELETE', `/images/${parent}?force=${force}`);
+        assert.equal(res.status, 409, res.text());
+        assert.equal(res.json().message, `conflict: unable to delete ${short(parent)} (cannot be forced) - image has dependent child images`);
+      }
+    });
+
+    it('image prune leaves a parent with children alone', async (t) => {
+      if (!parent) return t.skip('no /commit');
+      const res = await d().request('POST', `/images/prune${query({ filters: filtersParam({ dangling: ['false'], label: ['no.such.label'] }) })}`);
+      assert.equal(res.status, 200);
+      await d().request('POST', '/images/prune');
+      assert.equal((await d().request('GET', `/images/${parent}/json`)).status, 200);
+    });
+
+    it('deleting the child with noprune keeps the parent, which becomes dangling', async (t) => {
+      if (!parent) return t.skip('no /commit');
+      const res = await d().request('DELETE', '/images/berth-test/child:1?noprune=1');
+      assert.equal(res.status, 200, res.text());
+      const items = res.json<{ Untagged?: string; Deleted?: string }[]>();
+      assert.deepEqual(items[0], { Untagged: 'berth-test/child:1' });
+      assert.ok(items.some((i) => i.Deleted === child));
+      assert.equal(items.some((i) => i.Deleted === parent), false);
+      const dangling = await listImages(d(), { filters: filtersParam({ dangling: ['true'] }) });
+      assert.ok(byId(dangling, parent), 'the parent is now dangling');
+    });
+
+    it('deleting a child without noprune removes its untagged parent too', async (t) => {
+      if (!parent) return t.skip('no /commit');
+      child = await commitFrom(parent, { repo: 'berth-test/child', tag: '2' });
+      const res = await d().request('DELETE', '/images/berth-test/child:2');
+      assert.equal(res.status, 200, res.text());
+      const deleted = res.json<{ Deleted?: string }[]>().map((i) => i.Deleted);
+      assert.ok(deleted.includes(child), JSON.stringify(deleted));
+      assert.ok(deleted.includes(parent), JSON.stringify(deleted));
+      assert.equal((await d().request('GET', `/images/${parent}/json`)).status, 404);
+      assert.equal((await d().request('GET', `/images/${busyboxId}/json`)).status, 200, 'a tagged grandparent stays');
+    });
+  });
+
+  describe('events', () => {
+    it('pull, tag, untag and delete are published as dockerd names them', async () => {
+      const since = ((Date.now() - 2) / 1000).toFixed(3);
+      await pullOk(d(), `${host}/dated:mid`);
+      const id = dated.mid.config.digest;
+      assert.equal((await d().request('POST', `/images/${host}/dated:mid/tag${query({ repo: 'berth-test/ev', tag: 'x' })}`)).status, 201);
+      assert.equal((await d().request('DELETE', `/images/${id}?force=1`)).status, 200);
+      const res = await d().request('GET', `/events${query({ since, until: (Date.now() / 1000 + 0.5).toFixed(3), filters: filtersParam({ type: ['image'] }) })}`);
+      const events = res.text().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } });
+      const mine = events.filter((e) => e.Actor.ID === id || e.Actor.ID === `${host}/dated:mid`);
+      const find = (action: string) => mine.find((e) => e.Action === action);
+      assert.deepEqual(find('pull')?.Actor, { ID: `${host}/dated:mid`, Attributes: { name: `${host}/dated:mid` } });
+      assert.deepEqual(find('tag')?.Actor, { ID: id, Attributes: { name: 'berth-test/ev:x' } });
+      assert.deepEqual(find('untag')?.Actor, { ID: id, Attributes: { name: id } });
+      assert.deepEqual(find('delete')?.Actor, { ID: id, Attributes: { name: id } });
+      assert.deepEqual(mine.map((e) => e.Action), ['pull', 'tag', 'untag', 'untag', 'untag', 'delete']);
+    });
+  });
+
   describe('POST /images/prune', () => {
     it('dangling only by default: an image that lost its tags goes, tagged ones stay', async () => {
       // Move dated:old's only tag to another image: it keeps no tag and becomes dangling.
