@@ -122,6 +122,16 @@ describe('runtime driver (crun)', () => {
     assert.deepEqual(byStream('stdout'), [[true, 'partial']]);
   });
 
+  test('a line longer than conmon\'s buffer becomes P records ending with an F record', async () => {
+    const c = await run(['sh', '-c', 'head -c 20000 /dev/zero | tr "\\0" x; echo']);
+    const records: LogRecord[] = [];
+    for await (const r of readLogRecords(c.logPath)) records.push(r);
+    assert.ok(records.length >= 2);
+    assert.ok(records.slice(0, -1).every((r) => r.partial));
+    assert.equal(records.at(-1)?.partial, false);
+    assert.equal(records.map((r) => r.text).join(''), 'x'.repeat(20000));
+  });
+
   test('created, then running; SIGTERM through the init gives 143', async () => {
     const c = await createContainer(['sleep', '100'], { init: true });
     assert.equal((await driver.state(c.id))?.status, 'created');
