@@ -183,6 +183,7 @@ describe('runtime driver (crun)', () => {
     const second = new RuntimeDriver({ stateDir, defaultRuntime: 'crun' });
     await second.init();
     try {
+      assert.deepEqual(await second.list(), [c.id]);
       assert.equal((await second.state(c.id))?.status, 'running');
       const exited = second.waitExit(c.id);
       await second.kill(c.id, 'KILL');
@@ -190,6 +191,7 @@ describe('runtime driver (crun)', () => {
       assert.equal(exit.exitCode, 137);
       assert.match(await logText(c.logPath), /before/);
       await second.cleanup(c.id);
+      assert.deepEqual(await second.list(), []);
     } finally {
       created.delete(c.id);
       await second.cleanup(c.id).catch(() => undefined);

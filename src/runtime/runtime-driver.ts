@@ -15,7 +15,7 @@
  */
 import { spawn } from 'node:child_process';
 import { constants, openSync, closeSync } from 'node:fs';
-import { access, mkdir, open, readFile, rm, writeFile, rename } from 'node:fs/promises';
+import { access, mkdir, open, readdir, readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
@@ -348,6 +348,12 @@ export class RuntimeDriver {
   async delete(id: string, force = false): Promise<void> {
     const meta = await this.#mustMeta(id);
     await runRuntime(this.#binary(meta.runtime), ['delete', ...(force ? ['--force'] : []), id]);
+  }
+
+  /** Ids of every container this state dir holds (created and not cleaned up), e.g. after a restart. */
+  async list(): Promise<string[]> {
+    const entries = await readdir(join(this.stateDir, 'containers'), { withFileTypes: true });
+    return entries.filter((e) => e.isDirectory() && SAFE_ID.test(e.name)).map((e) => e.name);
   }
 
   /** The runtime's view; undefined when the runtime does not know the container. */
