@@ -9,7 +9,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { bigImage, pushImage, useDaemon, useSeededRegistry, type BuiltManifest, type TestDaemon } from '../harness/index.js';
-import { pullOk, query } from './support.js';
+import { pullOk, query, startSlowProxy } from './support.js';
 
 /** Starts a pull and SIGKILLs berthd once `when` says so (given each record as it arrives) or after `afterMs`. */
 async function pullAndKill(d: TestDaemon, fromImage: string, when: { record?: (r: { status?: string }) => boolean; afterMs?: number }): Promise<string[]> {
@@ -153,6 +153,32 @@ describe('durability', () => {
       assert.equal(await assertNoneOrComplete(d(), ref, big, 'after pulling again'), 'complete');
     });
   }
+
+  it('SIGTERM during a pull: a prompt clean stop, and after restart no image or a complete one', async () => {
+    const slow = await startSlowProxy(reg().registry.url);
+    try {
+      const ref = `${slow.host}/big:latest`;
+      const res = await d().stream('POST', `/images/create${query({ fromImage: ref })}`);
+      await new Promise<void>((resolve) => {
+        res.on('data', (chunk: Buffer) => {
+          if (chunk.toString('utf8').includes('"Downloading"')) resolve();
+        });
+        res.on('close', () => resolve());
+        res.on('error', () => resolve());
+      });
+      const pid = d().pid;
+      const started = Date.now();
+      await d().stop();
+      const took = Date.now() - started;
+      assert.ok(took < 8000, `SIGTERM stop took ${took} ms`);
+      assert.match(d().logs(), /berthd stopped/);
+      assert.equal(d().pid, pid);
+      await d().restart();
+      await assertNoneOrComplete(d(), ref, big, 'after SIGTERM');
+    } finally {
+      await slow.stop();
+    }
+  });
 
   it('after all that the store is consistent: every image inspects, the list matches', async () => {
     const list = (await d().request('GET', '/images/json?all=1')).json<{ Id: string }[]>();

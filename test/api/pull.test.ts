@@ -17,6 +17,7 @@ import {
   buildLayer,
   busyboxImage,
   busyboxLayer,
+  bigImage,
   FIXTURE_CREATED,
   LAYERED_EXPECT,
   otherPlatform,
@@ -36,7 +37,9 @@ import {
   manifestWithConfig,
   pull,
   pullOk,
+  query,
   short,
+  startSlowProxy,
   statuses,
   storeSnapshot,
   type ProgressRecord,
@@ -455,6 +458,43 @@ describe('pull', () => {
       for (let i = 0; i < 5; i++) {
         const dir = layerDirOf(d().dataRoot, chainOf(fiveLayers, i));
         assert.equal(readFileSync(join(dir, `five-${i + 1}`), 'utf8'), `layer ${i + 1}\n`);
+      }
+    });
+  });
+
+  describe('cancellation', () => {
+    it('a client that hangs up mid-pull cancels it: no image, no layer dirs, no temp files', async () => {
+      const { registry } = reg();
+      const big = await bigImage(8);
+      await pushImage(registry, 'big', 'latest', big);
+      const slow = await startSlowProxy(registry.url);
+      try {
+        const snap = storeSnapshot(d());
+        const ids = await imageIds(d());
+        const res = await d().stream('POST', `/images/create${query({ fromImage: `${slow.host}/big`, tag: 'latest' })}`);
+        assert.equal(res.statusCode, 200);
+        await new Promise<void>((resolve) => {
+          res.on('data', (chunk: Buffer) => {
+            if (chunk.toString('utf8').includes('"Downloading"')) {
+              res.destroy();
+              resolve();
+            }
+          });
+          res.on('close', () => resolve());
+        });
+        // The daemon notices the hang-up, stops the downloads and cleans up.
+        const deadline = Date.now() + 10_000;
+        let now = storeSnapshot(d());
+        while (Date.now() < deadline && (now.layers.join() !== snap.layers.join() || now.ingest.length > 0)) {
+          await new Promise((r) => setTimeout(r, 100));
+          now = storeSnapshot(d());
+        }
+        assertStoreUnchanged(snap, now, 'cancelled pull');
+        assert.deepEqual(await imageIds(d()), ids);
+        assert.equal((await d().request('GET', '/_ping')).status, 200);
+        await pullOk(d(), `${host}/big:latest`);
+      } finally {
+        await slow.stop();
       }
     });
   });

@@ -4,6 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { MediaType } from '../../src/lib/oci.js';
 import { sha256Of } from '../../src/lib/digest.js';
@@ -200,5 +202,51 @@ export function manifestWithConfig(layers: BuiltLayer[], configJson: Record<stri
     configJson: configJson as BuiltManifest['configJson'],
     layers: layerBlobs,
     platform: hostPlatform(),
+  };
+}
+
+export interface SlowProxy {
+  readonly host: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * An HTTP proxy in front of a registry that relays blob bodies slowly (`bytesPerTick` every 10 ms),
+ * so a pull stays in flight long enough to be cancelled or killed at a chosen moment.
+ */
+export async function startSlowProxy(upstreamUrl: string, bytesPerTick = 64 * 1024): Promise<SlowProxy> {
+  const up = new URL(upstreamUrl);
+  const server = createServer((req, res) => {
+    const out = httpRequest({ hostname: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers }, (upRes) => {
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      if (!/\/blobs\/sha256:/.test(req.url ?? '')) return void upRes.pipe(res);
+      upRes.on('data', (chunk: Buffer) => {
+        upRes.pause();
+        let offset = 0;
+        const tick = () => {
+          if (res.destroyed) return upRes.destroy();
+          const part = chunk.subarray(offset, offset + bytesPerTick);
+          offset += part.length;
+          res.write(part);
+          if (offset < chunk.length) setTimeout(tick, 10);
+          else setTimeout(() => upRes.resume(), 10);
+        };
+        tick();
+      });
+      upRes.on('end', () => res.end());
+      upRes.on('error', () => res.destroy());
+    });
+    out.on('error', () => res.destroy());
+    req.pipe(out);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const addr = server.address() as AddressInfo;
+  return {
+    host: `127.0.0.1:${addr.port}`,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
