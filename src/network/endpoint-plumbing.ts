@@ -1,15 +1,18 @@
 /**
  * Puts a container's interfaces in place with as few processes as possible, because process start-up
- * dominates setup time (measured: 2-3 ms per spawn on the test VM, the kernel work is well under that).
- * One `sh` runs inside the container's namespace and does, in order:
+ * dominates setup time (a spawn costs 2-3 ms on an idle test VM and far more under load; the kernel
+ * work itself is well under that). One `sh` runs inside the container's namespace and does:
  *   1. one `ip -batch`: loopback up, each veth pair created from inside (its host end pushed into the
- *      daemon's namespace), MAC, MTU, addresses, link up, default route;
+ *      daemon's namespace), MAC, MTU, addresses, link up, default route, and the embedded-DNS route;
  *   2. one `nsenter` back into the daemon's namespace for one `ip -batch`: host ends onto their bridges,
- *      up, hairpin on (so a container can reach its own published port through the host);
- *   3. in parallel with both, when the container is on a network with DNS: route_localnet and one
- *      `nft -f` that forwards 127.0.0.11:53 to the network's DNS server (aardvark-dns on the gateway),
- *      which is where dockerd's embedded DNS answers.
+ *      up, hairpin on (so a container can reach its own published port through the host).
  * The same script runs under `unshare --net=<file>` when the namespace is created in the same step.
+ *
+ * Embedded DNS at 127.0.0.11 (where dockerd's resolver answers) without a process in the container:
+ * a /32 route in the container's local table sends 127.0.0.11 out through the DNS network's interface
+ * to its gateway (route_localnet=1 lets a loopback address leave and its replies come back), and the
+ * host DNATs it to aardvark-dns on that gateway (see firewall.ts, which also drops every other packet
+ * for 127.0.0.0/8 coming from a container, so route_localnet exposes no loopback service).
  */
 import { runTool } from './run-tool.js';
 
@@ -35,23 +38,20 @@ export interface DefaultRoutes {
   gateway6?: string;
 }
 
-/** The table that holds the container-side DNS forwarding (inside the container's namespace only). */
-export const CONTAINER_DNS_TABLE = 'berth_dns';
+/** Where the container's 127.0.0.11 goes: its DNS network's gateway, through that network's interface. */
+export interface DnsRoute {
+  ifName: string;
+  gateway: string;
+  /** The container's address on that network (the queries' source). */
+  source: string;
+}
+
 export const EMBEDDED_DNS_IP = '127.0.0.11';
 
 export const PLUMB_SCRIPT = `set -e
-nft_pid=
-if [ -n "$NS_NFT" ]; then
-  ( echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet && printf '%s' "$NS_NFT" | "$NFT_BIN" -f - ) &
-  nft_pid=$!
-fi
-status=0
-if [ -n "$NS_BATCH" ]; then printf '%s' "$NS_BATCH" | "$IP_BIN" -batch - || status=$?; fi
-if [ "$status" -eq 0 ] && [ -n "$HOST_BATCH" ]; then
-  printf '%s' "$HOST_BATCH" | "$NSENTER_BIN" --net="$HOST_NS" "$IP_BIN" -batch - || status=$?
-fi
-if [ -n "$nft_pid" ]; then wait "$nft_pid" || status=$?; fi
-exit "$status"
+if [ -n "$ROUTE_LOCALNET" ]; then echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet; fi
+if [ -n "$NS_BATCH" ]; then printf '%s' "$NS_BATCH" | "$IP_BIN" -batch -; fi
+if [ -n "$HOST_BATCH" ]; then printf '%s' "$HOST_BATCH" | "$NSENTER_BIN" --net="$HOST_NS" "$IP_BIN" -batch -; fi
 `;
 
 export interface PlumbPlan {
@@ -59,8 +59,8 @@ export interface PlumbPlan {
   add: readonly PlumbEndpoint[];
   /** Replaces the default routes (on connect/disconnect too). */
   routes?: DefaultRoutes;
-  /** undefined: leave the DNS forwarding as it is; null: remove it; a string: forward to that address. */
-  dnsServer?: string | null;
+  /** undefined: leave the embedded-DNS route as it is; null: remove it; else (re)point it. */
+  dns?: DnsRoute | null;
 }
 
 /** The environment for PLUMB_SCRIPT. */
@@ -77,45 +77,25 @@ export function plumbEnv(plan: PlumbPlan, tools: Tools, hostNsPath: string): Rec
   }
   if (plan.routes?.gateway4) ns.push(`route replace default via ${plan.routes.gateway4} dev ${plan.routes.ifName}`);
   if (plan.routes?.gateway6) ns.push(`route replace default via ${plan.routes.gateway6} dev ${plan.routes.ifName}`);
-  let nft = '';
-  if (plan.dnsServer !== undefined) nft = containerDnsText(plan.dnsServer);
+  if (plan.dns) {
+    ns.push(`route replace ${EMBEDDED_DNS_IP}/32 via ${plan.dns.gateway} dev ${plan.dns.ifName} src ${plan.dns.source} table local`);
+  } else if (plan.dns === null) {
+    ns.push(`route del ${EMBEDDED_DNS_IP}/32 table local`);
+  }
   return {
+    ROUTE_LOCALNET: plan.dns ? '1' : '',
     NS_BATCH: ns.length ? ns.join('\n') + '\n' : '',
-    NS_NFT: nft,
     HOST_BATCH: host.length ? host.join('\n') + '\n' : '',
     HOST_NS: hostNsPath,
     IP_BIN: tools.ip,
-    NFT_BIN: tools.nft,
     NSENTER_BIN: tools.nsenter,
   };
-}
-
-/**
- * nft text for the container's namespace: DNAT queries to 127.0.0.11:53 (UDP and TCP) to the DNS server,
- * and masquerade them (they leave with a loopback source otherwise, which the network would drop).
- */
-export function containerDnsText(server: string | null): string {
-  const t = `ip ${CONTAINER_DNS_TABLE}`;
-  const reset = `table ${t}\ndelete table ${t}\n`;
-  if (server === null) return reset;
-  return `${reset}table ${t} {
-  chain output {
-    type nat hook output priority -100; policy accept;
-    ip daddr ${EMBEDDED_DNS_IP} udp dport 53 dnat to ${server}:53
-    ip daddr ${EMBEDDED_DNS_IP} tcp dport 53 dnat to ${server}:53
-  }
-  chain postrouting {
-    type nat hook postrouting priority 100; policy accept;
-    ip saddr 127.0.0.0/8 ct status dnat oifname != "lo" masquerade
-  }
-}
-`;
 }
 
 /** Runs the plan inside an existing namespace. */
 export async function plumbExisting(netnsPath: string, plan: PlumbPlan, tools: Tools, hostNsPath: string): Promise<void> {
   const env = plumbEnv(plan, tools, hostNsPath);
-  if (!env.NS_BATCH && !env.NS_NFT && !env.HOST_BATCH) return;
+  if (!env.NS_BATCH && !env.HOST_BATCH) return;
   await runTool(tools.nsenter, [`--net=${netnsPath}`, 'sh', '-c', PLUMB_SCRIPT], { env });
 }
 

@@ -1,7 +1,7 @@
 /**
- * The host firewall: one nftables table per daemon (`inet <prefix>`), never anyone else's chains.
- * Deleting the table removes every rule Berth ever made, and parallel daemons with different prefixes
- * never collide.
+ * The host firewall: two nftables tables per daemon (`inet <prefix>` and `bridge <prefix>`), never
+ * anyone else's chains. Deleting them removes every rule Berth ever made, and parallel daemons with
+ * different prefixes never collide.
  *
  * Shape: base chains dispatch through maps keyed by bridge name or subnet into small per-network chains,
  * and published ports are plain map elements (host ip, protocol, port -> container ip, port). Adding or
@@ -16,6 +16,12 @@
  *  - forward (filter): per network, allow traffic inside the bridge (unless icc=false), drop traffic
  *    between Berth networks except DNATed (published) connections, keep internal networks off the
  *    outside, and let the outside in only for replies and published ports.
+ *  - embedded DNS: a container's queries to 127.0.0.11:53 arrive on its bridge (see endpoint-plumbing.ts)
+ *    and are DNATed through @dns_gw4 (bridge -> gateway) to aardvark-dns, before any published port.
+ *  - loopback guard: bridges and container interfaces need route_localnet=1 (for 127.0.0.1 -> published
+ *    port, and for 127.0.0.11), which would let a container reach services bound to 127.0.0.1 on the
+ *    host or in a neighbour. The bridge table drops every frame from a container port addressed to
+ *    127.0.0.0/8 except DNS to 127.0.0.11, and forward drops bridged ones.
  *
  * The filter chain can only drop or accept in this table: another table's drop (a host firewall) still wins.
  */
@@ -26,6 +32,8 @@ export interface FirewallNetwork {
   bridge: string;
   subnet4?: string;
   subnet6?: string;
+  /** Set for networks with DNS: where 127.0.0.11 queries from this bridge go. */
+  dnsGateway?: string;
   internal: boolean;
   masquerade: boolean;
   icc: boolean;
@@ -50,8 +58,10 @@ function skeletonBody(): string {
   map nat_out6 { type ipv6_addr : verdict; flags interval; }
   map pub_ip4 { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
   map pub_any4 { type inet_proto . inet_service : ipv4_addr . inet_service; }
+  map dns_gw4 { type ifname : ipv4_addr; }
   chain prerouting {
     type nat hook prerouting priority -100; policy accept;
+    ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @dns_gw4
     fib daddr type local jump publish
   }
   chain output {
@@ -70,6 +80,7 @@ function skeletonBody(): string {
   }
   chain forward {
     type filter hook forward priority 0; policy accept;
+    iifname @bridges ip daddr 127.0.0.0/8 drop
     iifname vmap @fwd_from
     oifname vmap @fwd_to
   }
@@ -100,6 +111,7 @@ function networkElements(table: string, n: FirewallNetwork): string {
   ];
   if (n.subnet4) lines.push(`add element ${t} nat_out4 { ${n.subnet4} : jump ${chainOf(n, 'post')} }`);
   if (n.subnet6) lines.push(`add element ${t} nat_out6 { ${n.subnet6} : jump ${chainOf(n, 'post')} }`);
+  if (n.dnsGateway) lines.push(`add element ${t} dns_gw4 { ${br} : ${n.dnsGateway} }`);
   return lines.join('\n') + '\n';
 }
 
@@ -113,6 +125,7 @@ export function removeNetworkText(table: string, n: FirewallNetwork): string {
   const lines: string[] = [];
   if (n.subnet4) lines.push(`delete element ${t} nat_out4 { ${n.subnet4} }`);
   if (n.subnet6) lines.push(`delete element ${t} nat_out6 { ${n.subnet6} }`);
+  if (n.dnsGateway) lines.push(`delete element ${t} dns_gw4 { ${br} }`);
   lines.push(`delete element ${t} fwd_from { ${br} }`, `delete element ${t} fwd_to { ${br} }`, `delete element ${t} bridges { ${br} }`);
   for (const kind of ['from', 'to', 'post'] as const) lines.push(`flush chain ${t} ${chainOf(n, kind)}`, `delete chain ${t} ${chainOf(n, kind)}`);
   return lines.join('\n') + '\n';
@@ -144,8 +157,30 @@ export function removePortsText(table: string, ports: readonly FirewallPort[]): 
  * chain declared elsewhere in the transaction that creates the map.
  */
 export function rebuildText(table: string, networks: readonly FirewallNetwork[], ports: readonly FirewallPort[]): string {
-  return `table inet ${table}\ndelete table inet ${table}\ntable inet ${table} {\n${skeletonBody()}${networks.map(networkChains).join('')}}\n` +
-    networks.map((n) => networkElements(table, n)).join('') + addPortsText(table, ports);
+  return `${deleteText(table)}table inet ${table} {\n${skeletonBody()}${networks.map(networkChains).join('')}}\n` +
+    networks.map((n) => networkElements(table, n)).join('') + addPortsText(table, ports) + loopbackGuardText(table);
+}
+
+/**
+ * Frames entering a bridge from a container port (host veths are named `<prefix>...`) addressed to
+ * 127.0.0.0/8 are dropped, but for DNS to 127.0.0.11. In the bridge family, so it holds whether or not
+ * br_netfilter passes bridged traffic to the IP hooks.
+ */
+function loopbackGuardText(table: string): string {
+  const ports = JSON.stringify(`${table}*`);
+  return `table bridge ${table} {
+  chain prerouting {
+    type filter hook prerouting priority -300; policy accept;
+    iifname ${ports} ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 accept
+    iifname ${ports} ip daddr 127.0.0.0/8 drop
+  }
+}
+`;
+}
+
+/** Deletes both tables; creating them first makes it work when they do not exist. */
+function deleteText(table: string): string {
+  return `table inet ${table}\ndelete table inet ${table}\ntable bridge ${table}\ndelete table bridge ${table}\n`;
 }
 
 export class Firewall {
@@ -181,9 +216,9 @@ export class Firewall {
     return this.#apply(removePortsText(this.table, ports));
   }
 
-  /** Removes the table and with it every rule of this daemon. */
+  /** Removes the tables and with them every rule of this daemon. */
   destroy(): Promise<void> {
-    return this.#apply(`table inet ${this.table}\ndelete table inet ${this.table}\n`);
+    return this.#apply(deleteText(this.table));
   }
 
   /** The table's text as nft prints it, or '' when it does not exist. */

@@ -160,7 +160,7 @@ after(async () => {
   if (mounts.length === 0) await rm(root, { recursive: true, force: true });
   assert.equal(destroyError, null, 'destroy succeeded');
   assert.deepEqual(leftLinks, [], 'no bridges or veths left');
-  assert.ok(!tables.includes(`inet ${prefix}`), 'no nft table left');
+  assert.ok(!tables.includes(` ${prefix}\n`), `no nft table left: ${tables}`);
   assert.deepEqual(mounts, [], 'no namespace mounts left');
 });
 
@@ -226,6 +226,16 @@ netTest('containers on a user network reach each other and resolve names, aliase
   assert.match(await readFile(rc, 'utf8'), /^nameserver 127\.0\.0\.11$/m);
   const ping = await inNs(cb.netnsPath, ['unshare', '-m', 'sh', '-c', `mount --bind ${rc} /etc/resolv.conf && busybox ping -c 1 -W 2 web`]);
   assert.match(ping, new RegExp(`PING web \\(${ipA.replace(/\./g, '\\.')}\\)`));
+
+  // route_localnet (needed for 127.0.0.11) exposes nothing bound to loopback on the host: a container
+  // that routes 127.0.0.2 to the gateway itself gets nowhere.
+  const hostOnly = createServer((sock) => sock.end('host secret\n'));
+  servers.push(hostOnly);
+  await new Promise<void>((resolve) => hostOnly.listen({ host: '127.0.0.2', port: 0 }, resolve));
+  const secretPort = (hostOnly.address() as { port: number }).port;
+  await inNs(ca.netnsPath, ['ip', 'route', 'add', '127.0.0.2/32', 'via', net.gateway, 'dev', 'eth0', 'src', ipA, 'table', 'local']);
+  await assert.rejects(inNs(ca.netnsPath, ['timeout', '3', 'busybox', 'nc', '127.0.0.2', String(secretPort)]));
+  await inNs(ca.netnsPath, ['ip', 'route', 'del', '127.0.0.2/32', 'table', 'local']);
 
   // The default bridge has no name resolution.
   const c = containerId();

@@ -31,7 +31,7 @@ import { Aardvark, type DnsNetwork } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
-import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
+import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
 import { SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
 import type { Protocol } from './host-ports.js';
@@ -442,12 +442,12 @@ export class NetworkDriver {
     const ports = primary ? await this.#reservePorts(spec, primary) : [];
     // Commit addresses and ports together; unique indexes catch a concurrent double allocation.
     this.#commit(eps, ports);
-    const dnsNet = eps.map((e) => this.#networks.get(e.networkId)!).find((n) => n.dnsEnabled);
+    const dnsEp = eps.find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
     const plan: PlumbPlan = {
       loopbackUp: true,
       add: eps.map((e) => this.#plumbEndpoint(e)),
       routes: primary ? this.#routes(primary) : undefined,
-      dnsServer: dnsNet ? dnsNet.gateway : undefined,
+      dns: dnsEp ? this.#dnsRoute(dnsEp) : undefined,
     };
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
     const work = await Promise.allSettled([
@@ -485,7 +485,7 @@ export class NetworkDriver {
     const plan: PlumbPlan = {
       add: [this.#plumbEndpoint(ep)],
       routes: !hadPrimary && this.#isGatewayCandidate(ep) ? this.#routes(ep) : undefined,
-      dnsServer: !hadDns && net.dnsEnabled ? net.gateway : undefined,
+      dns: !hadDns && net.dnsEnabled ? this.#dnsRoute(ep) : undefined,
     };
     const work = await Promise.allSettled([
       plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
@@ -507,11 +507,11 @@ export class NetworkDriver {
     const ep = eps?.get(net.id);
     if (!eps || !ep) throw forbidden(`container ${containerId} is not connected to network ${net.name}`);
     const wasPrimary = this.#primaryOf(containerId) === ep;
-    const dnsBefore = this.#dnsServerOf(containerId);
+    const dnsBefore = this.#dnsEndpointOf(containerId);
     this.#records.transaction(() => this.#records.deleteEndpoint(containerId, net.id));
     eps.delete(net.id);
     const newPrimary = this.#primaryOf(containerId);
-    const dnsAfter = this.#dnsServerOf(containerId);
+    const dnsAfter = this.#dnsEndpointOf(containerId);
     const ports = this.#ports.get(containerId) ?? [];
     const jobs: Promise<unknown>[] = [deleteHostVeths([ep.hostVeth], this.#tools.ip)];
     if (wasPrimary && ports.length) jobs.push(this.#retargetPorts(containerId, newPrimary));
@@ -521,7 +521,7 @@ export class NetworkDriver {
     const plan: PlumbPlan = {
       add: [],
       routes: wasPrimary && newPrimary ? this.#routes(newPrimary) : undefined,
-      dnsServer: dnsAfter !== dnsBefore ? dnsAfter : undefined,
+      dns: dnsAfter === dnsBefore ? undefined : dnsAfter ? this.#dnsRoute(dnsAfter) : null,
     };
     if (existsSync(ep.netnsPath)) await plumbExisting(ep.netnsPath, plan, this.#tools, this.#hostNs);
   }
@@ -686,13 +686,13 @@ export class NetworkDriver {
     return [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order).find((e) => this.#isGatewayCandidate(e));
   }
 
-  #dnsServerOf(containerId: string): string | null {
-    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order);
-    for (const e of eps) {
-      const n = this.#networks.get(e.networkId)!;
-      if (n.dnsEnabled) return n.gateway;
-    }
-    return null;
+  /** The endpoint whose network answers the container's 127.0.0.11: the first one with DNS. */
+  #dnsEndpointOf(containerId: string): Endpoint | undefined {
+    return [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order).find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
+  }
+
+  #dnsRoute(e: Endpoint): DnsRoute {
+    return { ifName: e.ifName, gateway: this.#networks.get(e.networkId)!.gateway, source: e.ipv4 };
   }
 
   #routes(e: Endpoint): PlumbPlan['routes'] {
@@ -759,6 +759,7 @@ export class NetworkDriver {
       bridge: n.bridgeName,
       subnet4: n.subnet || undefined,
       subnet6: n.enableIPv6 ? n.subnet6 : undefined,
+      dnsGateway: n.dnsEnabled ? n.gateway : undefined,
       internal: n.internal,
       masquerade: s.masquerade,
       icc: s.icc,
