@@ -11,6 +11,7 @@ import { parseReference, familiarString } from '../../registry/reference.js';
 import type { Platform } from '../../lib/oci.js';
 import { isDigest } from '../../lib/digest.js';
 import { JsonLineWriter } from '../json-lines.js';
+import { defaultPlatform } from '../../engine/system.js';
 
 export function imageRoutes(r: Router, engine: Engine): void {
   r.on('GET', '/images/json', (ctx) => listImages(ctx, engine));
@@ -177,12 +178,28 @@ function header(ctx: RequestContext, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** Architecture spellings normalized as containerd's platforms package does (uname and Debian names). */
+const ARCH_ALIASES: Record<string, { architecture: string; variant?: string }> = {
+  x86_64: { architecture: 'amd64' },
+  'x86-64': { architecture: 'amd64' },
+  aarch64: { architecture: 'arm64' },
+  armhf: { architecture: 'arm', variant: 'v7' },
+  armel: { architecture: 'arm', variant: 'v6' },
+  i386: { architecture: '386' },
+  i686: { architecture: '386' },
+};
+
+/** `os[/arch[/variant]]`; a missing architecture is this host's, as with dockerd. */
 export function parsePlatform(s: string | undefined): Platform | undefined {
-  if (!s) return undefined;
-  const [os, architecture, variant] = s.split('/');
-  if (!os || (architecture !== undefined && architecture === '')) throw invalidArgument(`invalid platform: ${s}`);
-  const p: Platform = { os: os.toLowerCase(), architecture: architecture ?? 'amd64' };
-  if (variant) p.variant = variant;
+  if (!s || s.trim() === '') return undefined;
+  const parts = s.trim().toLowerCase().split('/');
+  const [os, arch, variant] = parts;
+  if (parts.length > 3 || !os || arch === '' || variant === '') throw invalidArgument(`invalid platform: ${s}`);
+  const host = defaultPlatform();
+  const alias = arch ? ARCH_ALIASES[arch] : undefined;
+  const p: Platform = { os, architecture: alias?.architecture ?? arch ?? host.architecture };
+  const v = variant ?? alias?.variant ?? (arch === undefined ? host.variant : undefined);
+  if (v) p.variant = v;
   return p;
 }
 
