@@ -138,6 +138,8 @@ describe('images', () => {
       ['short id', () => short(layeredId), () => layeredId],
       ['sha256: + short id', () => `sha256:${short(layeredId)}`, () => layeredId],
       ['tag on another repo', () => `${host}/dated:new`, () => dated.new.config.digest],
+      ['percent-encoded name', () => encodeURIComponent(`${host}/busybox:1.35`), () => busyboxId],
+      ['percent-encoded @ (docker-py)', () => `${host}/busybox%40${reg().seeded.digests.busybox}`, () => busyboxId],
     ];
     for (const [what, name, id] of names) {
       it(`by ${what}`, async () => {

@@ -252,6 +252,23 @@ describe('pull', () => {
       assert.equal(readFileSync(join(upper, 'arch'), 'utf8'), `${other.architecture}\n`);
     });
 
+    const otherSpellings = () =>
+      otherPlatform().architecture === 'arm64' ? ['linux/arm64', 'linux/arm64/v8', 'linux/aarch64', 'LINUX/ARM64'] : ['linux/amd64', 'linux/x86_64', 'Linux/AMD64'];
+    for (const i of [0, 1, 2]) {
+      it(`platform spelling #${i + 1} of the other architecture selects it`, async () => {
+        const spelling = otherSpellings()[i]!;
+        await pullOk(d(), `${host}/multiarch`, { platform: spelling });
+        const img = (await d().request('GET', `/images/${host}/multiarch/json`)).json();
+        assert.equal(img.Architecture, otherPlatform().architecture, spelling);
+      });
+    }
+
+    it('platform=linux means this host\'s architecture', async () => {
+      await pullOk(d(), `${host}/multiarch`, { platform: 'linux' });
+      const img = (await d().request('GET', `/images/${host}/multiarch/json`)).json();
+      assert.equal(img.Architecture, hostPlatform().architecture);
+    });
+
     it('a Docker manifest list resolves to its schema2 manifest', async () => {
       const recs = await pullOk(d(), `${host}/docker-list`);
       assert.equal(recs[recs.length - 2]!.status, `Digest: ${dockerList.digest}`);
