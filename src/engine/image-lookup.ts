@@ -4,7 +4,7 @@
  */
 import { notFound, invalidArgument } from '../lib/errors.js';
 import type { ImageRecord, ImageRecords } from '../state/image-records.js';
-import { familiarString, fullName, fullString, tryParseReference, type Reference } from '../registry/reference.js';
+import { familiarString, fullName, fullString, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
 
 const HEX_PREFIX = /^[a-f0-9]{1,64}$/;
 
@@ -14,10 +14,13 @@ export interface FoundImage {
   ref?: Reference;
 }
 
+/** Like tryLookupImage, but a miss is not-found and a string that is neither id nor name is invalid. */
 export function lookupImage(records: ImageRecords, nameOrId: string): FoundImage {
   const found = tryLookupImage(records, nameOrId);
-  if (!found) throw notFound(`No such image: ${displayName(nameOrId)}`);
-  return found;
+  if (found) return found;
+  // dockerd parses the name first: `UPPER` or `a@@b` is a 400 with the parser's message, not a 404.
+  if (!/^(sha256:)?[a-f0-9]{64}$/.test(nameOrId.trim())) parseReference(nameOrId.trim());
+  throw notFound(`No such image: ${displayName(nameOrId)}`);
 }
 
 export function tryLookupImage(records: ImageRecords, nameOrId: string): FoundImage | undefined {
