@@ -156,6 +156,26 @@ describe('images', () => {
       ['an unknown digest', () => `${host}/busybox@sha256:${'0'.repeat(64)}`, () => `No such image: ${host}/busybox@sha256:${'0'.repeat(64)}`],
       ['an unknown full id', () => `sha256:${'e'.repeat(64)}`, () => `No such image: sha256:${'e'.repeat(64)}`],
     ];
+    for (const [what, name] of [
+      ['uppercase', 'UPPER'],
+      ['a malformed digest', 'busybox@sha256:xyz'],
+      ['two @', 'busybox@@x'],
+      ['an empty tag', 'busybox:'],
+    ] as const) {
+      it(`400 for a name that is not a reference (${what}), as dockerd parses it first`, async () => {
+        for (const [method, path] of [
+          ['GET', `/images/${encodeURIComponent(name)}/json`],
+          ['GET', `/images/${encodeURIComponent(name)}/history`],
+          ['DELETE', `/images/${encodeURIComponent(name)}`],
+          ['POST', `/images/${encodeURIComponent(name)}/tag?repo=x&tag=y`],
+        ] as const) {
+          const res = await d().request(method, path);
+          assert.equal(res.status, 400, `${method} ${path}: ${res.text()}`);
+          assert.match(res.json().message, /invalid reference format/);
+        }
+      });
+    }
+
     for (const [what, name, message] of missing) {
       it(`404 for ${what}`, async () => {
         const res = await d().request('GET', `/images/${name()}/json`);
