@@ -30,6 +30,10 @@ import { AttachService } from './engine/attach.js';
 import { ExecService } from './engine/exec.js';
 import { attachRoutes } from './api/routes/attach.js';
 import { execRoutes } from './api/routes/exec.js';
+import { SwarmRecords } from './state/swarm-records.js';
+import { SwarmService } from './engine/swarm/swarm.js';
+import { taskImagePuller } from './engine/swarm/swarm-pull.js';
+import { swarmRoutes } from './api/routes/swarm.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -76,6 +80,9 @@ async function main(): Promise<void> {
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();
+  const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
+  swarm.start();
+  engine.swarm = swarm;
 
   const router = new Router();
   systemRoutes(router, engine);
@@ -85,6 +92,7 @@ async function main(): Promise<void> {
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
   execRoutes(router, new ExecService(containers, containers.processes as RuntimeProcesses, events));
   containerExtraRoutes(router, containers, runtime);
+  swarmRoutes(router, swarm, containers);
   const health = new HealthMonitor(containers, runtime);
   health.start();
 
@@ -98,6 +106,7 @@ async function main(): Promise<void> {
     log.info('shutting down', { signal });
     await closeListeners(listeners);
     health.stop();
+    swarm.close();
     runtime.close();
     registry.close();
     db.close();

@@ -12,6 +12,7 @@ import type { ImageService } from './images.js';
 import { pullImage, type PullResult } from './pull-image.js';
 import type { ProgressSink } from './progress.js';
 import { hostFacts, type HostFacts } from './system.js';
+import type { SwarmService } from './swarm/swarm.js';
 
 export interface ContainerCounts {
   total: number;
@@ -26,6 +27,8 @@ export class Engine {
   /** Replaced by the container service when it is wired in. */
   cgroupVersion: '1' | '2' = '2';
   containerCounts: () => ContainerCounts = () => ({ total: 0, running: 0, paused: 0, stopped: 0 });
+  /** Swarm mode, when main.ts wires it in (/_ping and /info report its state). */
+  swarm?: SwarmService;
 
   constructor(
     readonly config: DaemonConfig,

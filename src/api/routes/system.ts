@@ -8,6 +8,7 @@ import { normalizeAuthConfig } from '../../registry/auth-config.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { parseFilters } from '../filters.js';
 import type { EngineEvent } from '../../engine/events.js';
+import { swarmInfoJson, swarmPingState } from './swarm-json.js';
 
 const PING_HEADERS = {
   'Builder-Version': '1',
@@ -18,11 +19,11 @@ const PING_HEADERS = {
 
 export function systemRoutes(r: Router, engine: Engine): void {
   r.on('GET', '/_ping', (ctx) => {
-    ctx.res.writeHead(200, { ...PING_HEADERS, 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '2' });
+    ctx.res.writeHead(200, { ...PING_HEADERS, Swarm: swarmPingState(engine.swarm), 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '2' });
     ctx.res.end('OK');
   });
   r.on('HEAD', '/_ping', (ctx) => {
-    ctx.res.writeHead(200, { ...PING_HEADERS, 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '0' });
+    ctx.res.writeHead(200, { ...PING_HEADERS, Swarm: swarmPingState(engine.swarm), 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '0' });
     ctx.res.end();
   });
 
@@ -119,7 +120,7 @@ function info(engine: Engine): Record<string, unknown> {
     ServerVersion: SERVER_VERSION,
     Runtimes: { crun: { path: 'crun' }, runc: { path: 'runc' } },
     DefaultRuntime: cfg.defaultRuntime,
-    Swarm: { NodeID: '', NodeAddr: '', LocalNodeState: 'inactive', ControlAvailable: false, Error: '', RemoteManagers: null },
+    Swarm: swarmInfoJson(engine.swarm),
     LiveRestoreEnabled: true,
     Isolation: '',
     InitBinary: 'catatonit',

@@ -1,0 +1,116 @@
+/** Swarm objects in the Engine API's wire format: Swarm, Node, Service, Task and /info's Swarm section. */
+import { SERVER_VERSION } from '../router.js';
+import type { HostFacts } from '../../engine/system.js';
+import { withDefaults } from '../../engine/swarm/service-spec.js';
+import type { ServiceCounts, SwarmService } from '../../engine/swarm/swarm.js';
+import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from '../../engine/swarm/swarm-model.js';
+
+const EMPTY_TLS = { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' };
+
+/** ClusterInfo (/info) or Swarm (GET /swarm, with the join tokens). */
+export function clusterJson(c: ClusterRecord, withTokens: boolean): Record<string, unknown> {
+  return {
+    ID: c.id,
+    Version: { Index: c.version },
+    CreatedAt: c.createdAt,
+    UpdatedAt: c.updatedAt,
+    Spec: c.spec,
+    TLSInfo: EMPTY_TLS,
+    RootRotationInProgress: false,
+    DefaultAddrPool: c.defaultAddrPool,
+    SubnetSize: c.subnetSize,
+    DataPathPort: c.dataPathPort,
+    ...(withTokens ? { JoinTokens: { Worker: c.joinTokens.worker, Manager: c.joinTokens.manager } } : {}),
+  };
+}
+
+export function nodeJson(n: NodeRecord, host: HostFacts): Record<string, unknown> {
+  return {
+    ID: n.id,
+    Version: { Index: n.version },
+    CreatedAt: n.createdAt,
+    UpdatedAt: n.updatedAt,
+    Spec: n.spec,
+    Description: {
+      Hostname: host.name,
+      Platform: { Architecture: host.architecture, OS: 'linux' },
+      Resources: { NanoCPUs: host.ncpu * 1e9, MemoryBytes: host.memTotal },
+      Engine: {
+        EngineVersion: SERVER_VERSION,
+        Plugins: [
+          { Type: 'Log', Name: 'json-file' },
+          { Type: 'Network', Name: 'bridge' },
+          { Type: 'Network', Name: 'host' },
+          { Type: 'Network', Name: 'null' },
+          { Type: 'Volume', Name: 'local' },
+        ],
+      },
+      TLSInfo: EMPTY_TLS,
+    },
+    Status: { State: 'ready', Addr: n.addr },
+    ManagerStatus: { Leader: true, Reachability: 'reachable', Addr: n.managerAddr },
+  };
+}
+
+export function serviceJson(s: ServiceRecord, opts: { insertDefaults?: boolean; counts?: ServiceCounts } = {}): Record<string, unknown> {
+  const spec = opts.insertDefaults ? withDefaults(s.spec) : s.spec;
+  const endpointSpec = { Mode: s.spec.EndpointSpec?.Mode || 'vip', ...(s.spec.EndpointSpec?.Ports?.length ? { Ports: s.spec.EndpointSpec.Ports } : {}) };
+  return {
+    ID: s.id,
+    Version: { Index: s.version },
+    CreatedAt: s.createdAt,
+    UpdatedAt: s.updatedAt,
+    Spec: spec,
+    ...(s.previousSpec ? { PreviousSpec: opts.insertDefaults ? withDefaults(s.previousSpec) : s.previousSpec } : {}),
+    Endpoint: { Spec: endpointSpec, ...(s.ports.length ? { Ports: s.ports } : {}) },
+    ...(s.updateStatus ? { UpdateStatus: s.updateStatus } : {}),
+    ...(opts.counts ? { ServiceStatus: { RunningTasks: opts.counts.running, DesiredTasks: opts.counts.desired, CompletedTasks: opts.counts.completed } } : {}),
+  };
+}
+
+export function taskJson(t: TaskRecord): Record<string, unknown> {
+  const st = t.status;
+  const hostPorts = st.ports?.length ? { Ports: st.ports } : {};
+  return {
+    ID: t.id,
+    Version: { Index: t.version },
+    CreatedAt: t.createdAt,
+    UpdatedAt: t.updatedAt,
+    Labels: {},
+    Spec: t.spec,
+    ServiceID: t.serviceId,
+    ...(t.slot ? { Slot: t.slot } : {}),
+    ...(t.nodeId ? { NodeID: t.nodeId } : {}),
+    Status: {
+      Timestamp: st.timestamp,
+      State: st.state,
+      Message: st.message,
+      ...(st.err ? { Err: st.err } : {}),
+      ...(st.containerId ? { ContainerStatus: { ContainerID: st.containerId, PID: st.pid, ExitCode: st.exitCode ?? 0 } } : {}),
+      PortStatus: hostPorts,
+    },
+    DesiredState: t.desiredState,
+  };
+}
+
+/** GET /info's Swarm section. */
+export function swarmInfoJson(swarm: SwarmService | undefined): Record<string, unknown> {
+  const c = swarm?.store.cluster;
+  if (!c) return { NodeID: '', NodeAddr: '', LocalNodeState: 'inactive', ControlAvailable: false, Error: '', RemoteManagers: null };
+  return {
+    NodeID: c.node.id,
+    NodeAddr: c.node.addr,
+    LocalNodeState: 'active',
+    ControlAvailable: true,
+    Error: '',
+    RemoteManagers: [{ NodeID: c.node.id, Addr: c.node.managerAddr }],
+    Nodes: 1,
+    Managers: 1,
+    Cluster: clusterJson(c, false),
+  };
+}
+
+/** The `Swarm` header of /_ping. */
+export function swarmPingState(swarm: SwarmService | undefined): string {
+  return swarm?.active ? 'active/manager' : 'inactive';
+}

@@ -1,0 +1,75 @@
+/** /swarm/... and /nodes/...: the cluster of one node. Services and tasks have their own route files. */
+import type { Router } from '../router.js';
+import { queryBool, readJsonObject, sendJson } from '../request.js';
+import { matchLabels, parseFilters } from '../filters.js';
+import { invalidArgument } from '../../lib/errors.js';
+import type { ContainerService } from '../../engine/containers.js';
+import type { InitRequest, SwarmService } from '../../engine/swarm/swarm.js';
+import type { NodeSpec, SwarmSpec } from '../../engine/swarm/swarm-model.js';
+import { clusterJson, nodeJson } from './swarm-json.js';
+import { serviceRoutes } from './services.js';
+import { taskRoutes } from './tasks.js';
+import { swarmLogRoutes } from './swarm-logs.js';
+import { objectVersion, sendEmpty } from './swarm-request.js';
+
+export function swarmRoutes(r: Router, swarm: SwarmService, containers: ContainerService): void {
+  r.on('POST', '/swarm/init', async (ctx) => {
+    const body = await readJsonObject(ctx);
+    sendJson(ctx, 200, swarm.init(body as InitRequest));
+  });
+  r.on('POST', '/swarm/join', async (ctx) => {
+    await readJsonObject(ctx);
+    swarm.join();
+  });
+  r.on('GET', '/swarm', (ctx) => sendJson(ctx, 200, clusterJson(swarm.cluster(), true)));
+  r.on('POST', '/swarm/leave', async (ctx) => {
+    await swarm.leave(queryBool(ctx.query, 'force'));
+    sendEmpty(ctx);
+  });
+  r.on('POST', '/swarm/update', async (ctx) => {
+    const version = objectVersion(ctx, 'swarm');
+    const body = await readJsonObject(ctx);
+    swarm.update(version, body as SwarmSpec, {
+      workerToken: queryBool(ctx.query, 'rotateWorkerToken'),
+      managerToken: queryBool(ctx.query, 'rotateManagerToken'),
+      unlockKey: queryBool(ctx.query, 'rotateManagerUnlockKey'),
+    });
+    sendEmpty(ctx);
+  });
+  r.on('GET', '/swarm/unlockkey', (ctx) => sendJson(ctx, 200, { UnlockKey: swarm.unlockKey() }));
+  r.on('POST', '/swarm/unlock', async (ctx) => {
+    await readJsonObject(ctx);
+    swarm.unlock();
+  });
+
+  r.on('GET', '/nodes', (ctx) => {
+    const f = parseFilters(ctx.query.get('filters'), ['id', 'label', 'membership', 'name', 'node.label', 'role']);
+    const any = (key: string, pred: (v: string) => boolean) => !f.get(key)?.length || f.get(key)!.some(pred);
+    for (const m of f.get('membership') ?? []) if (m !== 'accepted' && m !== 'pending') throw invalidArgument(`Invalid membership filter: '${m}'`);
+    for (const role of f.get('role') ?? []) if (role !== 'manager' && role !== 'worker') throw invalidArgument(`Invalid role filter: '${role}'`);
+    const nodes = swarm.nodes().filter(
+      (n) =>
+        any('id', (v) => n.id.startsWith(v)) &&
+        any('name', (v) => swarm.host.name.startsWith(v) || (!!n.spec.Name && n.spec.Name.startsWith(v))) &&
+        any('membership', (v) => v === 'accepted') &&
+        any('role', (v) => v === n.spec.Role) &&
+        matchLabels(f.get('node.label'), n.spec.Labels) &&
+        matchLabels(f.get('label'), {}),
+    );
+    sendJson(ctx, 200, nodes.map((n) => nodeJson(n, swarm.host)));
+  });
+  r.on('GET', '/nodes/:id', (ctx) => sendJson(ctx, 200, nodeJson(swarm.node(ctx.params.id!), swarm.host)));
+  r.on('POST', '/nodes/:id/update', async (ctx) => {
+    const version = objectVersion(ctx, 'node');
+    const body = await readJsonObject(ctx);
+    swarm.updateNode(ctx.params.id!, version, body as NodeSpec);
+    sendEmpty(ctx);
+  });
+  r.on('DELETE', '/nodes/:id', (ctx) => {
+    swarm.removeNode(ctx.params.id!);
+  });
+
+  serviceRoutes(r, swarm);
+  taskRoutes(r, swarm);
+  swarmLogRoutes(r, swarm, containers);
+}

@@ -1,0 +1,341 @@
+/**
+ * Swarm mode on one node, as the API sees it: init/leave/update of the cluster, this node, services
+ * and their tasks. The orchestrator, task runner and updater do the work; this class checks requests,
+ * keeps versions honest and wires container events in. Every call but init needs an active swarm.
+ */
+import type { ContainerService } from '../containers.js';
+import type { ImageService } from '../images.js';
+import type { EventBus } from '../events.js';
+import type { HostFacts } from '../system.js';
+import type { SwarmRecords } from '../../state/swarm-records.js';
+import { conflict, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { generateName } from '../container-create.js';
+import { newCluster, withSwarmDefaults, type InitRequest } from './cluster.js';
+import { joinToken, newUnlockKey, newSwarmId, tokenCaPart } from './swarm-ids.js';
+import { normalizeServiceSpec, resolvePorts, templateChanged } from './service-spec.js';
+import { SwarmStore } from './swarm-store.js';
+import { TaskRunner, type PullFn } from './task-runner.js';
+import { Orchestrator, isCurrent } from './orchestrator.js';
+import { Updater } from './updater.js';
+import {
+  TASK_LABELS,
+  isGlobal,
+  replicas,
+  type ClusterRecord,
+  type NodeRecord,
+  type NodeSpec,
+  type ServiceRecord,
+  type ServiceSpec,
+  type SwarmSpec,
+  type TaskRecord,
+} from './swarm-model.js';
+
+export type { InitRequest } from './cluster.js';
+export type { PullFn } from './task-runner.js';
+
+export const NOT_MANAGER =
+  'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
+const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
+const NOT_IN_SWARM = 'This node is not part of a swarm';
+const LEAVE_MANAGER =
+  'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
+
+export interface SwarmDeps {
+  records: SwarmRecords;
+  containers: ContainerService;
+  images: ImageService;
+  events: EventBus;
+  host: HostFacts;
+  pull: PullFn;
+}
+
+export interface ServiceCounts {
+  running: number;
+  desired: number;
+  completed: number;
+}
+
+/** Something that follows the services' published ports (the ingress listener). */
+export interface PortPublisher {
+  sync(services: ServiceRecord[], tasks: TaskRecord[]): void;
+  close(): void;
+}
+
+export class SwarmService {
+  readonly store: SwarmStore;
+  readonly runner: TaskRunner;
+  readonly orchestrator: Orchestrator;
+  readonly updater: Updater;
+  /** Set by main.ts when published ports can be served. */
+  publisher: PortPublisher | undefined;
+  #unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly d: SwarmDeps) {
+    this.store = new SwarmStore(d.records);
+    this.runner = new TaskRunner({
+      store: this.store,
+      containers: d.containers,
+      images: d.images,
+      pull: d.pull,
+      node: () => this.store.cluster?.node,
+      nodeHostname: d.host.name,
+      onChange: (t) => this.#taskChanged(t),
+    });
+    this.orchestrator = new Orchestrator(this.store, this.runner);
+    this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
+  }
+
+  /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */
+  start(): void {
+    this.store.load();
+    this.#unsubscribe = this.d.events.subscribe((ev) => this.runner.onContainerEvent(ev));
+    const known = new Set(this.store.tasks.keys());
+    // Task containers no task knows about (a crash between creating one and recording it, or a leave cut short).
+    for (const c of this.d.containers.all()) {
+      const taskId = c.config.Labels?.[TASK_LABELS.taskId];
+      if (taskId !== undefined && (!known.has(taskId) || this.store.tasks.get(taskId)!.status.containerId !== c.id)) {
+        this.d.containers.remove(c.id, { force: true, volumes: false }).catch((err) => log.warn('removing orphaned task container failed', { id: c.id, err }));
+      }
+    }
+    if (!this.store.cluster) return;
+    for (const t of this.store.tasks.values()) this.runner.syncWithContainers(t);
+    const serviceIds = new Set([...this.store.services.keys(), ...[...this.store.tasks.values()].map((t) => t.serviceId)]);
+    for (const id of serviceIds) this.orchestrator.reconcile(id, 'known');
+    for (const s of this.store.services.values()) this.updater.resume(s);
+    this.#publish();
+    log.info('swarm resumed', { node: this.store.cluster.node.id, services: this.store.services.size, tasks: this.store.tasks.size });
+  }
+
+  close(): void {
+    this.#unsubscribe?.();
+    this.updater.close();
+    this.runner.close();
+    this.publisher?.close();
+  }
+
+  get active(): boolean {
+    return this.store.cluster !== undefined;
+  }
+
+  /** The cluster, or dockerd's 503 for a node outside any swarm. */
+  cluster(): ClusterRecord {
+    const c = this.store.cluster;
+    if (!c) throw unavailable(NOT_MANAGER);
+    return c;
+  }
+
+  // --- the swarm ---
+
+  init(req: InitRequest): string {
+    if (this.store.cluster) throw unavailable(ALREADY_IN_SWARM);
+    const cluster = newCluster(req);
+    this.store.touch(cluster);
+    this.store.touch(cluster.node);
+    this.store.cluster = cluster;
+    this.store.saveCluster();
+    log.info('swarm initialized', { cluster: cluster.id, node: cluster.node.id });
+    return cluster.node.id;
+  }
+
+  join(): never {
+    if (this.store.cluster) throw unavailable(ALREADY_IN_SWARM);
+    throw notImplemented('Berth runs a swarm of one node: joining another swarm is not supported');
+  }
+
+  /** Leaving erases the swarm: every task container is removed, as dockerd does. */
+  async leave(force: boolean): Promise<void> {
+    if (!this.store.cluster) throw unavailable(NOT_IN_SWARM);
+    if (!force) throw unavailable(LEAVE_MANAGER);
+    this.updater.close();
+    const tasks = [...this.store.tasks.values()];
+    this.store.clear();
+    this.#publish();
+    await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+    log.info('left the swarm', { tasks: tasks.length });
+  }
+
+  update(version: number, spec: SwarmSpec, rotate: { workerToken: boolean; managerToken: boolean; unlockKey: boolean }): void {
+    const c = this.cluster();
+    if (version !== c.version) throw conflict('update out of sequence');
+    const next = withSwarmDefaults(spec);
+    const autolock = !!next.EncryptionConfig?.AutoLockManagers;
+    if (!autolock) c.unlockKey = '';
+    else if (!c.unlockKey || rotate.unlockKey) c.unlockKey = newUnlockKey();
+    const ca = tokenCaPart(c.joinTokens.worker);
+    if (rotate.workerToken) c.joinTokens.worker = joinToken(ca);
+    if (rotate.managerToken) c.joinTokens.manager = joinToken(ca);
+    c.spec = next;
+    this.store.touch(c);
+    this.store.saveCluster();
+  }
+
+  unlockKey(): string {
+    return this.cluster().unlockKey;
+  }
+
+  unlock(): never {
+    this.cluster();
+    throw conflict('swarm is not locked!');
+  }
+
+  // --- nodes ---
+
+  nodes(): NodeRecord[] {
+    return [this.cluster().node];
+  }
+
+  /** By id, id prefix, hostname or name. */
+  node(idOrName: string): NodeRecord {
+    const n = this.cluster().node;
+    if (idOrName && (n.id.startsWith(idOrName) || idOrName === this.d.host.name || idOrName === n.spec.Name)) return n;
+    throw notFound(`node ${idOrName} not found`);
+  }
+
+  get host(): HostFacts {
+    return this.d.host;
+  }
+
+  updateNode(idOrName: string, version: number, spec: NodeSpec): void {
+    const n = this.node(idOrName);
+    if (version !== n.version) throw conflict('update out of sequence');
+    const availability = spec.Availability || 'active';
+    if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
+    if (spec.Role && spec.Role !== 'manager') throw invalidArgument('attempting to demote the last manager of the swarm');
+    n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: 'manager', Availability: availability };
+    this.store.touch(n);
+    this.store.saveCluster();
+    for (const id of this.store.services.keys()) this.orchestrator.reconcile(id, 'live');
+  }
+
+  removeNode(idOrName: string): never {
+    const n = this.node(idOrName);
+    throw invalidArgument(`node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+  }
+
+  // --- services ---
+
+  services(): ServiceRecord[] {
+    this.cluster();
+    return [...this.store.services.values()];
+  }
+
+  service(idOrName: string): ServiceRecord {
+    this.cluster();
+    const s = this.store.findService(idOrName);
+    if (!s) throw notFound(`service ${idOrName} not found`);
+    return s;
+  }
+
+  createService(body: unknown, registryAuth: string | undefined): { id: string } {
+    this.cluster();
+    const spec = normalizeServiceSpec(body);
+    const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
+    spec.Name ||= generateName((n) => names.has(n));
+    if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+    const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
+    const now = new Date().toISOString();
+    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}) };
+    this.store.touch(s);
+    s.templateVersion = s.version;
+    this.store.saveService(s);
+    this.orchestrator.reconcile(s.id, 'live');
+    this.#publish();
+    return { id: s.id };
+  }
+
+  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): void {
+    const s = this.service(idOrName);
+    if (version !== s.version) throw conflict('update out of sequence');
+    let spec: ServiceSpec;
+    if (opts.rollback) {
+      if (!s.previousSpec) throw invalidArgument(`service ${s.id} does not have a previous spec`);
+      spec = s.previousSpec;
+    } else {
+      spec = normalizeServiceSpec(body);
+      spec.Name ||= s.spec.Name;
+      if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
+      if (isGlobal(spec) !== isGlobal(s.spec)) throw invalidArgument('service mode change is not allowed');
+    }
+    const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    const dirty = templateChanged(s.spec, spec);
+    s.previousSpec = s.spec;
+    s.spec = spec;
+    s.ports = ports;
+    if (opts.registryAuth) s.registryAuth = opts.registryAuth;
+    this.store.touch(s);
+    if (dirty) s.templateVersion = s.version;
+    this.store.saveService(s);
+    if (dirty) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
+    this.orchestrator.reconcile(s.id, 'live');
+    this.#publish();
+  }
+
+  /** The service goes at once; its tasks' containers are stopped and removed behind it. */
+  removeService(idOrName: string): void {
+    const s = this.service(idOrName);
+    this.updater.cancel(s.id);
+    this.store.deleteService(s.id);
+    this.orchestrator.reconcile(s.id);
+    this.#publish();
+  }
+
+  counts(s: ServiceRecord): ServiceCounts {
+    let running = 0;
+    let notShutdown = 0;
+    let completed = 0;
+    for (const t of this.store.tasksOf(s.id)) {
+      if (t.status.state === 'running') running++;
+      if (t.status.state === 'complete') completed++;
+      if (isCurrent(t)) notShutdown++;
+    }
+    return { running, desired: isGlobal(s.spec) ? notShutdown : replicas(s.spec), completed };
+  }
+
+  // --- tasks ---
+
+  tasks(): TaskRecord[] {
+    this.cluster();
+    return [...this.store.tasks.values()];
+  }
+
+  task(id: string): TaskRecord {
+    this.cluster();
+    const t = this.store.findTask(id);
+    if (!t) throw notFound(`task ${id} not found`);
+    return t;
+  }
+
+  #rollback(s: ServiceRecord, message: string): void {
+    if (!s.previousSpec || this.store.services.get(s.id) !== s) return;
+    const current = s.spec;
+    s.spec = s.previousSpec;
+    s.previousSpec = current;
+    s.ports = resolvePorts(s.spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    this.store.touch(s);
+    s.templateVersion = s.version;
+    this.store.saveService(s);
+    this.updater.start(s, 'rollback', message);
+    this.orchestrator.reconcile(s.id, 'live');
+    this.#publish();
+  }
+
+  #taskChanged(t: TaskRecord): void {
+    this.orchestrator.reconcile(t.serviceId);
+    if (t.status.state === 'running' || !this.store.tasks.has(t.id) || t.desiredState !== 'running') this.#publish();
+  }
+
+  /** Ingress ports in use by services other than `except`: "8080/tcp" → service name. */
+  #ingressPorts(except?: string): Map<string, string> {
+    const taken = new Map<string, string>();
+    for (const s of this.store.services.values()) {
+      if (s.id === except) continue;
+      for (const p of s.ports) if (p.PublishMode === 'ingress' && p.PublishedPort) taken.set(`${p.PublishedPort}/${p.Protocol}`, s.spec.Name!);
+    }
+    return taken;
+  }
+
+  #publish(): void {
+    this.publisher?.sync([...this.store.services.values()], [...this.store.tasks.values()]);
+  }
+}
