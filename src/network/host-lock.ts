@@ -2,12 +2,16 @@
  * A host-wide lock shared by every berthd on the machine (parallel test daemons included): choosing a
  * free subnet and putting it on a bridge must not interleave, or two daemons would pick the same one.
  * The lock file holds the owner's pid; a file whose owner is gone is taken over.
+ *
+ * Also a claim on a name prefix for as long as a daemon runs: two daemons with the same prefix would
+ * share (and tear down) each other's bridges and nftables tables.
  */
 import { openSync, writeSync, closeSync, readFileSync, unlinkSync, existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { unavailable } from '../lib/errors.js';
+import { conflict, unavailable } from '../lib/errors.js';
 
-export const SUBNET_LOCK_PATH = existsSync('/run/lock') ? '/run/lock/berth-subnets.lock' : '/tmp/berth-subnets.lock';
+const LOCK_DIR = existsSync('/run/lock') ? '/run/lock' : '/tmp';
+export const SUBNET_LOCK_PATH = `${LOCK_DIR}/berth-subnets.lock`;
 
 function ownerAlive(path: string): boolean {
   let pid: number;
@@ -16,6 +20,10 @@ function ownerAlive(path: string): boolean {
   } catch {
     return true; // being written or just removed: retry
   }
+  return pidAlive(pid);
+}
+
+function pidAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
@@ -48,5 +56,46 @@ export async function withHostLock<T>(path: string, fn: () => Promise<T>, timeou
     return await fn();
   } finally {
     try { unlinkSync(path); } catch { /* already gone */ }
+  }
+}
+
+export function prefixClaimPath(prefix: string): string {
+  return `${LOCK_DIR}/berth-net-${prefix}.pid`;
+}
+
+/**
+ * Claims a name prefix for this process. Fails with a conflict while another live process holds it;
+ * a claim left by a dead process, or by this one, is taken over.
+ */
+export function claimPrefix(prefix: string): void {
+  const path = prefixClaimPath(prefix);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = openSync(path, 'wx', 0o644);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      let owner = 0;
+      try {
+        owner = Number(readFileSync(path, 'utf8').trim());
+      } catch {
+        continue;
+      }
+      if (owner === process.pid) return;
+      if (pidAlive(owner)) throw conflict(`network prefix "${prefix}" is in use by another daemon (pid ${owner}); give each daemon its own prefix`);
+      try { unlinkSync(path); } catch { /* raced with another taker */ }
+    }
+  }
+  throw unavailable(`could not claim network prefix "${prefix}" (${path})`);
+}
+
+export function releasePrefix(prefix: string): void {
+  const path = prefixClaimPath(prefix);
+  try {
+    if (Number(readFileSync(path, 'utf8').trim()) === process.pid) unlinkSync(path);
+  } catch {
+    // not ours or already gone
   }
 }

@@ -437,7 +437,7 @@ netTest('IPv6: addresses from a unique-local subnet, reachable, and AAAA records
 netTest('parallel daemons get their own subnets, devices and tables', async () => {
   const ours = await runTool('nft', ['list', 'table', 'inet', prefix]);
   const others = await Promise.all([1, 2].map(async (i) => {
-    const otherPrefix = `${prefix.slice(0, 7)}${i}`;
+    const otherPrefix = `bo${randomBytes(3).toString('hex')}`;
     const otherDb = openDatabase(join(root, `other-${i}.db`));
     const d = new NetworkDriver({ db: otherDb, execRoot: join(root, `other-${i}`), dataRoot: join(root, `other-${i}`), prefix: otherPrefix, hostResolvConf: join(root, 'host-resolv.conf') });
     cleanups.push(async () => {
@@ -449,7 +449,30 @@ netTest('parallel daemons get their own subnets, devices and tables', async () =
   await Promise.all(others.map((d) => d.init()));
   const subnets = [driver.get('bridge').subnet, ...others.map((d) => d.get('bridge').subnet)];
   assert.equal(new Set(subnets).size, 3, `distinct default subnets: ${subnets.join(' ')}`);
-  assert.deepEqual(others.map((d) => d.get('bridge').bridgeName), [`${prefix.slice(0, 7)}10`, `${prefix.slice(0, 7)}20`]);
+  assert.deepEqual(others.map((d) => d.get('bridge').bridgeName), others.map((d) => `${d.prefix}0`));
   for (const d of others) await d.destroy();
   assert.equal(await runTool('nft', ['list', 'table', 'inet', prefix]), ours, 'our table is untouched');
+  // Another process cannot start with our prefix while we run.
+  const hostLock = new URL('./host-lock.js', import.meta.url).href;
+  await assert.rejects(
+    runTool(process.execPath, ['--input-type=module', '-e', `import { claimPrefix } from '${hostLock}'; claimPrefix('${prefix}');`]),
+    /network prefix "[a-z0-9]+" is in use by another daemon/,
+  );
+});
+
+netTest('parallel starts get distinct addresses and ports', async () => {
+  await createNetwork({ name: 'crowd' });
+  const ids8 = Array.from({ length: 8 }, () => containerId());
+  const results = await Promise.all(ids8.map((id, i) => startContainer({
+    containerId: id,
+    name: `/crowd${i}`,
+    networks: [{ network: i % 2 ? 'crowd' : 'bridge' }],
+    ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '', hostPort: 0 }],
+  })));
+  const addrs = results.map((r) => Object.values(r.endpoints)[0]!.ipAddress);
+  const hostPorts = results.map((r) => r.ports[0]!.hostPort);
+  assert.equal(new Set(addrs).size, 8, addrs.join(' '));
+  assert.equal(new Set(hostPorts).size, 8, hostPorts.join(' '));
+  await Promise.all(ids8.map((id) => stopContainer(id)));
+  assert.deepEqual(ids8.map((id) => driver.containerNetworks(id)), ids8.map(() => ({ endpoints: {}, ports: [] })));
 });

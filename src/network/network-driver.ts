@@ -33,7 +33,7 @@ import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type 
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
 import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
-import { SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
+import { claimPrefix, releasePrefix, SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
 import type { Protocol } from './host-ports.js';
 import { hostRoutePrefixes, parseResolvConf } from './host-routes.js';
 import { assignAddresses } from './endpoint-addresses.js';
@@ -52,7 +52,7 @@ import {
   type NetworkRecord,
   type ParsedPool,
 } from './network-record.js';
-import { reservePorts } from './port-reservation.js';
+import { portClash, reservePorts } from './port-reservation.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
@@ -120,6 +120,7 @@ export class NetworkDriver {
    * nftables table rebuilt in one transaction, aardvark-dns running with the current names.
    */
   async init(): Promise<void> {
+    claimPrefix(this.prefix);
     await mkdir(join(this.#opts.execRoot, 'network'), { recursive: true });
     await this.#netns.init();
     for (const n of this.#records.loadNetworks()) this.#networks.set(n.id, n.data as NetworkRecord);
@@ -163,6 +164,7 @@ export class NetworkDriver {
   /** Leaves bridges, rules, endpoints and aardvark-dns in place: running containers keep their network. */
   async shutdown(): Promise<void> {
     this.#initialized = false;
+    releasePrefix(this.prefix);
   }
 
   /**
@@ -180,6 +182,7 @@ export class NetworkDriver {
     await this.#firewall.destroy().catch(() => {});
     await this.#aardvark.destroy();
     this.#initialized = false;
+    releasePrefix(this.prefix);
   }
 
   // ---------------------------------------------------------------- networks
@@ -437,11 +440,28 @@ export class NetworkDriver {
     }
     for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
 
-    const eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`));
-    const primary = eps.find((e) => this.#isGatewayCandidate(e));
-    const ports = primary ? await this.#reservePorts(spec, primary) : [];
-    // Commit addresses and ports together; unique indexes catch a concurrent double allocation.
-    this.#commit(eps, ports);
+    // Ports are probed first (asynchronously); addresses are then picked and everything is committed in
+    // one synchronous step, so concurrent attaches never see each other half-done.
+    const publishes = nets.some(({ net }) => !net.internal);
+    let eps: Endpoint[];
+    let ports: StoredPort[];
+    let primary: Endpoint | undefined;
+    for (let attempt = 0; ; attempt++) {
+      ports = publishes ? await this.#reservePorts(spec, nets.find(({ net }) => !net.internal)!.net) : [];
+      if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
+      const raced = ports.filter((p) => portClash([...this.#ports.values()].flat(), p));
+      if (raced.length) {
+        const explicit = raced.find((p) => spec.ports?.some((b) => b.hostPort === p.hostPort));
+        if (explicit || attempt >= 3) throw conflict(`Bind for ${raced[0]!.hostIp}:${raced[0]!.hostPort} failed: port is already allocated`);
+        continue; // a random port picked by a concurrent attach too: pick again
+      }
+      for (const { net } of nets) if (!this.#networks.has(net.id) || this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`));
+      primary = eps.find((e) => this.#isGatewayCandidate(e));
+      for (const p of ports) p.containerIp = primary!.ipv4;
+      this.#commit(eps, ports);
+      break;
+    }
     const dnsEp = eps.find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
     const plan: PlumbPlan = {
       loopbackUp: true,
@@ -713,12 +733,12 @@ export class NetworkDriver {
     };
   }
 
-  /** Checks and picks host ports (probing the host), without committing them. */
-  #reservePorts(spec: AttachSpec, target: Endpoint): Promise<StoredPort[]> {
+  /** Checks and picks host ports (probing the host), without committing them; the target is filled in later. */
+  #reservePorts(spec: AttachSpec, net: NetworkRecord): Promise<StoredPort[]> {
     return reservePorts(spec.ports ?? [], {
       containerId: spec.containerId,
-      containerIp: target.ipv4,
-      defaultHostIp: bridgeSettings(this.#networks.get(target.networkId)!).hostBindingIpv4,
+      containerIp: '',
+      defaultHostIp: bridgeSettings(net).hostBindingIpv4,
       taken: [...this.#ports.values()].flat(),
     });
   }

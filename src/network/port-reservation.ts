@@ -20,10 +20,14 @@ export interface PortContext {
   taken: readonly StoredPort[];
 }
 
+/** Whether `p` collides with a taken port: same protocol and port on the same or a wildcard address. */
+export function portClash(taken: readonly StoredPort[], p: Pick<StoredPort, 'protocol' | 'hostIp' | 'hostPort'>): boolean {
+  return taken.some((t) => t.protocol === p.protocol && t.hostPort === p.hostPort && (t.hostIp === p.hostIp || t.hostIp === '0.0.0.0' || p.hostIp === '0.0.0.0'));
+}
+
 export async function reservePorts(bindings: readonly PortBinding[], ctx: PortContext): Promise<StoredPort[]> {
   const out: StoredPort[] = [];
-  const clashes = (proto: string, hostIp: string, port: number) =>
-    [...ctx.taken, ...out].some((p) => p.protocol === proto && p.hostPort === port && (p.hostIp === hostIp || p.hostIp === '0.0.0.0' || hostIp === '0.0.0.0'));
+  const clashes = (protocol: string, hostIp: string, hostPort: number) => portClash([...ctx.taken, ...out], { protocol, hostIp, hostPort });
   for (const b of bindings) {
     if (!['tcp', 'udp', 'sctp'].includes(b.protocol)) throw invalidArgument(`invalid protocol ${b.protocol}`);
     if (!Number.isInteger(b.containerPort) || b.containerPort < 1 || b.containerPort > 65535) throw invalidArgument(`invalid container port ${b.containerPort}`);
