@@ -216,6 +216,9 @@ netTest('containers on a user network reach each other and resolve names, aliase
   assert.equal(ca.endpoints.app!.ifName, 'eth0');
 
   await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ipB]);
+  await driver.renameContainer(b, '/db-renamed');
+  assert.match(await retry(() => inNs(ca.netnsPath, ['busybox', 'nslookup', 'db-renamed', '127.0.0.11'])), new RegExp(`Address:\\s+${ipB.replace(/\./g, '\\.')}`));
+  await driver.renameContainer(b, '/db');
   for (const name of ['db', 'database', b.slice(0, 12), 'DB']) {
     const out = await retry(() => inNs(ca.netnsPath, ['busybox', 'nslookup', name, '127.0.0.11']));
     assert.match(out, new RegExp(`Address:\\s+${ipB.replace(/\./g, '\\.')}`), name);

@@ -161,9 +161,14 @@ export class NetworkDriver {
     this.#initialized = true;
   }
 
-  /** Leaves bridges, rules, endpoints and aardvark-dns in place: running containers keep their network. */
+  /**
+   * Leaves bridges, rules, endpoints and aardvark-dns in place: running containers keep their network.
+   * The namespace directory's own mount goes when no namespace is left in it, so a stopped daemon's
+   * state directory can be deleted.
+   */
   async shutdown(): Promise<void> {
     this.#initialized = false;
+    if ((await readdir(this.#netns.dir).catch(() => ['?'])).length === 0) await this.#netns.unmountDir().catch(() => {});
     releasePrefix(this.prefix);
   }
 
@@ -561,6 +566,21 @@ export class NetworkDriver {
       ports.length ? this.#removePortRules(ports) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
     ]);
+  }
+
+  /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
+  async renameContainer(containerId: string, name: string): Promise<void> {
+    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])];
+    if (eps.length === 0) return;
+    this.#records.transaction(() => {
+      for (const e of eps) {
+        e.containerName = stripSlash(name);
+        const { containerId: c, networkId, ipv4, ipv6, createdAt, ...data } = e;
+        this.#records.saveEndpoint({ containerId: c, networkId, ipv4, ipv6, createdAt, data });
+      }
+    });
+    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    await Promise.all(dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))));
   }
 
   // ---------------------------------------------------------------- container files
