@@ -51,6 +51,7 @@ function listImages(ctx: RequestContext, engine: Engine): void {
   // before/since compare creation times (the config's `created`), as dockerd does.
   const before = filters.get('before')?.map((n) => createdMs(engine.images.get(n)));
   const since = filters.get('since')?.map((n) => createdMs(engine.images.get(n)));
+  const until = filters.get('until')?.map(parseUntil);
   const parents = all ? new Set<string>() : engine.images.parentIds();
   const old = versionBefore(ctx.version, '1.44');
   const out = [];
@@ -61,6 +62,7 @@ function listImages(ctx: RequestContext, engine: Engine): void {
     if (!matchLabels(filters.get('label'), v.config.config?.Labels)) continue;
     if (before && !before.every((t) => createdMs(v) < t)) continue;
     if (since && !since.every((t) => createdMs(v) > t)) continue;
+    if (until && !until.every((t) => createdMs(v) < t)) continue;
     let tags = v.repoTags;
     let digests = v.repoDigests;
     if (refPatterns.length) {
@@ -218,12 +220,21 @@ async function pruneImages(ctx: RequestContext, engine: Engine): Promise<void> {
   sendJson(ctx, 200, { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed });
 }
 
-/** `until`: a Unix timestamp, an RFC 3339 date, or a Go duration like 24h. */
+const DURATION_UNITS: Record<string, number> = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, us: 1e-3, µs: 1e-3, ns: 1e-6 };
+
+/**
+ * `until`: Unix seconds (with a fraction), an RFC 3339 date or a plain date, or a Go duration
+ * (`24h`, `1h30m`, `90s`) counted back from now, as dockerd reads it. Returns epoch milliseconds.
+ */
 function parseUntil(v: string): number {
-  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
-  const d = /^(\d+)(h|m|s)$/.exec(v);
-  if (d) return Date.now() - Number(d[1]) * { h: 3600e3, m: 60e3, s: 1e3 }[d[2] as 'h' | 'm' | 's'];
-  const t = Date.parse(v);
+  const s = v.trim();
+  if (/^\d+(\.\d+)?$/.test(s)) return Number(s) * 1000;
+  if (/^(\d+(\.\d+)?(h|ms|m|s|us|µs|ns))+$/.test(s)) {
+    let ms = 0;
+    for (const m of s.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) ms += Number(m[1]) * DURATION_UNITS[m[2]!]!;
+    return Date.now() - ms;
+  }
+  const t = Date.parse(s);
   if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
   return t;
 }
