@@ -96,6 +96,14 @@ describe('images', () => {
       { name: 'since', filters: { since: [`${'HOST'}/dated:mid`] }, expect: () => [busyboxId, layeredId, dated.new.config.digest] },
       { name: 'since and before', filters: { since: [`${'HOST'}/dated:old`], before: [`${'HOST'}/dated:new`] }, expect: () => [busyboxId, layeredId, dated.mid.config.digest] },
       { name: 'before by id', filters: { before: ['DATED_MID_ID'] }, expect: () => [dated.old.config.digest] },
+      { name: 'until an RFC 3339 time', filters: { until: ['2023-01-01T00:00:00Z'] }, expect: () => [dated.old.config.digest, dated.mid.config.digest] },
+      { name: 'until a Unix timestamp', filters: { until: [String(Date.parse('2021-01-01T00:00:00Z') / 1000)] }, expect: () => [dated.old.config.digest] },
+      {
+        name: 'until a Go duration back from now',
+        // The cut-off lands just before 2024-06-01, whenever the test runs.
+        filters: { until: [`${Math.floor((Date.now() - Date.parse('2024-06-01T00:00:00Z')) / 3600e3)}h30m`] },
+        expect: () => [busyboxId, layeredId, dated.old.config.digest, dated.mid.config.digest],
+      },
     ];
     for (const c of filterCases) {
       it(`filter: ${c.name}`, async () => {
