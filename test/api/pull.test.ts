@@ -72,6 +72,7 @@ describe('pull', () => {
   let wrongDiffId: BuiltManifest;
   let dockerList: BuiltIndex;
   let zstdPlus: BuiltManifest;
+  let plainTar: BuiltManifest;
 
   before(async () => {
     const { registry } = reg();
@@ -99,6 +100,12 @@ describe('pull', () => {
       config: { Cmd: ['sh'], Labels: { 'org.berth.fixture': 'zstd-plus' } },
     });
     await pushImage(registry, 'zstd-plus', 'latest', zstdPlus);
+    plainTar = assembleManifest({
+      format: 'oci',
+      layers: [await buildLayer([{ type: 'file', path: 'plain', content: 'uncompressed\n' }], { compression: 'none' })],
+      config: { Cmd: ['sh'], Labels: { 'org.berth.fixture': 'plain-tar' } },
+    });
+    await pushImage(registry, 'plain-tar', 'latest', plainTar);
     await pushImage(registry, 'docker-list', 'latest', dockerList);
   });
   after(async () => {
@@ -230,6 +237,14 @@ describe('pull', () => {
       assert.equal(img.Id, reg().seeded.images.zstd.config.digest);
       const upper = img.GraphDriver.Data.UpperDir as string;
       assert.ok(lstatSync(join(upper, 'bin', 'busybox')).isFile(), 'busybox unpacked from zstd');
+    });
+
+    it('OCI manifest with an uncompressed tar layer', async () => {
+      assert.equal(plainTar.manifest.layers[0]!.mediaType, 'application/vnd.oci.image.layer.v1.tar');
+      await pullOk(d(), `${host}/plain-tar:latest`);
+      const img = (await d().request('GET', `/images/${host}/plain-tar:latest/json`)).json();
+      assert.equal(img.Id, plainTar.config.digest);
+      assert.equal(readFileSync(join(img.GraphDriver.Data.UpperDir, 'plain'), 'utf8'), 'uncompressed\n');
     });
 
     it('an OCI index: the host platform by default; RepoDigests name the index', async () => {

@@ -71,6 +71,15 @@ describe('registry configuration', () => {
       assert.deepEqual([...list[0].RepoTags].sort(), ['busybox:1.35', 'busybox:latest']);
     });
 
+    it('a tag the mirror lacks: the mirror is asked, then Docker Hub; the pull fails without hanging', async () => {
+      const before = mirror.logs().length;
+      const out = await pull(d, 'busybox', { tag: 'no-such-tag', timeoutMs: 60_000 });
+      assert.ok(out.status !== 200 || out.error !== undefined, out.raw);
+      assert.ok(out.error && out.error.length > 0);
+      assert.match(mirror.logs().slice(before), /\/v2\/library\/busybox\/manifests\/no-such-tag/);
+      assert.equal((await d.request('GET', '/images/busybox:no-such-tag/json')).status, 404);
+    });
+
     it('/info reports the mirror', async () => {
       const info = (await d.request('GET', '/info')).json();
       const mirrors = (info.RegistryConfig.Mirrors as string[]).map((m) => m.replace(/\/$/, ''));
