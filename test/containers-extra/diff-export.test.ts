@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import { createContainer, inspect, removeQuietly, runShell, waitExit, waitForPath } from './support.js';
 
 describe('diff, export and sizes', () => {
@@ -124,6 +125,38 @@ describe('diff, export and sizes', () => {
     const ps = await d.docker(['ps', '-s', '--filter', `id=${id}`, '--format', '{{.Size}}']);
     assert.equal(ps.code, 0, ps.stderr);
     assert.match(ps.stdout, /^300kB \(virtual /);
+  });
+
+  it('docker-py: diff(), export(), top() and stats()', { skip: !haveDockerPy() && 'no .venv with docker-py (scripts/install-deps.sh makes it)' }, async () => {
+    const d = daemon();
+    const id = await runShell(d, busybox, 'echo py > /py.txt; touch /ready; exec sleep 1000');
+    containers.push(id);
+    await waitForPath(d, id, '/ready');
+    const r = await runDockerPy(
+      d.socket,
+      `
+import docker, io, json, tarfile
+c = docker.from_env()
+ctr = c.containers.get(${JSON.stringify(id)})
+buf = io.BytesIO()
+for chunk in ctr.export():
+    buf.write(chunk)
+buf.seek(0)
+names = tarfile.open(fileobj=buf).getnames()
+top = ctr.top()
+st = ctr.stats(stream=False)
+print(json.dumps({'diff': ctr.diff(), 'has_py': 'py.txt' in names, 'has_busybox': 'bin/busybox' in names, 'titles': top['Titles'], 'procs': len(top['Processes']), 'mem': st['memory_stats']['usage'], 'name': st['name']}))
+`,
+    );
+    assert.equal(r.code, 0, r.stderr);
+    const got = JSON.parse(r.stdout);
+    assert.deepEqual(got.diff, [{ Path: '/py.txt', Kind: 1 }, { Path: '/ready', Kind: 1 }]);
+    assert.equal(got.has_py, true);
+    assert.equal(got.has_busybox, true);
+    assert.ok(got.titles.includes('PID'));
+    assert.equal(got.procs, 1);
+    assert.ok(got.mem > 0);
+    assert.equal(got.name, (await inspect(d, 'containers', id)).Name);
   });
 });
 
