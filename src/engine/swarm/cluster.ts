@@ -32,12 +32,17 @@ export function withSwarmDefaults(spec: SwarmSpec | undefined): SwarmSpec {
     Name: s.Name || 'default',
     Labels: s.Labels ?? {},
     Orchestration: { TaskHistoryRetentionLimit: 5, ...(s.Orchestration ?? {}) },
-    Raft: { SnapshotInterval: 10000, KeepOldSnapshots: 0, LogEntriesForSlowFollowers: 500, ElectionTick: 10, HeartbeatTick: 1, ...(s.Raft ?? {}) },
-    Dispatcher: { HeartbeatPeriod: 5 * SECOND_NS, ...(s.Dispatcher ?? {}) },
-    CAConfig: { NodeCertExpiry: 90 * 24 * 3600 * SECOND_NS, ...(s.CAConfig ?? {}) },
+    Raft: { SnapshotInterval: 10000, KeepOldSnapshots: 0, LogEntriesForSlowFollowers: 500, ElectionTick: 10, HeartbeatTick: 1, ...nonZero(s.Raft) },
+    Dispatcher: { HeartbeatPeriod: 5 * SECOND_NS, ...nonZero(s.Dispatcher) },
+    CAConfig: { NodeCertExpiry: 90 * 24 * 3600 * SECOND_NS, ...nonZero(s.CAConfig) },
     TaskDefaults: s.TaskDefaults ?? {},
     EncryptionConfig: { AutoLockManagers: false, ...(s.EncryptionConfig ?? {}) },
   };
+}
+
+/** Zero means "the default" in these sections (the CLI sends zeros for what it leaves alone). */
+function nonZero(o: Record<string, unknown> | undefined): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== 0 && v !== null && v !== undefined));
 }
 
 export function newCluster(req: InitRequest): ClusterRecord {
