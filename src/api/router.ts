@@ -2,11 +2,11 @@
  * Routes requests to handlers. Every route answers with and without the /vX.Y prefix; the version
  * window is checked here once, and the headers every response carries are set here once.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPVersion, type Instance } from 'find-my-way';
 import { API_VERSION, MIN_API_VERSION, compareVersions, splitVersion } from './api-version.js';
-import { sendError } from './http-errors.js';
+import { sendError, statusOf } from './http-errors.js';
 import type { RequestContext } from './request.js';
 import { log, isLogEnabled } from '../lib/log.js';
 import { BerthError } from '../lib/errors.js';
@@ -102,9 +102,12 @@ export class Router {
 
 /** After a hijack the response object is unused; errors are written on the socket by hand. */
 function writeRawError(socket: Duplex, err: unknown): void {
-  const status = err instanceof BerthError ? ({ 'not-found': 404, conflict: 409, 'invalid-argument': 400 } as Record<string, number>)[err.kind] ?? 500 : 500;
+  const status = statusOf(err);
+  if (status >= 500) log.error('request failed', { err: err instanceof Error ? err.stack : String(err) });
   const body = JSON.stringify({ message: err instanceof Error ? err.message : String(err) });
   if (!socket.destroyed && socket.writable) {
-    socket.end(`HTTP/1.1 ${status} Error\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
 }

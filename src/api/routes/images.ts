@@ -44,7 +44,10 @@ export function imageRoutes(r: Router, engine: Engine): void {
 const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
 
 function listImages(ctx: RequestContext, engine: Engine): void {
-  const filters = parseFilters(ctx.query.get('filters') ?? ctx.query.get('filter'), LIST_FILTERS);
+  const filters = parseFilters(ctx.query.get('filters'), LIST_FILTERS);
+  // Before 1.41, `filter=<name>` (singular, not JSON) was a reference filter.
+  const legacy = queryString(ctx.query, 'filter');
+  if (legacy !== undefined && versionBefore(ctx.version, '1.41')) filters.set('reference', [...(filters.get('reference') ?? []), legacy]);
   const all = queryBool(ctx.query, 'all');
   const dangling = filterBool(filters.get('dangling'), 'dangling');
   const refPatterns = filters.get('reference') ?? [];
