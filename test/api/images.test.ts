@@ -129,6 +129,13 @@ describe('images', () => {
       assert.deepEqual(list[0]!.RepoDigests, [digestRef]);
     });
 
+    it('API < 1.41 takes the legacy filter=<name> as a reference filter; later versions ignore it', async () => {
+      const old = (await d().request('GET', `/v1.40/images/json${query({ filter: `${host}/layered` })}`)).json<ImageSummary[]>();
+      assert.deepEqual(old.map((i) => i.Id), [layeredId]);
+      const cur = (await d().request('GET', `/v1.41/images/json${query({ filter: `${host}/layered` })}`)).json<ImageSummary[]>();
+      assert.ok(cur.length > 1);
+    });
+
     it('a filter naming a missing image for before/since is a 404', async () => {
       const res = await d().request('GET', `/images/json${query({ filters: filtersParam({ before: ['no-such-image:x'] }) })}`);
       assert.equal(res.status, 404);

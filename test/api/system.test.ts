@@ -177,6 +177,18 @@ describe('system', () => {
       });
     }
 
+    it('an upgrade request that fails gets a plain HTTP error with the JSON message', async () => {
+      const r = await d().upgrade('POST', '/containers/no-such-container-here/attach?stream=1&stdout=1');
+      assert.equal(r.upgraded, false);
+      if (r.upgraded) return;
+      assert.equal(r.response.statusCode, 404);
+      const chunks: Buffer[] = [];
+      for await (const c of r.response) chunks.push(c as Buffer);
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      assert.equal(typeof body.message, 'string');
+      assert.match(body.message, /no-such-container-here|page not found/);
+    });
+
     it('OPTIONS on any path → 200', async () => {
       for (const path of ['/anything', '/v1.44/images/json', '/_ping']) {
         const res = await d().request('OPTIONS', path);
