@@ -18,13 +18,19 @@ const HISTORY = 2048;
 export class EventBus {
   readonly #emitter = new EventEmitter();
   readonly #history: EngineEvent[] = [];
+  #lastNs = 0n;
 
   constructor() {
     this.#emitter.setMaxListeners(0);
   }
 
   publish(type: EngineEvent['Type'], action: string, id: string, attributes: Record<string, string> = {}): void {
-    const nowNs = BigInt(Date.now()) * 1_000_000n + process.hrtime.bigint() % 1_000_000n;
+    // Wall-clock time to the microsecond, strictly increasing: clients resume with `since=<last
+    // timeNano>`, so order must match publication order. (Whole microseconds, because a double
+    // cannot tell nanoseconds apart at this magnitude and timeNano goes out as a JSON number.)
+    let nowNs = BigInt(Date.now()) * 1_000_000n + ((process.hrtime.bigint() % 1_000_000n) / 1000n) * 1000n;
+    if (nowNs <= this.#lastNs) nowNs = this.#lastNs + 1000n;
+    this.#lastNs = nowNs;
     const ev: EngineEvent = {
       Type: type,
       Action: action,
