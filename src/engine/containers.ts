@@ -201,20 +201,24 @@ export class ContainerService {
   async handleExit(id: string, exit: { exitCode: number; exitedAt: Date; oomKilled: boolean }): Promise<void> {
     const c = this.#byId.get(id);
     if (!c) return;
-    c.state = { ...c.state, status: 'exited', pid: 0, exitCode: exit.exitCode, oomKilled: exit.oomKilled, finishedAt: exit.exitedAt.toISOString() };
+    const finished = { ...c.state, status: 'exited' as const, pid: 0, exitCode: exit.exitCode, oomKilled: exit.oomKilled, finishedAt: exit.exitedAt.toISOString() };
+    c.state = finished;
     if (c.state.health) c.state.health.status = 'unhealthy';
     const restart = this.#shouldRestart(c);
     const autoRemove = !!c.hostConfig.AutoRemove && !restart;
-    this.save(c);
-    this.events.publish('container', 'die', c.id, this.attrs(c, { exitCode: String(exit.exitCode) }));
-    await this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err }));
-    await unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
-    const result: WaitResult = { StatusCode: exit.exitCode };
-    this.waiters.exited(id, result);
     if (restart) {
       c.state.status = 'restarting';
       c.restartCount++;
-      this.save(c);
+    }
+    this.save(c);
+    this.events.publish('container', 'die', c.id, this.attrs(c, { exitCode: String(exit.exitCode) }));
+    // Waiters hear of the exit at once; releasing the runtime state and the mount follows.
+    this.waiters.exited(id, { StatusCode: exit.exitCode });
+    await this.withLock(id, async () => {
+      await this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err }));
+      if (c.state.status !== 'running') await unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
+    });
+    if (restart) {
       const delay = Math.min(100 * 2 ** Math.min(c.restartCount - 1, 10), 60_000);
       setTimeout(() => {
         this.withLock(c.id, async () => {
