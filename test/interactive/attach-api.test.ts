@@ -1,0 +1,238 @@
+/**
+ * POST /containers/{id}/attach on the wire: the 101 answer and its headers, framing iff no tty,
+ * attach before start, stdin half-close, the fallback without Upgrade, logs replay, websocket
+ * attach, detach keys seen by the server, resize, and the errors that come before the hijack.
+ */
+import { before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { WebSocket } from 'ws';
+import { readAll, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { demux, readToEnd, sleep } from './support.js';
+
+describe('attach API', () => {
+  const daemon = useDaemon();
+  const reg = useSeededRegistry('open');
+  let image = '';
+
+  before(async () => {
+    image = reg().seeded.refs.busybox;
+    const r = await daemon().docker(['pull', '-q', image]);
+    assert.equal(r.code, 0, r.stderr);
+  });
+
+  const create = async (cmd: string[], extra: Record<string, unknown> = {}): Promise<string> => {
+    const r = await daemon().request('POST', '/v1.44/containers/create', { body: { Image: image, Cmd: cmd, ...extra } });
+    assert.equal(r.status, 201, r.text());
+    return r.json().Id as string;
+  };
+  const start = async (id: string) => {
+    const r = await daemon().request('POST', `/v1.44/containers/${id}/start`);
+    assert.equal(r.status, 204, r.text());
+  };
+  const remove = (id: string) => daemon().request('DELETE', `/containers/${id}?force=1`);
+  const attach = async (d: TestDaemon, id: string, query: string, version = 'v1.44') => {
+    const u = await d.upgrade('POST', `/${version}/containers/${id}/attach?${query}`);
+    assert.ok(u.upgraded, `expected 101, got ${u.response.statusCode}`);
+    return u;
+  };
+
+  it('answers 101 UPGRADED with Upgrade: tcp and the content type of the API version', async () => {
+    const id = await create(['true']);
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    assert.equal(u.response.statusCode, 101);
+    assert.equal(u.response.statusMessage, 'UPGRADED');
+    assert.equal(u.response.headers['content-type'], 'application/vnd.docker.multiplexed-stream');
+    assert.equal(u.response.headers.upgrade, 'tcp');
+    assert.match(String(u.response.headers.connection), /upgrade/i);
+    u.socket.destroy();
+    const old = await attach(daemon(), id, 'stream=1&stdout=1', 'v1.41');
+    assert.ok(old.upgraded);
+    assert.equal(old.response.headers['content-type'], 'application/vnd.docker.raw-stream');
+    old.socket.destroy();
+    await remove(id);
+  });
+
+  it('attach before start: framed stdout and stderr from the first byte on', async () => {
+    const id = await create(['sh', '-c', 'echo out; echo err >&2; echo out2']);
+    const u = await attach(daemon(), id, 'stream=1&stdout=1&stderr=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    await start(id);
+    const d = demux(await body);
+    assert.equal(d.stdout.toString(), 'out\nout2\n');
+    assert.equal(d.stderr.toString(), 'err\n');
+    assert.equal(d.rest.length, 0);
+    await remove(id);
+  });
+
+  it('stdout only: stderr is left out', async () => {
+    const id = await create(['sh', '-c', 'echo out; echo err >&2']);
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    await start(id);
+    const d = demux(await body);
+    assert.equal(d.stdout.toString(), 'out\n');
+    assert.equal(d.stderr.length, 0);
+    await remove(id);
+  });
+
+  it('with a tty the stream is raw bytes', async () => {
+    const id = await create(['sh', '-c', 'printf "raw\\n"; printf "e\\n" >&2'], { Tty: true });
+    const u = await attach(daemon(), id, 'stream=1&stdout=1&stderr=1');
+    assert.ok(u.upgraded);
+    assert.equal(u.response.headers['content-type'], 'application/vnd.docker.raw-stream');
+    const body = readToEnd(u.socket, u.head);
+    await start(id);
+    assert.equal((await body).toString(), 'raw\r\ne\r\n');
+    await remove(id);
+  });
+
+  it('stdin half-close ends the input and the output keeps coming', async () => {
+    const id = await create(['sh', '-c', 'cat; sleep 0.3; echo after'], { OpenStdin: true, StdinOnce: true, AttachStdin: true });
+    const u = await attach(daemon(), id, 'stream=1&stdin=1&stdout=1&stderr=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    u.socket.write('typed before start\n'); // held until the process runs
+    await start(id);
+    await sleep(100);
+    u.socket.write('and after\n');
+    u.socket.end(); // CloseWrite, as the docker CLI does at stdin EOF
+    const d = demux(await body);
+    assert.equal(d.stdout.toString(), 'typed before start\nand after\nafter\n');
+    const st = await daemon().request('POST', `/containers/${id}/wait`);
+    assert.equal(st.json().StatusCode, 0);
+    await remove(id);
+  });
+
+  it('without Upgrade: a 200 raw-stream response that ends with the process', async () => {
+    const id = await create(['sh', '-c', 'sleep 0.3; echo plain']);
+    const resP = daemon().stream('POST', `/v1.44/containers/${id}/attach?stream=1&stdout=1`);
+    await sleep(200); // the attach must be registered before the start
+    await start(id);
+    const res = await resP;
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'application/vnd.docker.raw-stream');
+    assert.equal(res.headers['transfer-encoding'], undefined);
+    const d = demux(await readAll(res));
+    assert.equal(d.stdout.toString(), 'plain\n');
+    await remove(id);
+  });
+
+  it('logs=1 replays what the container wrote; without stream it then ends', async () => {
+    const id = await create(['sh', '-c', 'echo one; echo two >&2']);
+    await start(id);
+    await daemon().request('POST', `/containers/${id}/wait`);
+    const u = await attach(daemon(), id, 'logs=1&stdout=1&stderr=1');
+    assert.ok(u.upgraded);
+    const d = demux(await readToEnd(u.socket, u.head));
+    assert.equal(d.stdout.toString(), 'one\n');
+    assert.equal(d.stderr.toString(), 'two\n');
+    await remove(id);
+  });
+
+  it('logs=1&stream=1 on a running container: history, then live output', async () => {
+    const id = await create(['sh', '-c', 'echo early; sleep 1; echo live']);
+    await start(id);
+    await sleep(400);
+    const u = await attach(daemon(), id, 'logs=1&stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    const d = demux(await readToEnd(u.socket, u.head));
+    assert.equal(d.stdout.toString(), 'early\nlive\n');
+    await remove(id);
+  });
+
+  it('the server honours detachKeys with a tty: the stream ends, the container runs on', async () => {
+    const id = await create(['sh'], { Tty: true, OpenStdin: true, StdinOnce: true, AttachStdin: true });
+    await start(id);
+    // Plain letters as keys: a broken sequence must reach the shell whole.
+    const u = await attach(daemon(), id, 'stream=1&stdin=1&stdout=1&detachKeys=q,z');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    u.socket.write('echo Xq');
+    await sleep(100);
+    u.socket.write('Xqq\n'); // "q" held across writes, then released
+    await sleep(300);
+    u.socket.write('qz');
+    const out = (await body).toString();
+    assert.match(out, /\r\nXqXqq\r\n/);
+    const st = (await daemon().request('GET', `/containers/${id}/json`)).json();
+    assert.equal(st.State.Status, 'running');
+    await remove(id);
+  });
+
+  it('websocket attach: stdin in, output out, never framed', async () => {
+    const id = await create(['sh', '-c', 'read line; echo "got $line"; echo err >&2'], { OpenStdin: true, AttachStdin: true });
+    await start(id);
+    const ws = new WebSocket(`ws+unix://${daemon().socket}:/v1.44/containers/${id}/attach/ws?stream=1&stdin=1&stdout=1&stderr=1`);
+    const chunks: Buffer[] = [];
+    let binary = true;
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      chunks.push(data);
+      binary &&= isBinary;
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    ws.send(Buffer.from('hello\n'));
+    await new Promise<void>((resolve) => ws.once('close', () => resolve()));
+    assert.equal(Buffer.concat(chunks).toString(), 'got hello\nerr\n');
+    assert.equal(binary, true, 'binary messages from API 1.42 on');
+    await remove(id);
+  });
+
+  it('resize: applied to the tty; bad sizes are 400, a stopped container 409', async () => {
+    const id = await create(['sh', '-c', 'sleep 1; stty size'], { Tty: true });
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    await start(id);
+    const r = await daemon().request('POST', `/v1.44/containers/${id}/resize?h=33&w=111`);
+    assert.equal(r.status, 200, r.text());
+    assert.equal((await body).toString(), '33 111\r\n');
+    const bad = await daemon().request('POST', `/containers/${id}/resize?h=x&w=10`);
+    assert.equal(bad.status, 400);
+    await daemon().request('POST', `/containers/${id}/wait`);
+    const stopped = await daemon().request('POST', `/containers/${id}/resize?h=10&w=10`);
+    assert.equal(stopped.status, 409);
+    await remove(id);
+  });
+
+  it('HostConfig.ConsoleSize is the size before the first output', async () => {
+    const id = await create(['stty', 'size'], { Tty: true, HostConfig: { ConsoleSize: [21, 77] } });
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    await start(id);
+    assert.equal((await body).toString(), '21 77\r\n');
+    await remove(id);
+  });
+
+  it('errors before the hijack are plain HTTP: unknown container 404, paused 409', async () => {
+    const missing = await daemon().upgrade('POST', '/containers/no-such-container/attach?stream=1&stdout=1');
+    assert.equal(missing.upgraded, false);
+    if (!missing.upgraded) assert.equal(missing.response.statusCode, 404);
+    const id = await create(['sleep', '30']);
+    await start(id);
+    assert.equal((await daemon().request('POST', `/containers/${id}/pause`)).status, 204);
+    const paused = await daemon().upgrade('POST', `/containers/${id}/attach?stream=1&stdout=1`);
+    assert.equal(paused.upgraded, false);
+    if (!paused.upgraded) {
+      assert.equal(paused.response.statusCode, 409);
+      assert.match((await readAll(paused.response)).toString(), /paused/);
+    }
+    await daemon().request('POST', `/containers/${id}/unpause`);
+    await remove(id);
+  });
+
+  it('an attach waiting for start ends when the container is removed', async () => {
+    const id = await create(['true']);
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head, 10_000);
+    await remove(id);
+    assert.equal((await body).length, 0);
+  });
+});
