@@ -15,6 +15,9 @@ import { isTerminal, type ServiceRecord, type TaskRecord, type UpdateStatus } fr
 
 export type UpdateKind = 'update' | 'rollback';
 
+/** How long a new task must keep running (at most Monitor) before the next batch starts. */
+const SETTLE_MS = 1000;
+
 export class Updater {
   readonly #running = new Map<string, AbortController>();
 
@@ -88,7 +91,7 @@ export class Updater {
         const dirty = this.#outOfDate(s);
         if (dirty.length === 0) break;
         const batch = dirty.slice(0, cfg.Parallelism || dirty.length);
-        await Promise.all(batch.map((old) => this.#replace(s, old, cfg.Order, ours, signal)));
+        await Promise.all(batch.map((old) => this.#replace(s, old, cfg.Order, Math.min(monitorMs, SETTLE_MS), ours, signal)));
         if (signal.aborted) return;
         if (tooMany()) return this.#fail(s, kind, cfg.FailureAction, failedTask);
         if (cfg.Delay > 0 && this.#outOfDate(s).length > 0) await sleep(cfg.Delay / 1e6, undefined, { signal });
@@ -124,7 +127,7 @@ export class Updater {
   }
 
   /** Replaces one task with one made from the current template, in the configured order. */
-  async #replace(s: ServiceRecord, old: TaskRecord, order: 'stop-first' | 'start-first', ours: Set<string>, signal: AbortSignal): Promise<void> {
+  async #replace(s: ServiceRecord, old: TaskRecord, order: 'stop-first' | 'start-first', settleMs: number, ours: Set<string>, signal: AbortSignal): Promise<void> {
     const created = await this.orchestrator.exclusive(s.id, () => {
       if (this.store.tasks.get(old.id) !== old || !isCurrent(old) || this.store.services.get(s.id) !== s) return undefined;
       const opts = { nodeId: old.slot ? undefined : old.nodeId, restarts: [] };
@@ -136,7 +139,15 @@ export class Updater {
     if (!created) return;
     ours.add(created.id);
     this.runner.advance(created);
-    const settled = await this.runner.waitFor(created.id, (t) => t.status.state === 'running' || isTerminal(t.status.state), signal);
+    let settled = await this.runner.waitFor(created.id, (t) => t.status.state === 'running' || isTerminal(t.status.state), signal);
+    if (settled?.status.state === 'running' && settleMs > 0) {
+      // A task that dies right after it started fails the update before the next batch is touched.
+      const done = new AbortController();
+      const both = AbortSignal.any([signal, done.signal]);
+      await Promise.race([this.runner.waitFor(created.id, (t) => isTerminal(t.status.state), both), sleep(settleMs, undefined, { signal: both }).catch(() => undefined)]);
+      done.abort();
+      settled = this.store.tasks.get(created.id);
+    }
     if (order === 'start-first' && settled?.status.state === 'running') {
       await this.orchestrator.exclusive(s.id, () => this.orchestrator.retire(old, 'shutdown'));
     }
