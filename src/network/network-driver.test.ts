@@ -179,6 +179,17 @@ netTest('predefined networks: bridge on its own device and a free subnet, host, 
   assert.deepEqual(clash, []);
   assert.equal(driver.get(bridge.id.slice(0, 6)).name, 'bridge', 'by id prefix');
   await assert.rejects(driver.remove('bridge'), { kind: 'forbidden', message: /pre-defined network/ });
+
+  // host: no namespace of its own; none: a namespace with only loopback; neither mixes with others.
+  const h = containerId();
+  assert.deepEqual(await driver.setup({ containerId: h, name: '/h', networks: [{ network: 'host' }] }), { endpoints: {}, ports: [], netnsPath: '' });
+  const n = containerId();
+  const none = await startContainer({ containerId: n, name: '/n', networks: [{ network: 'none' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '', hostPort: 0 }] });
+  assert.deepEqual(none.ports, []);
+  const links = await nsLinks(none.netnsPath);
+  assert.deepEqual(links.map((l) => l.ifname), ['lo']);
+  assert.deepEqual(links[0]!.addr_info.map((a) => a.local), ['127.0.0.1', '::1']);
+  await assert.rejects(driver.setup({ containerId: containerId(), name: '/x', networks: [{ network: 'none' }, { network: 'bridge' }] }), { kind: 'invalid-argument' });
 });
 
 netTest('create checks names, drivers and subnets like dockerd', async () => {

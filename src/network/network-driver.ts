@@ -422,9 +422,13 @@ export class NetworkDriver {
 
   /**
    * createNetns + attach in one step (one process chain fewer): the fast path for starting a container.
-   * Returns the namespace path with the result.
+   * Returns the namespace path with the result; '' for the host network, whose containers stay in the
+   * host's namespace.
    */
   async setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
+    if (spec.networks.length === 1 && this.get(spec.networks[0]!.network).driver === 'host') {
+      return { endpoints: {}, ports: [], netnsPath: '' };
+    }
     const netnsPath = this.#netns.pathOf(spec.containerId);
     const result = await this.#attach({ ...spec, netnsPath }, true);
     return { ...result, netnsPath };
