@@ -1,6 +1,6 @@
 /**
  * Name resolution on user-defined networks through aardvark-dns (one process per daemon, serving every
- * DNS-enabled network on its gateway addresses, port 53). Its config directory holds one file per
+ * DNS-enabled network on its gateway addresses, port 53 by default). Its config directory holds one file per
  * network with at least one container:
  *
  *     <gateway ip>[,<gateway ipv6>]
@@ -38,13 +38,15 @@ export class Aardvark {
   readonly #dir: string;
   readonly #tmpDir: string;
   readonly #binary: string;
+  readonly #port: number;
   /** Serializes every change: writes, reloads, starts and stops never interleave. */
   #queue: Promise<unknown> = Promise.resolve();
 
-  constructor(stateDir: string, binary: string) {
+  constructor(stateDir: string, binary: string, port = 53) {
     this.#dir = join(stateDir, 'config');
     this.#tmpDir = join(stateDir, 'tmp');
     this.#binary = binary;
+    this.#port = port;
   }
 
   get configDir(): string {
@@ -156,7 +158,7 @@ export class Aardvark {
     const logFile = await open(logPath, 'w');
     try {
       const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(this.#binary, ['--config', this.#dir, '-p', '53', 'run'], {
+        const child = spawn(this.#binary, ['--config', this.#dir, '-p', String(this.#port), 'run'], {
           stdio: ['ignore', logFile.fd, logFile.fd],
           detached: true,
         });

@@ -32,8 +32,9 @@ export interface FirewallNetwork {
   bridge: string;
   subnet4?: string;
   subnet6?: string;
-  /** Set for networks with DNS: where 127.0.0.11 queries from this bridge go. */
+  /** Set for networks with DNS: where 127.0.0.11 queries from this bridge go (aardvark-dns). */
   dnsGateway?: string;
+  dnsPort?: number;
   internal: boolean;
   masquerade: boolean;
   icc: boolean;
@@ -51,6 +52,7 @@ const chainOf = (n: FirewallNetwork, kind: 'from' | 'to' | 'post') => `n-${n.id.
 
 /** The base sets, maps and chains, as the body of a table block. */
 function skeletonBody(): string {
+  // dns_gw4: bridge -> (gateway, port of aardvark-dns)
   return `  set bridges { type ifname; }
   map fwd_from { type ifname : verdict; }
   map fwd_to { type ifname : verdict; }
@@ -58,7 +60,7 @@ function skeletonBody(): string {
   map nat_out6 { type ipv6_addr : verdict; flags interval; }
   map pub_ip4 { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
   map pub_any4 { type inet_proto . inet_service : ipv4_addr . inet_service; }
-  map dns_gw4 { type ifname : ipv4_addr; }
+  map dns_gw4 { type ifname : ipv4_addr . inet_service; }
   chain prerouting {
     type nat hook prerouting priority -100; policy accept;
     ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @dns_gw4
@@ -111,7 +113,7 @@ function networkElements(table: string, n: FirewallNetwork): string {
   ];
   if (n.subnet4) lines.push(`add element ${t} nat_out4 { ${n.subnet4} : jump ${chainOf(n, 'post')} }`);
   if (n.subnet6) lines.push(`add element ${t} nat_out6 { ${n.subnet6} : jump ${chainOf(n, 'post')} }`);
-  if (n.dnsGateway) lines.push(`add element ${t} dns_gw4 { ${br} : ${n.dnsGateway} }`);
+  if (n.dnsGateway) lines.push(`add element ${t} dns_gw4 { ${br} : ${n.dnsGateway} . ${n.dnsPort ?? 53} }`);
   return lines.join('\n') + '\n';
 }
 

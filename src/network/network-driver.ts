@@ -108,7 +108,7 @@ export class NetworkDriver {
     };
     const stateDir = join(opts.execRoot, 'network');
     this.#firewall = new Firewall(opts.prefix, this.#tools.nft);
-    this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns');
+    this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', opts.dnsPort ?? 53);
     this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools);
   }
 
@@ -804,6 +804,7 @@ export class NetworkDriver {
       subnet4: n.subnet || undefined,
       subnet6: n.enableIPv6 ? n.subnet6 : undefined,
       dnsGateway: n.dnsEnabled ? n.gateway : undefined,
+      dnsPort: this.#opts.dnsPort ?? 53,
       internal: n.internal,
       masquerade: s.masquerade,
       icc: s.icc,

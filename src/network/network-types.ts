@@ -19,6 +19,11 @@ export interface NetworkDriverOptions {
   /** A fixed subnet for the default bridge (default: the first free of 172.17.0.0/16, 172.18.0.0/16, ...). */
   defaultBridgeSubnet?: string;
   aardvarkPath?: string;
+  /**
+   * The port aardvark-dns listens on at each gateway (default 53). Containers always ask 127.0.0.11:53,
+   * which is forwarded there; another port avoids a clash with a DNS server bound to 0.0.0.0:53 on the host.
+   */
+  dnsPort?: number;
   /** The host's resolv.conf, read for containers' resolv.conf (default /etc/resolv.conf). */
   hostResolvConf?: string;
   tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
