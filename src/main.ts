@@ -68,6 +68,8 @@ async function main(): Promise<void> {
 
   const events = new EventBus();
   const images = new ImageService(new ImageRecords(db), layers, content, events);
+  // Layer dirs a killed pull left behind, recorded by no image.
+  await images.sweepUnrecordedLayers();
   const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
   const engine = new Engine(config, events, images, registry);
 

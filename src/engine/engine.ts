@@ -37,7 +37,7 @@ export class Engine {
     readonly registry: RegistryClient,
   ) {}
 
-  pull(ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal }, progress: ProgressSink): Promise<PullResult> {
+  pull(ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal; headers?: Record<string, string> }, progress: ProgressSink): Promise<PullResult> {
     return pullImage(this.registry, this.images, { ref, ...opts }, progress);
   }
 

@@ -25,6 +25,8 @@ export interface PullRequest {
   auth?: AuthConfig;
   platform?: Platform;
   signal?: AbortSignal;
+  /** The client's `X-Meta-*` headers, passed on to the registry. */
+  headers?: Record<string, string>;
 }
 
 export interface PullResult {
@@ -34,7 +36,7 @@ export interface PullResult {
 
 export async function pullImage(registry: RegistryClient, images: ImageService, req: PullRequest, progress: ProgressSink): Promise<PullResult> {
   const { ref, signal } = req;
-  const resolved = await registry.resolve(ref, { auth: req.auth, platform: req.platform, signal });
+  const resolved = await registry.resolve(ref, { auth: req.auth, platform: req.platform, signal, headers: req.headers });
   progress({ status: `Pulling from ${ref.path}`, id: ref.digest ?? ref.tag ?? 'latest' });
 
   const configBytes = resolved.config;

@@ -169,7 +169,8 @@ async function createImage(ctx: RequestContext, engine: Engine): Promise<void> {
   });
   const out = new JsonLineWriter(ctx.res);
   try {
-    await engine.pull(ref, { auth, platform, signal: abort.signal }, (m) => out.write(m));
+    const meta = Object.fromEntries(Object.entries(ctx.req.headers).filter(([k, v]) => k.startsWith('x-meta-') && typeof v === 'string')) as Record<string, string>;
+    await engine.pull(ref, { auth, platform, signal: abort.signal, headers: meta }, (m) => out.write(m));
   } catch (err) {
     if (!out.started) throw err;
     const message = err instanceof Error ? err.message : String(err);
