@@ -190,6 +190,29 @@ describe('docker CLI: swarm', () => {
     assert.equal(raw.stdout.trim().split('\n').filter((l) => l.startsWith('hi from ')).length, 2, raw.stdout);
   });
 
+  it('published ports: the swarm assigns ingress ports, host-mode ports become the tasks\' port bindings', async () => {
+    const d = daemon();
+    const create = await d.docker(['service', 'create', '-d', '--name', 'pub', '-p', '80', '-p', 'mode=host,target=90,published=18090', image, 'sh', '-c', LOOP]);
+    assert.equal(create.code, 0, create.stderr);
+    const s = await inspectService(d, 'pub');
+    const ingress = s.Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 80);
+    assert.equal(ingress.PublishMode, 'ingress');
+    assert.equal(ingress.Protocol, 'tcp');
+    assert.ok(ingress.PublishedPort >= 30000 && ingress.PublishedPort <= 32767, String(ingress.PublishedPort));
+    assert.deepEqual(s.Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 90), { Protocol: 'tcp', TargetPort: 90, PublishedPort: 18090, PublishMode: 'host' });
+    assert.equal(s.Endpoint.Spec.Mode, 'vip');
+    const ls = await d.docker(['service', 'ls', '--filter', 'name=pub', '--format', '{{.Ports}}']);
+    assert.match(ls.stdout, new RegExp(`\\*:${ingress.PublishedPort}->80/tcp`));
+    const [t] = await runningTasks(d, 'pub', 1);
+    const hc = (await d.request('GET', `/containers/${t!.Status.ContainerStatus!.ContainerID}/json`)).json().HostConfig;
+    assert.deepEqual(hc.PortBindings, { '90/tcp': [{ HostIp: '', HostPort: '18090' }] });
+    // An update keeps the assigned ingress port.
+    const upd = await d.docker(['service', 'update', '-d', '--env-add', 'X=1', 'pub']);
+    assert.equal(upd.code, 0, upd.stderr);
+    assert.equal((await inspectService(d, 'pub')).Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 80).PublishedPort, ingress.PublishedPort);
+    assert.equal((await d.docker(['service', 'rm', 'pub'])).code, 0);
+  });
+
   it('service rm removes the tasks and their containers; swarm leave --force forgets the swarm', async () => {
     const d = daemon();
     const rm = await d.docker(['service', 'rm', 'web', 'conv', 'hello']);

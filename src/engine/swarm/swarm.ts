@@ -18,6 +18,7 @@ import { SwarmStore } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator, isCurrent } from './orchestrator.js';
 import { Updater } from './updater.js';
+import { IngressProxy } from './ingress-proxy.js';
 import {
   TASK_LABELS,
   isGlobal,
@@ -67,8 +68,8 @@ export class SwarmService {
   readonly runner: TaskRunner;
   readonly orchestrator: Orchestrator;
   readonly updater: Updater;
-  /** Set by main.ts when published ports can be served. */
-  publisher: PortPublisher | undefined;
+  /** Serves the ingress ports services publish. */
+  publisher: PortPublisher;
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
@@ -84,6 +85,7 @@ export class SwarmService {
     });
     this.orchestrator = new Orchestrator(this.store, this.runner);
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
+    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId));
   }
 
   /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */
@@ -111,7 +113,7 @@ export class SwarmService {
     this.#unsubscribe?.();
     this.updater.close();
     this.runner.close();
-    this.publisher?.close();
+    this.publisher.close();
   }
 
   get active(): boolean {
@@ -335,7 +337,24 @@ export class SwarmService {
     return taken;
   }
 
+  /** The container addresses of the service's running tasks, on whatever networks they are attached to. */
+  #taskAddresses(serviceId: string): string[] {
+    const out: string[] = [];
+    for (const t of this.store.tasksOf(serviceId)) {
+      if (t.status.state !== 'running' || t.desiredState !== 'running') continue;
+      const c = this.d.containers.find(t.status.containerId);
+      for (const ep of Object.values(c?.network.endpoints ?? {})) {
+        const ip = ep.IPAddress ?? ep.ipAddress;
+        if (typeof ip === 'string' && ip) {
+          out.push(ip);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
   #publish(): void {
-    this.publisher?.sync([...this.store.services.values()], [...this.store.tasks.values()]);
+    this.publisher.sync([...this.store.services.values()], [...this.store.tasks.values()]);
   }
 }

@@ -201,6 +201,11 @@ export class TaskRunner {
     // The process may already have exited (the die event has set the task's state then).
     if (t.status.state !== 'starting' || !c || !isRunningLike(c.state)) return;
     t.status.pid = c.state.pid;
+    // Host-mode ports as the network bound them (a published port of 0 got a free one).
+    const bound = Object.entries(c.network.ports ?? {}).flatMap(([key, list]) =>
+      (list ?? []).map((b) => ({ Protocol: (key.split('/')[1] ?? 'tcp') as 'tcp', TargetPort: Number(key.split('/')[0]), PublishedPort: Number(b.HostPort), PublishMode: 'host' as const })),
+    );
+    if (bound.length) t.status.ports = bound;
     if (c.state.health) {
       this.#save(t); // stays starting until the healthcheck passes
       return;
@@ -269,10 +274,7 @@ export class TaskRunner {
     }
   }
 
-  /**
-   * After a daemon restart: what the containers did while nobody watched becomes task state.
-   * Returns the tasks whose state changed.
-   */
+  /** After a daemon restart: what the task's container did while nobody watched becomes task state. */
   syncWithContainers(t: TaskRecord): void {
     const id = t.status.containerId;
     if (!id) return;
