@@ -93,7 +93,8 @@ describe('docker run -it, attach and exec -it in a real terminal', () => {
     const name = `ex-${randomBytes(4).toString('hex')}`;
     const r = await daemon().docker(['run', '-d', '--name', name, image, 'sleep', '300']);
     assert.equal(r.code, 0, r.stderr);
-    const t = await open(`exec -it ${name} sh -c 'stty size; exec sh'`, 150, 30);
+    // crun sets an exec's terminal size just after the process started: give it a moment.
+    const t = await open(`exec -it ${name} sh -c 'sleep 0.2; stty size; exec sh'`, 150, 30);
     await t.waitFor(/^30 150$/m);
     await t.type('echo in-exec; exit 4');
     await t.keys('Enter');
