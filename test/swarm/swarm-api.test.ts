@@ -372,6 +372,64 @@ describe('swarm API', () => {
     await d.request('DELETE', '/services/drainme');
   });
 
+  it('placement constraints and MaxReplicas keep tasks pending until the node fits', async () => {
+    const d = daemon();
+    await createService(d, { Name: 'picky', TaskTemplate: { ContainerSpec: { Image: image, Args: LOOP }, Placement: { Constraints: ['node.role==manager', 'node.labels.zone==a'] } } });
+    const [waiting] = await eventually('a pending task', async () => {
+      const ts = await tasksOf(d, 'picky');
+      return ts.length === 1 && ts[0]!.Status.State === 'pending' ? ts : undefined;
+    });
+    assert.equal(waiting!.Status.Err, 'no suitable node (scheduling constraints not satisfied on 1 node)');
+    const node = (await d.request('GET', `/nodes/${nodeId}`)).json();
+    const label = await d.request('POST', `/nodes/${nodeId}/update?version=${node.Version.Index}`, { body: { ...node.Spec, Labels: { zone: 'a' } } });
+    assert.equal(label.status, 200, label.text());
+    const [placed] = await runningTasks(d, 'picky', 1);
+    assert.equal(placed!.ID, waiting!.ID);
+
+    await createService(d, { Name: 'capped', TaskTemplate: { ContainerSpec: { Image: image, Args: LOOP }, Placement: { MaxReplicas: 1 } }, Mode: { Replicated: { Replicas: 2 } } });
+    const capped = await eventually('one running, one pending', async () => {
+      const ts = await tasksOf(d, 'capped');
+      const running = ts.filter((t) => t.Status.State === 'running');
+      const pending = ts.filter((t) => t.Status.State === 'pending');
+      return running.length === 1 && pending.length === 1 ? pending[0] : undefined;
+    });
+    assert.equal(capped.Status.Err, 'no suitable node (max replicas per node limit exceed)');
+    await d.request('DELETE', '/services/picky');
+    await d.request('DELETE', '/services/capped');
+  });
+
+  it('a task with a healthcheck is starting until it is healthy', async () => {
+    const d = daemon();
+    await createService(d, {
+      Name: 'healthy',
+      TaskTemplate: {
+        ContainerSpec: {
+          Image: image,
+          Args: ['sh', '-c', 'trap "exit 0" TERM; sleep 2; touch /tmp/ok; while :; do sleep 0.2; done'],
+          HealthCheck: { Test: ['CMD-SHELL', 'test -f /tmp/ok'], Interval: 0.3 * SEC, Timeout: 1 * SEC, Retries: 20 },
+        },
+      },
+    });
+    const starting = await eventually('the task starting with its container up', async () => (await tasksOf(d, 'healthy')).find((t) => t.Status.State === 'starting' && t.Status.ContainerStatus?.PID));
+    const c = (await d.request('GET', `/containers/${starting.Status.ContainerStatus!.ContainerID}/json`)).json();
+    assert.equal(c.State.Status, 'running');
+    const [running] = await runningTasks(d, 'healthy', 1);
+    assert.equal(running!.ID, starting.ID);
+    assert.equal((await d.request('GET', `/containers/${starting.Status.ContainerStatus!.ContainerID}/json`)).json().State.Health.Status, 'healthy');
+    await d.request('DELETE', '/services/healthy');
+  });
+
+  it('refuses what it cannot run: secrets, configs, swarm networks, jobs', async () => {
+    const d = daemon();
+    const secret = await d.request('POST', '/services/create', { body: { Name: 's', TaskTemplate: { ContainerSpec: { Image: image, Secrets: [{ SecretID: 'x', SecretName: 'x' }] } } } });
+    assert.equal(secret.status, 501);
+    const nets = await d.request('POST', '/services/create', { body: { Name: 'n', TaskTemplate: { ContainerSpec: { Image: image }, Networks: [{ Target: 'overlay1' }] } } });
+    assert.equal(nets.status, 501);
+    const job = await d.request('POST', '/services/create', { body: { Name: 'j', TaskTemplate: { ContainerSpec: { Image: image } }, Mode: { ReplicatedJob: {} } } });
+    assert.equal(job.status, 501);
+    assert.equal((await d.request('GET', '/services')).json().length, 0);
+  });
+
   it('a global service runs one task on the node, named after the node', async () => {
     const d = daemon();
     const id = await createService(d, { Name: 'everywhere', TaskTemplate: { ContainerSpec: { Image: image, Args: LOOP } }, Mode: { Global: {} } });

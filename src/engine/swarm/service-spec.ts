@@ -72,6 +72,13 @@ export function normalizeServiceSpec(body: unknown): ServiceSpec {
     for (const c of tt.Placement.Constraints) if (!/^\s*[\w.-]+\s*(==|!=)\s*\S.*$/.test(c)) throw invalidArgument(`invalid constraint: ${c}`);
   }
 
+  // Secrets, configs and swarm networks need stores and overlay networking Berth does not have.
+  for (const [what, v] of [['secrets', cs.Secrets], ['configs', cs.Configs], ['networks', tt.Networks], ['networks', spec.Networks]] as const) {
+    if (Array.isArray(v) && v.length > 0) throw notImplemented(`services with ${what} are not supported by Berth yet`);
+  }
+  const max = tt.Placement?.MaxReplicas;
+  if (max !== undefined && !isNat(max)) throw invalidArgument('TaskSpec: MaxReplicas cannot be negative');
+
   spec.Mode = normalizeMode(spec.Mode);
   checkUpdateConfig(spec.UpdateConfig, 'UpdateConfig');
   checkUpdateConfig(spec.RollbackConfig, 'RollbackConfig');

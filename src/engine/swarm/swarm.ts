@@ -80,7 +80,7 @@ export class SwarmService {
       images: d.images,
       pull: d.pull,
       node: () => this.store.cluster?.node,
-      nodeHostname: d.host.name,
+      host: d.host,
       onChange: (t) => this.#taskChanged(t),
     });
     this.orchestrator = new Orchestrator(this.store, this.runner);

@@ -14,6 +14,8 @@ import { isRunningLike } from '../container-model.js';
 import { tryLookupImage } from '../image-lookup.js';
 import { stopGraceSeconds } from './service-spec.js';
 import { taskContainerRequest } from './task-container.js';
+import { placementProblem } from './placement.js';
+import type { HostFacts } from '../system.js';
 import type { SwarmStore } from './swarm-store.js';
 import { isTerminal, type NodeRecord, type TaskRecord, type TaskState } from './swarm-model.js';
 
@@ -26,7 +28,7 @@ export interface TaskRunnerDeps {
   images: ImageService;
   pull: PullFn;
   node: () => NodeRecord | undefined;
-  nodeHostname: string;
+  host: HostFacts;
   /** A task's observed state changed (or it was deleted). */
   onChange: (t: TaskRecord) => void;
 }
@@ -105,8 +107,9 @@ export class TaskRunner {
         case 'allocated':
         case 'pending': {
           const node = this.d.node();
-          if (!node || node.spec.Availability !== 'active') {
-            if (state !== 'pending' || !t.status.err) this.#set(t, 'pending', 'pending task scheduling', 'no suitable node (1 node not available for new tasks)');
+          const problem = node ? placementProblem(t.spec, node, this.d.host, this.#replicasOn(node.id, t)) : 'no suitable node (1 node not available for new tasks)';
+          if (!node || problem) {
+            if (state !== 'pending' || t.status.err !== problem) this.#set(t, 'pending', 'pending task scheduling', problem ?? '');
             return;
           }
           t.nodeId = node.id;
@@ -136,6 +139,15 @@ export class TaskRunner {
           return; // running, or finished by itself
       }
     }
+  }
+
+  /** Other live tasks of the same service already on the node (for Placement.MaxReplicas). */
+  #replicasOn(nodeId: string, t: TaskRecord): number {
+    let n = 0;
+    for (const o of this.d.store.tasks.values()) {
+      if (o !== t && o.serviceId === t.serviceId && o.nodeId === nodeId && !isTerminal(o.desiredState) && !isTerminal(o.status.state)) n++;
+    }
+    return n;
   }
 
   /** A restarted task waits out its delay, an updated one for the task it replaces to stop. */
@@ -175,7 +187,7 @@ export class TaskRunner {
     const service = store.services.get(t.serviceId);
     let id: string;
     try {
-      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.nodeHostname, serviceLabels: service?.spec.Labels ?? {} });
+      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {} });
       id = containers.create(req).Id;
     } catch (err) {
       this.#set(t, 'rejected', 'preparing', errorMessage(err));
