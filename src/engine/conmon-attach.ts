@@ -15,6 +15,7 @@ import { closeSync, openSync, constants } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import type { SeqpacketSocket as SeqpacketSocketType } from 'node-unix-socket';
+import { log } from '../lib/log.js';
 
 const require = createRequire(import.meta.url);
 const { SeqpacketSocket } = require('node-unix-socket') as typeof import('node-unix-socket');
@@ -38,7 +39,7 @@ export class ConmonAttach {
   #onData: ((stream: OutputStream, data: Buffer) => void) | undefined;
   /** Output that arrived before onData() was called (the process may start before the caller is ready). */
   #early: [OutputStream, Buffer][] = [];
-  #sockDestroyed = false;
+  #destroyScheduled = false;
   #drainWaiters: (() => void)[] = [];
   /** Resolves when conmon closed its end (the process is gone) or close() was called. */
   readonly ended: Promise<void>;
@@ -46,13 +47,20 @@ export class ConmonAttach {
   private constructor(sock: SeqpacketSocketType) {
     this.#sock = sock;
     sock.setInternalReadBufferSize(READ_BUFFER);
+    // Called from inside the addon's read loop: must not throw, and must not destroy the socket
+    // synchronously (close() defers that).
     sock.on('data', (packet: Buffer) => {
-      if (packet.length < 2) return;
+      if (this.#closed || packet.length < 2) return;
       const type = packet[0];
       const stream: OutputStream | undefined = type === 2 ? 'stdout' : type === 3 ? 'stderr' : undefined;
       if (!stream) return;
-      if (this.#onData) this.#onData(stream, packet.subarray(1));
-      else this.#early.push([stream, packet.subarray(1)]);
+      try {
+        if (this.#onData) this.#onData(stream, packet.subarray(1));
+        else this.#early.push([stream, packet.subarray(1)]);
+      } catch (err) {
+        log.error('attach output handler failed', { err });
+        this.close();
+      }
     });
     this.ended = new Promise((resolve) => {
       const done = () => {
@@ -60,9 +68,12 @@ export class ConmonAttach {
         for (const w of this.#drainWaiters.splice(0)) w();
         resolve();
       };
-      sock.on('end', done);
-      sock.on('close', done);
-      sock.on('error', done);
+      // Settle from a macrotask: the addon calls in from libuv without Node's callback scope, so
+      // promise reactions queued here might otherwise wait for some unrelated event.
+      const later = () => setImmediate(done);
+      sock.on('end', later);
+      sock.on('close', later);
+      sock.on('error', later);
     });
     // Once conmon closed its end there is nothing left to read: release the fd.
     void this.ended.then(() => this.close());
@@ -88,7 +99,8 @@ export class ConmonAttach {
         sock.connect(target, () => {
           if (dirFd !== undefined) closeSync(dirFd);
           sock.off('error', fail);
-          resolve(new ConmonAttach(sock));
+          const attach = new ConmonAttach(sock);
+          setImmediate(() => resolve(attach)); // see `later` in the constructor
         });
       } catch (err) {
         fail(err);
@@ -115,7 +127,10 @@ export class ConmonAttach {
       try {
         this.#sock.write(part, 0, part.length, () => {
           this.#pending -= part.length;
-          if (this.#pending <= HIGH_WATER / 2) for (const w of this.#drainWaiters.splice(0)) w();
+          if (this.#pending <= HIGH_WATER / 2 && this.#drainWaiters.length) {
+            const waiters = this.#drainWaiters.splice(0);
+            setImmediate(() => waiters.forEach((w) => w()));
+          }
         });
       } catch {
         this.close();
@@ -142,15 +157,22 @@ export class ConmonAttach {
     }
   }
 
+  /**
+   * Closes the socket. The native close is deferred: the addon's read loop goes on reading after
+   * each 'data' callback and aborts the process if the fd vanished under it (which is what a
+   * close from inside a callback would do).
+   */
   close(): void {
-    if (this.#closed && this.#sockDestroyed) return;
     this.#closed = true;
-    this.#sockDestroyed = true;
-    try {
-      this.#sock.destroy();
-    } catch {
-      // already gone
-    }
     for (const w of this.#drainWaiters.splice(0)) w();
+    if (this.#destroyScheduled) return;
+    this.#destroyScheduled = true;
+    setImmediate(() => {
+      try {
+        this.#sock.destroy();
+      } catch {
+        // already gone
+      }
+    });
   }
 }

@@ -5,6 +5,7 @@
  */
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { WebSocket } from 'ws';
 import { readAll, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { demux, readToEnd, sleep } from './support.js';
@@ -224,6 +225,26 @@ describe('attach API', () => {
       assert.match((await readAll(paused.response)).toString(), /paused/);
     }
     await daemon().request('POST', `/containers/${id}/unpause`);
+    await remove(id);
+  });
+
+  it('a client that stops reading is cut off before berthd buffers without end; berthd lives on', async () => {
+    const id = await create(['sh', '-c', 'head -c 300000000 /dev/zero']);
+    const u = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(u.upgraded);
+    u.socket.pause();
+    const rss = async () => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${daemon().pid}/status`, 'utf8'))?.[1]);
+    const before = await rss();
+    await start(id);
+    await sleep(3000);
+    const grown = (await rss()) - before;
+    assert.ok(grown < 160 * 1024, `berthd RSS grew by ${grown} kB`);
+    let received = 0;
+    u.socket.on('data', (d: Buffer) => (received += d.length));
+    u.socket.resume();
+    await new Promise<void>((resolve) => u.socket.once('close', () => resolve()));
+    assert.ok(received < 300_000_000, 'the stream was cut, not completed');
+    assert.equal((await daemon().request('GET', '/_ping')).status, 200);
     await remove(id);
   });
 
