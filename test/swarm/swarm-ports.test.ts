@@ -27,7 +27,7 @@ describe('swarm published ports', () => {
     await daemon().request('POST', '/swarm/leave?force=1').catch(() => undefined);
   });
 
-  it('an ingress port spreads requests over the service's tasks', async (t) => {
+  it('an ingress port spreads requests over the tasks of the service', async (t) => {
     const d = daemon();
     const image = reg().seeded.refs.busybox;
     assert.equal((await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
