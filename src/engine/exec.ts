@@ -117,10 +117,9 @@ export class ExecService {
 
   /** Starts without a client (Detach: true): output is dropped (a tty's goes to the exec log). */
   async startDetached(id: string, opts: ExecStartOptions = {}): Promise<void> {
-    const prepared = this.prepareStart(id, opts);
-    const rec = prepared.record;
-    const session = await this.#launch(this.containers.get(rec.containerId), rec, prepared.record.config.Tty ? opts.consoleSize ?? rec.config.ConsoleSize : undefined, false);
-    if (!session) return;
+    const rec = this.prepareStart(id, opts).record;
+    const consoleSize = rec.config.Tty ? opts.consoleSize ?? rec.config.ConsoleSize : undefined;
+    const session = await this.#launch(this.containers.get(rec.containerId), rec, consoleSize, false);
     session.stdout?.resume();
     session.stderr?.resume();
     void this.#recordExit(rec, session);
@@ -146,7 +145,6 @@ export class ExecService {
     const bridgeOpts = { stdin: cfg.AttachStdin, stdout: cfg.AttachStdout, stderr: cfg.AttachStderr };
     if (!cfg.Tty) {
       const session = await this.#launch(c, rec, undefined, cfg.AttachStdin);
-      if (!session) return 'exited';
       const exited = this.#recordExit(rec, session);
       if (session.pid === 0) {
         // dockerd writes why the process could not start onto the stream.
@@ -166,7 +164,6 @@ export class ExecService {
     const session = await this.#launch(c, rec, consoleSize, cfg.AttachStdin, async (path) => {
       sock = await ConmonAttach.connect(path);
     });
-    if (!session) return 'exited';
     const exited = this.#recordExit(rec, session);
     if (!sock || session.pid === 0) {
       sock?.close();
@@ -183,14 +180,14 @@ export class ExecService {
     return end;
   }
 
-  /** Starts the process; undefined (and the exec marked failed) when conmon could not be run. */
+  /** Starts the process; when conmon cannot even be run, marks the exec failed and throws. */
   async #launch(
     c: ContainerRecord,
     rec: ExecRecord,
     consoleSize: [number, number] | undefined,
     stdin: boolean,
     onAttachReady?: (path: string) => Promise<void>,
-  ): Promise<ExecSession | undefined> {
+  ): Promise<ExecSession> {
     const cfg = rec.config;
     let resolveStarted!: (s: ExecSession | undefined) => void;
     this.#startedSignals.set(rec.id, new Promise((r) => (resolveStarted = r)));

@@ -5,7 +5,7 @@
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { readAll, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { demux, readToEnd, sleep } from './support.js';
 
 describe('exec', () => {
@@ -98,6 +98,15 @@ describe('exec', () => {
       assert.equal((await readToEnd(u.socket, u.head)).toString(), '22 66\r\n');
     }
     await daemon().request('DELETE', `/containers/${runcCtr}?force=1`);
+  });
+
+  it('start without Upgrade: a 200 raw-stream response that ends with the process', async () => {
+    const id = await createExec({ Cmd: ['sh', '-c', 'echo plain; exit 2'], AttachStdout: true });
+    const res = await daemon().stream('POST', `/v1.44/exec/${id}/start`, { body: { Detach: false, Tty: false } });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'application/vnd.docker.raw-stream');
+    assert.equal(demux(await readAll(res)).stdout.toString(), 'plain\n');
+    assert.equal((await inspect(id)).ExitCode, 2);
   });
 
   it('Detach: true is a plain 200 without hijack; the process runs on its own', async () => {

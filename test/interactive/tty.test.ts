@@ -6,10 +6,20 @@
 import { before, after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import { Terminal, dockerEnv } from './support.js';
 
-describe('docker run -it, attach and exec -it in a real terminal', () => {
+const haveTmux = (() => {
+  try {
+    execFileSync('tmux', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('docker run -it, attach and exec -it in a real terminal', { skip: !haveTmux && 'tmux is not installed' }, () => {
   const daemon = useDaemon();
   const reg = useSeededRegistry('open');
   let image = '';
