@@ -5,7 +5,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { freePort, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { eventually, inspectService, runningTasks } from './support.js';
 
 function get(port: number): Promise<string> {
@@ -32,7 +32,9 @@ describe('swarm published ports', () => {
     const image = reg().seeded.refs.busybox;
     assert.equal((await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
     const serve = 'mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && exec httpd -f -p 8000 -h /www';
-    const create = await d.docker(['service', 'create', '-d', '--name', 'http', '--replicas', '2', '--hostname', '{{.Task.Slot}}', '-p', '8000', image, 'sh', '-c', serve]);
+    // A free port rather than one from the dynamic range, which other daemons under test may hold.
+    const published = await freePort();
+    const create = await d.docker(['service', 'create', '-d', '--name', 'http', '--replicas', '2', '--hostname', '{{.Task.Slot}}', '-p', `${published}:8000`, image, 'sh', '-c', serve]);
     assert.equal(create.code, 0, create.stderr);
     const tasks = await runningTasks(d, 'http', 2);
     const c = (await d.request('GET', `/containers/${tasks[0]!.Status.ContainerStatus!.ContainerID}/json`)).json();
@@ -42,6 +44,7 @@ describe('swarm published ports', () => {
       return;
     }
     const port = (await inspectService(d, 'http')).Endpoint.Ports[0].PublishedPort;
+    assert.equal(port, published);
     const seen = await eventually('answers from both tasks', async () => {
       const answers = new Set<string>();
       for (let i = 0; i < 6; i++) answers.add((await get(port)).trim());
