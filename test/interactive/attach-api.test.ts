@@ -107,6 +107,27 @@ describe('attach API', () => {
     await remove(id);
   });
 
+  it('StdinOnce: a second client that never attached stdin leaves without closing it', async () => {
+    const id = await create(['sh', '-c', 'while read l; do echo "got $l"; done; echo done'], { OpenStdin: true, StdinOnce: true, AttachStdin: true });
+    const a = await attach(daemon(), id, 'stream=1&stdin=1&stdout=1');
+    assert.ok(a.upgraded);
+    const body = readToEnd(a.socket, a.head);
+    await start(id);
+    const b = await attach(daemon(), id, 'stream=1&stdout=1');
+    assert.ok(b.upgraded);
+    await sleep(200);
+    b.socket.destroy();
+    await sleep(200);
+    // This output finds b's connection dead: berthd learns b is gone.
+    a.socket.write('one\n');
+    await sleep(500);
+    a.socket.write('two\n');
+    await sleep(300);
+    a.socket.end();
+    assert.equal(demux(await body).stdout.toString(), 'got one\ngot two\ndone\n');
+    await remove(id);
+  });
+
   it('without Upgrade: a 200 raw-stream response that ends with the process', async () => {
     const id = await create(['sh', '-c', 'sleep 0.3; echo plain']);
     const resP = daemon().stream('POST', `/v1.44/containers/${id}/attach?stream=1&stdout=1`);

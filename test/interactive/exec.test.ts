@@ -109,6 +109,19 @@ describe('exec', () => {
     assert.equal((await inspect(id)).ExitCode, 2);
   });
 
+  it('exec_create, exec_start and exec_die events with the exec id and exit code', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const id = await createExec({ Cmd: ['sh', '-c', 'exit 4'], AttachStdout: true });
+    const u = await startHijacked(id, { Detach: false, Tty: false });
+    assert.ok(u.upgraded);
+    await readToEnd(u.socket, u.head);
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const r = await daemon().request('GET', `/events?since=${since}&until=${until}&filters=${encodeURIComponent(JSON.stringify({ container: [ctr] }))}`);
+    const events = r.text().trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.Actor?.Attributes?.execID === id);
+    assert.deepEqual(events.map((e) => e.Action), ['exec_create: sh -c exit 4', 'exec_start: sh -c exit 4', 'exec_die']);
+    assert.equal(events[2].Actor.Attributes.exitCode, '4');
+  });
+
   it('Detach: true is a plain 200 without hijack; the process runs on its own', async () => {
     const id = await createExec({ Cmd: ['sh', '-c', 'sleep 0.3; exit 5'] });
     const r = await daemon().request('POST', `/v1.44/exec/${id}/start`, { body: { Detach: true } });
