@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type Db } from '../state/db.js';
 import { NetworkDriver, type AttachSpec } from './network-driver.js';
 import { mountPoints } from './netns.js';
+import { purgeHostState } from './purge-host-state.js';
 import { runTool } from './run-tool.js';
 
 const prefix = `bt${randomBytes(3).toString('hex')}`;
@@ -381,6 +382,18 @@ netTest('connect and disconnect a running container', async () => {
   await assert.rejects(driver.disconnect(a, 'back'), { kind: 'forbidden' });
   assert.deepEqual(Object.keys(driver.containerNetworks(a).endpoints), ['front']);
 
+  // Leaving the network that carried the default route and DNS: names still resolve through the other.
+  await driver.connect({ containerId: a, name: '/api', netnsPath: ca.netnsPath, network: 'back' });
+  await driver.disconnect(a, 'front');
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth1', 'lo']);
+  assert.deepEqual(JSON.parse(await inNs(ca.netnsPath, ['ip', '-j', 'route', 'show', 'default'])), []);
+  const viaBack = await retry(() => inNs(ca.netnsPath, ['busybox', 'nslookup', 'store', '127.0.0.11']));
+  assert.match(viaBack, new RegExp(`Address:\\s+${cb.endpoints.back!.ipAddress.replace(/\./g, '\\.')}`));
+  const again = await driver.connect({ containerId: a, name: '/api', netnsPath: ca.netnsPath, network: 'front' });
+  assert.equal(again.ifName, 'eth0');
+  const routesAgain = JSON.parse(await inNs(ca.netnsPath, ['ip', '-j', 'route', 'show', 'default'])) as { dev: string }[];
+  assert.equal(routesAgain[0]!.dev, 'eth0', 'a non-internal network brings the default route back');
+
   await stopContainer(a);
   await stopContainer(b);
   await driver.remove('front');
@@ -491,4 +504,32 @@ netTest('parallel starts get distinct addresses and ports', async () => {
   assert.equal(new Set(hostPorts).size, 8, hostPorts.join(' '));
   await Promise.all(ids8.map((id) => stopContainer(id)));
   assert.deepEqual(ids8.map((id) => driver.containerNetworks(id)), ids8.map(() => ({ endpoints: {}, ports: [] })));
+});
+
+netTest('purgeHostState removes what a stopped daemon left behind', async () => {
+  const p = `bq${randomBytes(3).toString('hex')}`;
+  const execRoot = join(root, 'purge');
+  const pdb = openDatabase(join(root, 'purge.db'));
+  const d = new NetworkDriver({ db: pdb, execRoot, dataRoot: execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5381 });
+  cleanups.push(async () => {
+    await purgeHostState({ prefix: p, execRoot });
+    pdb.close();
+  });
+  await d.init();
+  await d.create({ name: 'left' });
+  const id = randomBytes(32).toString('hex');
+  const c = await d.setup({ containerId: id, name: '/still-running', networks: [{ network: 'left' }], dns: ['127.0.0.1'] });
+  const pidText = await readFile(join(execRoot, 'network', 'dns', 'config', 'aardvark.pid'), 'utf8');
+  await d.shutdown(); // the daemon stops; the container's network stays
+
+  await purgeHostState({ prefix: p, execRoot });
+  const links = (JSON.parse(await runTool('ip', ['-j', 'link', 'show'])) as { ifname: string }[]).filter((l) => l.ifname.startsWith(p));
+  assert.deepEqual(links, []);
+  assert.doesNotMatch(await runTool('nft', ['list', 'tables']), new RegExp(` ${p}\\n`));
+  assert.deepEqual([...(await mountPoints())].filter((m) => m.startsWith(execRoot)), []);
+  assert.ok(!(await mountPoints()).has(c.netnsPath));
+  await retry(async () => {
+    const stat = await readFile(`/proc/${Number(pidText)}/stat`, 'utf8').catch(() => 'gone) Z');
+    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
+  });
 });

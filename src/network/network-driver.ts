@@ -550,7 +550,8 @@ export class NetworkDriver {
     const plan: PlumbPlan = {
       add: [],
       routes: wasPrimary && newPrimary ? this.#routes(newPrimary) : undefined,
-      dns: dnsAfter === dnsBefore ? undefined : dnsAfter ? this.#dnsRoute(dnsAfter) : null,
+      // Routes through the removed interface went with it; only a new one may be needed.
+      dns: dnsAfter && dnsAfter !== dnsBefore ? this.#dnsRoute(dnsAfter) : undefined,
     };
     if (existsSync(ep.netnsPath)) await plumbExisting(ep.netnsPath, plan, this.#tools, this.#hostNs);
   }
