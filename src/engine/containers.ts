@@ -171,7 +171,14 @@ export class ContainerService {
       if (c.state.status === 'running' || c.state.status === 'restarting') throw notModified();
       if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`container ${c.id} is marked for removal and cannot be started`);
       c.manuallyStopped = false;
-      await this.#startProcess(c);
+      try {
+        await this.#startProcess(c);
+      } catch (err) {
+        // As dockerd: an AutoRemove container that fails to start is removed (`docker run --rm`
+        // waits for condition=removed). Outside the lock, which remove() takes too.
+        if (c.hostConfig.AutoRemove) setImmediate(() => void this.remove(c.id, { force: true, volumes: false }).catch((e) => log.warn('auto-remove after a failed start failed', { id: c.id, err: e })));
+        throw err;
+      }
     });
   }
 

@@ -59,6 +59,15 @@ describe('docker run, start -a and attach through the CLI', () => {
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, /no such file|not found/i);
     });
+
+    it('--rm with a command that cannot start: the CLI returns and the container is gone', async () => {
+      const name = `rmfail-${randomBytes(4).toString('hex')}`;
+      const r = await daemon().docker(['run', '--rm', '--name', name, image, '/no/such/binary'], { timeoutMs: 30_000 });
+      assert.notEqual(r.code, 0);
+      assert.doesNotMatch(r.stderr, /killed after/);
+      const ps = await daemon().docker(['ps', '-a', '--filter', `name=${name}`, '--format', '{{.Names}}']);
+      assert.equal(ps.stdout.trim(), '');
+    });
   });
 
   describe('docker run -i (stdin)', () => {
