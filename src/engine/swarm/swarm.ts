@@ -268,7 +268,8 @@ export class SwarmService {
     this.store.touch(s);
     if (dirty) s.templateVersion = s.version;
     this.store.saveService(s);
-    if (dirty) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
+    // A rollback always reports its progress, even when only the replica count goes back.
+    if (dirty || opts.rollback) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
     this.orchestrator.reconcile(s.id, 'live');
     this.#publish();
   }
@@ -287,7 +288,7 @@ export class SwarmService {
     let notShutdown = 0;
     let completed = 0;
     for (const t of this.store.tasksOf(s.id)) {
-      if (t.status.state === 'running') running++;
+      if (t.status.state === 'running' && isCurrent(t)) running++;
       if (t.status.state === 'complete') completed++;
       if (isCurrent(t)) notShutdown++;
     }
