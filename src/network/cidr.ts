@@ -20,10 +20,6 @@ export interface Cidr {
 
 const BITS: Record<Family, number> = { 4: 32, 6: 128 };
 
-export function familyBits(family: Family): number {
-  return BITS[family];
-}
-
 export function parseAddress(text: string): Address | null {
   if (isIPv4(text)) {
     const parts = text.split('.').map(Number);

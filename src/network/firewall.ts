@@ -222,13 +222,4 @@ export class Firewall {
   destroy(): Promise<void> {
     return this.#apply(deleteText(this.table));
   }
-
-  /** The table's text as nft prints it, or '' when it does not exist. */
-  async list(): Promise<string> {
-    try {
-      return await runTool(this.#nft, ['list', 'table', 'inet', this.table]);
-    } catch {
-      return '';
-    }
-  }
 }

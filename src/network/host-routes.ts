@@ -2,7 +2,6 @@
  * What the host already uses, so a new network does not clash with it: every route in every table
  * (local-table entries cover the host's own addresses) except default routes, plus the host's nameservers.
  */
-import { readFile } from 'node:fs/promises';
 import { parseAddress, parseCidr, type Cidr, type Family } from './cidr.js';
 import { runTool } from './run-tool.js';
 
@@ -32,17 +31,6 @@ function toCidr(dst: string, family: Family): Cidr | null {
   const a = parseAddress(dst);
   if (!a || a.family !== family) return null;
   return { family, base: a.value, prefix: family === 4 ? 32 : 128 };
-}
-
-/** Nameservers listed in a resolv.conf file (missing file: none). */
-export async function resolvConfNameservers(path: string): Promise<string[]> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch {
-    return [];
-  }
-  return parseResolvConf(text).nameservers;
 }
 
 export interface ResolvConf {

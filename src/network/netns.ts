@@ -6,6 +6,7 @@
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { conflict, invalidArgument } from '../lib/errors.js';
 import { runTool, ToolError } from './run-tool.js';
 
 export interface NetnsTools {
@@ -24,7 +25,7 @@ export class NetnsDir {
   }
 
   pathOf(containerId: string): string {
-    if (!/^[a-zA-Z0-9_.-]+$/.test(containerId)) throw new Error(`invalid container id for a netns path: ${containerId}`);
+    if (!/^[a-zA-Z0-9_.-]+$/.test(containerId)) throw invalidArgument(`invalid container id for a netns path: ${containerId}`);
     return join(this.dir, containerId);
   }
 
@@ -46,7 +47,7 @@ export class NetnsDir {
     await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
       // A leftover from a crash: reuse the file only if nothing is mounted on it.
-      if ((await mountPoints()).has(path)) throw new Error(`network namespace for ${containerId} already exists`);
+      if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
     });
     try {
       if (script) await runTool(this.#tools.unshare, [`--net=${path}`, 'sh', '-c', script.text], { env: script.env });
