@@ -269,6 +269,29 @@ describe('attach API', () => {
     await remove(id);
   });
 
+  it('after berthd is killed and restarted, attach and exec reach the same running shell', async () => {
+    const id = await create(['sh'], { Tty: true, OpenStdin: true, AttachStdin: true });
+    await start(id);
+    const before = await attach(daemon(), id, 'stream=1&stdin=1&stdout=1');
+    assert.ok(before.upgraded);
+    const cut = readToEnd(before.socket, before.head).catch(() => Buffer.alloc(0));
+    before.socket.write('export MARK=survived\n');
+    await sleep(300);
+    await daemon().kill9();
+    await cut;
+    await daemon().restart();
+    const u = await attach(daemon(), id, 'stream=1&stdin=1&stdout=1');
+    assert.ok(u.upgraded);
+    const body = readToEnd(u.socket, u.head);
+    u.socket.write('echo mark=$MARK\n');
+    await sleep(500);
+    u.socket.write(Buffer.from([0x10, 0x11])); // ctrl-p ctrl-q
+    assert.match((await body).toString(), /mark=survived/);
+    const ex = await daemon().docker(['exec', id, 'echo', 'exec-after-restart']);
+    assert.equal(ex.stdout, 'exec-after-restart\n');
+    await remove(id);
+  });
+
   it('an attach waiting for start ends when the container is removed', async () => {
     const id = await create(['true']);
     const u = await attach(daemon(), id, 'stream=1&stdout=1');
