@@ -187,8 +187,13 @@ describe('swarm API', () => {
       assert.equal(t.Status.ContainerStatus?.ExitCode, 3);
       assert.equal(t.DesiredState, 'shutdown');
     }
-    const times = tasks.map((t) => Date.parse(t.CreatedAt)).sort();
-    assert.ok(times[2]! - times[0]! >= 500, 'restarts wait for the delay');
+    // Each replacement starts no sooner than Delay after its predecessor's container stopped.
+    const runs = await Promise.all(tasks.map(async (t) => (await d.request('GET', `/containers/${t.Status.ContainerStatus!.ContainerID}/json`)).json().State));
+    runs.sort((a, b) => Date.parse(a.StartedAt) - Date.parse(b.StartedAt));
+    for (let i = 1; i < runs.length; i++) {
+      const gap = Date.parse(runs[i].StartedAt) - Date.parse(runs[i - 1].FinishedAt);
+      assert.ok(gap >= 280, `restart ${i} came ${gap} ms after the exit`);
+    }
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await tasksOf(d, 'flaky')).length, 3, 'no restart beyond MaxAttempts');
 
@@ -427,7 +432,8 @@ describe('swarm API', () => {
     assert.equal(nets.status, 501);
     const job = await d.request('POST', '/services/create', { body: { Name: 'j', TaskTemplate: { ContainerSpec: { Image: image } }, Mode: { ReplicatedJob: {} } } });
     assert.equal(job.status, 501);
-    assert.equal((await d.request('GET', '/services')).json().length, 0);
+    const names = (await d.request('GET', '/services')).json().map((x: { Spec: { Name: string } }) => x.Spec.Name);
+    for (const n of ['s', 'n', 'j']) assert.ok(!names.includes(n), `${n} was not created`);
   });
 
   it('a global service runs one task on the node, named after the node', async () => {

@@ -1,7 +1,7 @@
 /** The docker CLI (v28) driving swarm mode against berthd: init, services, tasks, scaling, updates, leave. */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { freePort, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { eventually, inspectService, runningTasks, tasksOf } from './support.js';
 
 /** Ends promptly on SIGTERM, so stops and updates do not wait out the grace period. */
@@ -192,20 +192,21 @@ describe('docker CLI: swarm', () => {
 
   it('published ports: the swarm assigns ingress ports, host-mode ports become the tasks\' port bindings', async () => {
     const d = daemon();
-    const create = await d.docker(['service', 'create', '-d', '--name', 'pub', '-p', '80', '-p', 'mode=host,target=90,published=18090', image, 'sh', '-c', LOOP]);
+    const hostPort = await freePort();
+    const create = await d.docker(['service', 'create', '-d', '--name', 'pub', '-p', '80', '-p', `mode=host,target=90,published=${hostPort}`, image, 'sh', '-c', LOOP]);
     assert.equal(create.code, 0, create.stderr);
     const s = await inspectService(d, 'pub');
     const ingress = s.Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 80);
     assert.equal(ingress.PublishMode, 'ingress');
     assert.equal(ingress.Protocol, 'tcp');
     assert.ok(ingress.PublishedPort >= 30000 && ingress.PublishedPort <= 32767, String(ingress.PublishedPort));
-    assert.deepEqual(s.Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 90), { Protocol: 'tcp', TargetPort: 90, PublishedPort: 18090, PublishMode: 'host' });
+    assert.deepEqual(s.Endpoint.Ports.find((p: { TargetPort: number }) => p.TargetPort === 90), { Protocol: 'tcp', TargetPort: 90, PublishedPort: hostPort, PublishMode: 'host' });
     assert.equal(s.Endpoint.Spec.Mode, 'vip');
     const ls = await d.docker(['service', 'ls', '--filter', 'name=pub', '--format', '{{.Ports}}']);
     assert.match(ls.stdout, new RegExp(`\\*:${ingress.PublishedPort}->80/tcp`));
     const [t] = await runningTasks(d, 'pub', 1);
     const hc = (await d.request('GET', `/containers/${t!.Status.ContainerStatus!.ContainerID}/json`)).json().HostConfig;
-    assert.deepEqual(hc.PortBindings, { '90/tcp': [{ HostIp: '', HostPort: '18090' }] });
+    assert.deepEqual(hc.PortBindings, { '90/tcp': [{ HostIp: '', HostPort: String(hostPort) }] });
     // An update keeps the assigned ingress port.
     const upd = await d.docker(['service', 'update', '-d', '--env-add', 'X=1', 'pub']);
     assert.equal(upd.code, 0, upd.stderr);
