@@ -1,7 +1,7 @@
 /**
- * The host firewall: two nftables tables per daemon (`inet <prefix>` and `bridge <prefix>`), never
- * anyone else's chains. Deleting them removes every rule Berth ever made, and parallel daemons with
- * different prefixes never collide.
+ * The host firewall: one nftables table per daemon (`inet <prefix>`), never anyone else's chains.
+ * Deleting it removes every rule Berth ever made, and parallel daemons with different prefixes never
+ * collide.
  *
  * Shape: base chains dispatch through maps keyed by bridge name or subnet into small per-network chains,
  * and published ports are plain map elements (host ip, protocol, port -> container ip, port). Adding or
@@ -19,9 +19,11 @@
  *  - embedded DNS: a container's queries to 127.0.0.11:53 arrive on its bridge (see endpoint-plumbing.ts)
  *    and are DNATed through @dns_gw4 (bridge -> gateway) to aardvark-dns, before any published port.
  *  - loopback guard: bridges and container interfaces need route_localnet=1 (for 127.0.0.1 -> published
- *    port, and for 127.0.0.11), which would let a container reach services bound to 127.0.0.1 on the
- *    host or in a neighbour. The bridge table drops every frame from a container port addressed to
- *    127.0.0.0/8 except DNS to 127.0.0.11, and forward drops bridged ones.
+ *    port, and for 127.0.0.11), which would let a container reach services bound to loopback on the
+ *    host or in a neighbour. `guard` (before conntrack and NAT) drops every packet from a bridge addressed
+ *    to 127.0.0.0/8 except DNS to 127.0.0.11, and forward drops those going to another container.
+ *    Traffic between containers on one bridge reaches these hooks only through br_netfilter
+ *    (net.bridge.bridge-nf-call-iptables=1, the usual setting); traffic to the host always does.
  *
  * The filter chain can only drop or accept in this table: another table's drop (a host firewall) still wins.
  */
@@ -61,6 +63,11 @@ function skeletonBody(): string {
   map pub_ip4 { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
   map pub_any4 { type inet_proto . inet_service : ipv4_addr . inet_service; }
   map dns_gw4 { type ifname : ipv4_addr . inet_service; }
+  chain guard {
+    type filter hook prerouting priority -300; policy accept;
+    iifname @bridges ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 accept
+    iifname @bridges ip daddr 127.0.0.0/8 drop
+  }
   chain prerouting {
     type nat hook prerouting priority -100; policy accept;
     ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @dns_gw4
@@ -160,29 +167,12 @@ export function removePortsText(table: string, ports: readonly FirewallPort[]): 
  */
 export function rebuildText(table: string, networks: readonly FirewallNetwork[], ports: readonly FirewallPort[]): string {
   return `${deleteText(table)}table inet ${table} {\n${skeletonBody()}${networks.map(networkChains).join('')}}\n` +
-    networks.map((n) => networkElements(table, n)).join('') + addPortsText(table, ports) + loopbackGuardText(table);
+    networks.map((n) => networkElements(table, n)).join('') + addPortsText(table, ports);
 }
 
-/**
- * Frames entering a bridge from a container port (host veths are named `<prefix>...`) addressed to
- * 127.0.0.0/8 are dropped, but for DNS to 127.0.0.11. In the bridge family, so it holds whether or not
- * br_netfilter passes bridged traffic to the IP hooks.
- */
-function loopbackGuardText(table: string): string {
-  const ports = JSON.stringify(`${table}*`);
-  return `table bridge ${table} {
-  chain prerouting {
-    type filter hook prerouting priority -300; policy accept;
-    iifname ${ports} ip daddr 127.0.0.11 meta l4proto { tcp, udp } th dport 53 accept
-    iifname ${ports} ip daddr 127.0.0.0/8 drop
-  }
-}
-`;
-}
-
-/** Deletes both tables; creating them first makes it work when they do not exist. */
+/** Deletes the table; declaring it first makes this work when it does not exist. */
 function deleteText(table: string): string {
-  return `table inet ${table}\ndelete table inet ${table}\ntable bridge ${table}\ndelete table bridge ${table}\n`;
+  return `table inet ${table}\ndelete table inet ${table}\n`;
 }
 
 export class Firewall {
@@ -218,7 +208,7 @@ export class Firewall {
     return this.#apply(removePortsText(this.table, ports));
   }
 
-  /** Removes the tables and with them every rule of this daemon. */
+  /** Removes the table and with it every rule of this daemon. */
   destroy(): Promise<void> {
     return this.#apply(deleteText(this.table));
   }

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { request } from 'node:http';
@@ -252,6 +252,16 @@ netTest('containers on a user network reach each other and resolve names, aliase
   await inNs(ca.netnsPath, ['ip', 'route', 'add', '127.0.0.2/32', 'via', net.gateway, 'dev', 'eth0', 'src', ipA, 'table', 'local']);
   await assert.rejects(inNs(ca.netnsPath, ['timeout', '3', 'busybox', 'nc', '127.0.0.2', String(secretPort)]));
   await inNs(ca.netnsPath, ['ip', 'route', 'del', '127.0.0.2/32', 'table', 'local']);
+  // Nor in a neighbour: db cannot reach a server web binds to 127.0.0.2.
+  const www = join(root, 'www-loopback');
+  await mkdir(www, { recursive: true });
+  await writeFile(join(www, 'index.html'), 'loopback only\n');
+  spawnInNs(ca.netnsPath, ['busybox', 'httpd', '-f', '-p', '127.0.0.2:8088', '-h', www]);
+  const local = await retry(() => inNs(ca.netnsPath, ['timeout', '3', 'busybox', 'wget', '-q', '-O', '-', 'http://127.0.0.2:8088/index.html']));
+  assert.equal(local, 'loopback only\n');
+  await inNs(cb.netnsPath, ['ip', 'route', 'add', '127.0.0.2/32', 'via', ipA, 'dev', 'eth0', 'src', ipB, 'table', 'local']);
+  await assert.rejects(inNs(cb.netnsPath, ['timeout', '3', 'busybox', 'wget', '-q', '-O', '-', 'http://127.0.0.2:8088/index.html']));
+  await inNs(cb.netnsPath, ['ip', 'route', 'del', '127.0.0.2/32', 'table', 'local']);
 
   // The default bridge has no name resolution.
   const c = containerId();
@@ -273,7 +283,7 @@ netTest('a published port answers on 127.0.0.1 (TCP and UDP), a random port when
   const a = containerId();
   const www = join(root, 'www');
   await rm(www, { recursive: true, force: true });
-  await import('node:fs/promises').then((fs) => fs.mkdir(www));
+  await mkdir(www);
   await writeFile(join(www, 'index.html'), 'hello from the container\n');
   const started = await startContainer({
     containerId: a,

@@ -156,6 +156,10 @@ export class NetworkDriver {
       if (n.driver === 'bridge' && !links.has(n.bridgeName)) await createBridge(this.#tools.ip, this.#bridgeSpec(n));
     }
     await enableIPv4Forwarding();
+    const brnf = await readFile('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').catch(() => '0');
+    if (brnf.trim() !== '1') {
+      log.warn('net.bridge.bridge-nf-call-iptables is off: traffic between containers on one bridge bypasses the firewall (icc=false, loopback guard)');
+    }
     await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
     await this.#aardvark.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
     this.#initialized = true;
