@@ -27,7 +27,7 @@ describe('swarm published ports', () => {
     await daemon().request('POST', '/swarm/leave?force=1').catch(() => undefined);
   });
 
-  it('an ingress port spreads requests over the tasks of the service', async (t) => {
+  it('an ingress port spreads requests over the tasks of the service; a host-mode port is the task container binding', async (t) => {
     const d = daemon();
     const image = reg().seeded.refs.busybox;
     assert.equal((await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
@@ -51,5 +51,13 @@ describe('swarm published ports', () => {
       return answers.size === 2 ? answers : undefined;
     });
     assert.deepEqual([...seen].sort(), ['hello from 1', 'hello from 2']);
+
+    // Host mode: the task container's own port binding, shown in the task's PortStatus.
+    const hostPort = await freePort();
+    const host = await d.docker(['service', 'create', '-d', '--name', 'direct', '--hostname', 'direct', '-p', `mode=host,target=8000,published=${hostPort}`, image, 'sh', '-c', serve]);
+    assert.equal(host.code, 0, host.stderr);
+    const [task] = await runningTasks(d, 'direct', 1);
+    assert.deepEqual((task!.Status as { PortStatus?: unknown }).PortStatus, { Ports: [{ Protocol: 'tcp', TargetPort: 8000, PublishedPort: hostPort, PublishMode: 'host' }] });
+    assert.equal((await eventually('an answer on the host port', () => get(hostPort).catch(() => undefined))).trim(), 'hello from direct');
   });
 });
