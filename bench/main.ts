@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { repoRoot } from '../test/harness/daemon.js';
 import { startRegistry, type TestRegistry } from '../test/harness/registry.js';
@@ -58,6 +58,8 @@ async function machineInfo(): Promise<Record<string, string>> {
     os,
     cpu: `${cpu.length} × ${cpu[0]?.model ?? '?'}`,
     memory: `${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
+    // Other work on the machine skews every figure; the load average at the start tells how much there was.
+    loadAtStart: loadavg().map((l) => l.toFixed(2)).join(' '),
     cgroups: detectCgroupLayout().kind,
     node: process.version,
     dockerCli: await firstLine('docker', ['--version']),
@@ -181,8 +183,9 @@ async function main(): Promise<number> {
   const names = engines.map((e) => e.name);
   const table = renderTable(rec, names);
   const errs = renderNotes(rec);
+  machine.loadAtEnd = loadavg().map((l) => l.toFixed(2)).join(' ');
   const header = [
-    `Run of ${machine.date} on ${machine.cpu}, ${machine.memory}, ${machine.os}, kernel ${machine.kernel} (cgroups ${machine.cgroups}); node ${machine.node}; client ${machine.dockerCli}.`,
+    `Run of ${machine.date} on ${machine.cpu}, ${machine.memory}, ${machine.os}, kernel ${machine.kernel} (cgroups ${machine.cgroups}); node ${machine.node}; client ${machine.dockerCli}; load average ${machine.loadAtStart} at the start, ${machine.loadAtEnd} at the end; ${Math.round((Date.now() - started) / 60_000)} min.`,
     ...engines.map((e) => `- ${e.name} ${e.version}: ${e.details}`),
     ...notes.map((n) => `- ${n}`),
   ].join('\n');

@@ -88,31 +88,39 @@ export function splitRule(line: string): string[] {
 }
 
 /**
- * Removes chains matching `pattern` that were not in `before`, and the rules that jump to them, so
- * the host's firewall is as the run found it.
+ * Undoes what netavark left of one network in the firewall: every rule that mentions `subnet`, then
+ * the chains matching `pattern` that were not in `before` and nothing jumps to any more. netavark's
+ * shared chains (NETAVARK_FORWARD, NETAVARK-HOSTPORT-*: one set for every podman on the host) go only
+ * when `keepShared` is false, i.e. when no other podman is running that may be using them.
  */
-export async function removeNewChains(before: ChainSnapshot, pattern: RegExp): Promise<string[]> {
+export async function removeNetavarkLeftovers(before: ChainSnapshot, subnet: string, pattern: RegExp, keepShared: boolean): Promise<string[]> {
   const removed: string[] = [];
+  const isShared = (chain: string) => !/^NETAVARK-[0-9A-F]{8,}$/.test(chain);
   for (const tool of TOOLS) {
     for (const table of TABLES) {
-      const r = await runCommand(tool, ['-w', '-t', table, '-S']);
-      if (r.code !== 0) continue;
-      const had = before.get(`${tool}:${table}`) ?? new Set<string>();
-      const lines = r.stdout.split('\n');
-      const fresh = new Set(lines.filter((l) => l.startsWith('-N ')).map((l) => l.slice(3).trim()).filter((c) => pattern.test(c) && !had.has(c)));
-      if (!fresh.size) continue;
-      for (const line of lines) {
-        if (!line.startsWith('-A ')) continue;
-        const args = splitRule(line);
-        const j = args.indexOf('-j');
-        const target = j >= 0 ? args[j + 1] : undefined;
-        if (target && fresh.has(target) && !fresh.has(args[1]!)) {
-          await runCommand(tool, ['-w', '-t', table, '-D', ...args.slice(1)]);
+      const list = async () => {
+        const r = await runCommand(tool, ['-w', '-t', table, '-S']);
+        return r.code === 0 ? r.stdout.split('\n') : [];
+      };
+      for (const line of await list()) {
+        if (line.startsWith('-A ') && line.includes(subnet)) {
+          if ((await runCommand(tool, ['-w', '-t', table, '-D', ...splitRule(line).slice(1)])).code === 0) removed.push(`${tool} -t ${table} rule ${line}`);
         }
       }
-      for (const c of fresh) await runCommand(tool, ['-w', '-t', table, '-F', c]);
+      const had = before.get(`${tool}:${table}`) ?? new Set<string>();
+      const lines = await list();
+      const fresh = lines
+        .filter((l) => l.startsWith('-N '))
+        .map((l) => l.slice(3).trim())
+        .filter((c) => pattern.test(c) && !had.has(c) && !(keepShared && isShared(c)));
+      const jumpsTo = (c: string) => lines.filter((l) => l.startsWith('-A ') && splitRule(l).includes(c) && splitRule(l)[1] !== c);
       for (const c of fresh) {
-        if ((await runCommand(tool, ['-w', '-t', table, '-X', c])).code === 0) removed.push(`${tool} -t ${table} ${c}`);
+        const jumps = jumpsTo(c);
+        // A per-network chain someone else still jumps to is theirs now; shared ones lose their jumps.
+        if (!isShared(c) && jumps.length) continue;
+        for (const j of jumps) await runCommand(tool, ['-w', '-t', table, '-D', ...splitRule(j).slice(1)]);
+        await runCommand(tool, ['-w', '-t', table, '-F', c]);
+        if ((await runCommand(tool, ['-w', '-t', table, '-X', c])).code === 0) removed.push(`${tool} -t ${table} chain ${c}`);
       }
     }
   }

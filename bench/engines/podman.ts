@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LoggedProcess } from '../../test/harness/child-process.js';
@@ -8,7 +8,7 @@ import { onCleanup } from '../lib/cleanup.js';
 import { runCommand } from '../lib/run-command.js';
 import { assembleEngine, waitForPing, type Engine } from './engine.js';
 import { describeLog, spawnDaemon, teardownDaemon } from './daemon-process.js';
-import { linkExists, pickFreeSubnet, removeNewChains, snapshotChains } from './host-network.js';
+import { linkExists, pickFreeSubnet, removeNetavarkLeftovers, snapshotChains } from './host-network.js';
 
 /**
  * Debian's podman (4.3) serving its Docker-compatible API (`podman system service`), with storage,
@@ -52,6 +52,25 @@ function inheritedUlimits(): string[] {
   return out;
 }
 
+/**
+ * Whether a podman other than ours runs on the host (another podman's service or CLI, or netavark
+ * working for it): looked up by executable path, only to decide what to leave in place. aardvark-dns
+ * does not count: berthd runs it too, and it has no firewall chains.
+ */
+function otherPodmanRunning(dir: string): boolean {
+  const exes = new Set([PODMAN_BINARY, '/usr/lib/podman/netavark']);
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!exes.has(readlinkSync(`/proc/${name}/exe`))) continue;
+      if (!readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(dir)) return true;
+    } catch {
+      // exited meanwhile, or a kernel thread
+    }
+  }
+  return false;
+}
+
 function listNetns(): Set<string> {
   try {
     return new Set(readdirSync(NETNS_DIR));
@@ -72,6 +91,7 @@ export async function startPodman(o: { dockerConfig: string; registryHost: strin
   const netnsBefore = listNetns();
   const chainsBefore = await snapshotChains();
   let proc: LoggedProcess | undefined;
+  let subnet: string | undefined;
 
   const teardown = async () => {
     await teardownDaemon(proc, dir);
@@ -80,14 +100,16 @@ export async function startPodman(o: { dockerConfig: string; registryHost: strin
       await runCommand('umount', ['-l', join(NETNS_DIR, ns)]);
       await rm(join(NETNS_DIR, ns), { force: true });
     }
-    if (!hadBridge && (await linkExists(BRIDGE))) await runCommand('ip', ['link', 'del', BRIDGE]);
-    await removeNewChains(chainsBefore, /^NETAVARK/);
+    const shared = otherPodmanRunning(dir);
+    if (!hadBridge && !shared && (await linkExists(BRIDGE))) await runCommand('ip', ['link', 'del', BRIDGE]);
+    if (subnet) await removeNetavarkLeftovers(chainsBefore, subnet, /^NETAVARK/, shared);
     if (!hadParent) await removeCgroup(detectCgroupLayout(), CGROUP_PARENT).catch(() => undefined);
-    if (!hadLock) await rm(SHM_LOCK, { force: true });
+    if (!hadLock && !shared) await rm(SHM_LOCK, { force: true });
   };
   const undo = onCleanup('podman', teardown);
   try {
     const net = await pickFreeSubnet();
+    subnet = net.subnet;
     for (const d of ['tmp', 'libpod-tmp', 'networks', 'volumes']) mkdirSync(join(dir, d));
     const q = (s: string) => JSON.stringify(s);
     const containersConf = join(dir, 'containers.conf');

@@ -71,7 +71,7 @@ function listRate(ctx: Ctx, metric: string, engines: Engine[]): Promise<Engine[]
       const r = await requestRate(e.socket, '/containers/json', { connections: ctx.opts.connections, seconds: ctx.opts.rateSeconds });
       ctx.rec.sample(metric, e.name, r.perSecond);
     },
-    { engines, timeoutMs: (ctx.opts.rateSeconds + 120) * 1000 },
+    { engines, timeoutMs: (ctx.opts.rateSeconds + 300) * 1000 },
   );
 }
 
