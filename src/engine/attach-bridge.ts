@@ -5,13 +5,15 @@
  *
  * Flow control: input waits when the process side is full. Output from pipes waits when the
  * client is backed up; conmon's socket cannot be paused from here, so a backed-up client pauses
- * the input instead (which is what feeds `cat`-like processes), and a client that falls more
- * than MAX_BACKLOG behind a process writing on its own is cut off rather than buffered without end.
+ * the input instead (which is what feeds `cat`-like processes). A client that falls more than
+ * MAX_BACKLOG behind a process writing on its own is switched to reading the log file from where
+ * it was (log-catchup.ts), or, without a log to read, cut off: nothing is buffered without end.
  */
 import type { Readable, Writable } from 'node:stream';
 import { log } from '../lib/log.js';
 import type { ConmonAttach, OutputStream } from './conmon-attach.js';
 import { DetachKeyScanner } from './detach-keys.js';
+import type { LogCatchUp } from './log-catchup.js';
 
 export type { OutputStream } from './conmon-attach.js';
 
@@ -43,6 +45,8 @@ export interface BridgeOptions {
    * that never attached stdin must not close it.
    */
   drainAfterClient?: boolean;
+  /** The process's log, opened when the socket was connected: where a slow client catches up. */
+  catchUp?: LogCatchUp;
 }
 
 const MAX_BACKLOG = 64 * 1024 * 1024;
@@ -53,6 +57,9 @@ export function bridgeConmon(sock: ConmonAttach, client: AttachClient, o: Bridge
     let done = false;
     let outputBlocked = false;
     let inputBlocked = false;
+    let catchingUp = false;
+    /** Socket bytes per stream so far, wanted or not: where the log takes over. */
+    const consumed: Record<OutputStream, number> = { stdout: 0, stderr: 0 };
     const input = client.input;
     const resumeInput = () => {
       if (!done && !outputBlocked && !inputBlocked) input?.resume();
@@ -68,12 +75,35 @@ export function bridgeConmon(sock: ConmonAttach, client: AttachClient, o: Bridge
       resolve(why);
     };
 
-    sock.onData((stream, data) => {
-      if (done || !(stream === 'stdout' ? o.stdout : o.stderr)) return;
-      if (client.write(stream, data)) return;
-      if (client.backlog() > MAX_BACKLOG) {
-        log.warn('attach client too slow, disconnecting it', { backlog: client.backlog() });
+    const wanted = (stream: OutputStream) => (stream === 'stdout' ? o.stdout : o.stderr);
+    const catchUp = (source: LogCatchUp) => {
+      catchingUp = true;
+      const abort = new AbortController();
+      void client.gone.then(() => abort.abort());
+      void (async () => {
+        for await (const [stream, data] of source.read({ ...consumed }, sock.ended, abort.signal)) {
+          if (done) return;
+          if (wanted(stream) && !client.write(stream, data)) await client.drained();
+        }
+        finish('exited');
+      })().catch((err) => {
+        log.warn('attach: reading the log for a slow client failed', { err });
         finish('client-gone');
+      });
+    };
+
+    sock.onData((stream, data) => {
+      if (done || catchingUp) return;
+      consumed[stream] += data.length;
+      if (!wanted(stream) || client.write(stream, data)) return;
+      if (client.backlog() > MAX_BACKLOG) {
+        if (o.catchUp) {
+          log.info('attach client fell behind, continuing from the log file', { backlog: client.backlog() });
+          catchUp(o.catchUp);
+        } else {
+          log.warn('attach client too slow, disconnecting it', { backlog: client.backlog() });
+          finish('client-gone');
+        }
         return;
       }
       if (!outputBlocked) {
@@ -113,7 +143,9 @@ export function bridgeConmon(sock: ConmonAttach, client: AttachClient, o: Bridge
       input.resume();
     }
 
-    void sock.ended.then(() => finish('exited'));
+    void sock.ended.then(() => {
+      if (!catchingUp) finish('exited'); // else the log reader ends it once the file is drained
+    });
     void client.gone.then(() => finish('client-gone'));
   });
 }

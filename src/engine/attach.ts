@@ -18,6 +18,7 @@ import { conflict, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { readLogRecords } from '../runtime/log-file.js';
 import { ConmonAttach } from './conmon-attach.js';
+import { LogCatchUp } from './log-catchup.js';
 import { bridgeConmon, type AttachClient, type AttachEnd } from './attach-bridge.js';
 import { DEFAULT_DETACH_KEYS, parseDetachKeys } from './detach-keys.js';
 
@@ -64,32 +65,47 @@ export class AttachService {
         // Connect (or arrange to, at start) before replaying logs: nothing falls in between.
         const sock = opts.stream ? this.#connect(c, client) : undefined;
         if (opts.logs) await this.#replayLogs(c, opts, client);
-        const s = await sock;
-        if (!s) return 'exited';
-        return bridgeConmon(s, client, {
-          stdin,
-          stdout: opts.stdout,
-          stderr: opts.stderr,
-          detachKeys: tty && stdin ? keys : undefined,
-          drainAfterClient: !stdin && !tty && !!c.config.OpenStdin && !!c.config.StdinOnce,
-        });
+        const conn = await sock;
+        if (!conn) return 'exited';
+        try {
+          return await bridgeConmon(conn.sock, client, {
+            stdin,
+            stdout: opts.stdout,
+            stderr: opts.stderr,
+            detachKeys: tty && stdin ? keys : undefined,
+            drainAfterClient: !stdin && !tty && !!c.config.OpenStdin && !!c.config.StdinOnce,
+            catchUp: conn.log,
+          });
+        } finally {
+          await conn.log?.close();
+        }
       },
     };
   }
 
   /**
    * The container's attach socket: now if it runs, else at its next start. Undefined when the
-   * process is gone, the container is removed, or the client leaves first.
+   * process is gone, the container is removed, or the client leaves first. The log file is
+   * opened just before (see log-catchup.ts).
    */
-  async #connect(c: ContainerRecord, client: AttachClient): Promise<ConmonAttach | undefined> {
+  async #connect(c: ContainerRecord, client: AttachClient): Promise<{ sock: ConmonAttach; log?: LogCatchUp } | undefined> {
     const path = this.processes.runtime.attachSocketPath(c.id);
+    const connect = async () => {
+      const logTail = await LogCatchUp.open(c.logPath);
+      try {
+        return { sock: await ConmonAttach.connect(path), log: logTail };
+      } catch (err) {
+        await logTail?.close();
+        throw err;
+      }
+    };
     if (isRunningLike(c.state)) {
-      return ConmonAttach.connect(path).catch((err) => {
+      return connect().catch((err) => {
         log.debug('attach: container process gone', { id: c.id, err });
         return undefined;
       });
     }
-    return new Promise<ConmonAttach | undefined>((resolve) => {
+    return new Promise<{ sock: ConmonAttach; log?: LogCatchUp } | undefined>((resolve) => {
       let hooks = this.processes.beforeStart.get(c.id);
       if (!hooks) this.processes.beforeStart.set(c.id, (hooks = new Set()));
       const set = hooks;
@@ -101,7 +117,7 @@ export class AttachService {
       const hook = async () => {
         stop();
         try {
-          resolve(await ConmonAttach.connect(path));
+          resolve(await connect());
         } catch (err) {
           log.warn('attach at start failed', { id: c.id, err });
           resolve(undefined);
