@@ -59,6 +59,15 @@ export interface PreparedExec {
   run(client: AttachClient): Promise<AttachEnd>;
 }
 
+interface LaunchOptions {
+  consoleSize?: [number, number];
+  stdin: boolean;
+  /** No pipes for the output at all (a detached exec without a tty). */
+  discardOutput?: boolean;
+  /** tty: connect to conmon's attach socket before the process starts. */
+  onAttachReady?: (path: string) => Promise<void>;
+}
+
 /** How long a finished exec stays inspectable. */
 const KEEP_FINISHED_MS = 10 * 60 * 1000;
 /** After the exit, how long output pipes held open by leftover children may keep the stream open. */
@@ -119,7 +128,7 @@ export class ExecService {
   async startDetached(id: string, opts: ExecStartOptions = {}): Promise<void> {
     const rec = this.prepareStart(id, opts).record;
     const consoleSize = rec.config.Tty ? opts.consoleSize ?? rec.config.ConsoleSize : undefined;
-    const session = await this.#launch(this.containers.get(rec.containerId), rec, consoleSize, false);
+    const session = await this.#launch(this.containers.get(rec.containerId), rec, { consoleSize, stdin: false, discardOutput: !rec.config.Tty });
     session.stdout?.resume();
     session.stderr?.resume();
     void this.#recordExit(rec, session);
@@ -144,7 +153,7 @@ export class ExecService {
     const cfg = rec.config;
     const bridgeOpts = { stdin: cfg.AttachStdin, stdout: cfg.AttachStdout, stderr: cfg.AttachStderr };
     if (!cfg.Tty) {
-      const session = await this.#launch(c, rec, undefined, cfg.AttachStdin);
+      const session = await this.#launch(c, rec, { stdin: cfg.AttachStdin });
       const exited = this.#recordExit(rec, session);
       if (session.pid === 0) {
         // dockerd writes why the process could not start onto the stream.
@@ -161,8 +170,12 @@ export class ExecService {
     }
 
     let sock: ConmonAttach | undefined;
-    const session = await this.#launch(c, rec, consoleSize, cfg.AttachStdin, async (path) => {
-      sock = await ConmonAttach.connect(path);
+    const session = await this.#launch(c, rec, {
+      consoleSize,
+      stdin: cfg.AttachStdin,
+      onAttachReady: async (path) => {
+        sock = await ConmonAttach.connect(path);
+      },
     });
     const exited = this.#recordExit(rec, session);
     if (!sock || session.pid === 0) {
@@ -181,14 +194,9 @@ export class ExecService {
   }
 
   /** Starts the process; when conmon cannot even be run, marks the exec failed and throws. */
-  async #launch(
-    c: ContainerRecord,
-    rec: ExecRecord,
-    consoleSize: [number, number] | undefined,
-    stdin: boolean,
-    onAttachReady?: (path: string) => Promise<void>,
-  ): Promise<ExecSession> {
+  async #launch(c: ContainerRecord, rec: ExecRecord, o: LaunchOptions): Promise<ExecSession> {
     const cfg = rec.config;
+    const consoleSize = o.consoleSize;
     let resolveStarted!: (s: ExecSession | undefined) => void;
     this.#startedSignals.set(rec.id, new Promise((r) => (resolveStarted = r)));
     try {
@@ -206,8 +214,9 @@ export class ExecService {
           consoleSize: consoleSize ? { height: consoleSize[0], width: consoleSize[1] } : undefined,
         },
         privileged: cfg.Privileged,
-        stdin,
-        onAttachReady,
+        stdin: o.stdin,
+        discardOutput: o.discardOutput,
+        onAttachReady: o.onAttachReady,
       });
       rec.pid = session.pid;
       rec.running = session.pid > 0;
