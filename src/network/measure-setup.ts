@@ -3,7 +3,8 @@
  *   node dist/src/network/measure-setup.js [containers=20]
  * Uses a temporary root, a random prefix and its own networks; removes everything at the end.
  * Prints medians and p90 for: setup() (namespace + endpoint in one step), createNetns() + attach(),
- * and detach() + removeNetns(), on the default bridge and on a user network with DNS and a published port.
+ * and detach() + removeNetns(), on the default bridge and on a user network with DNS, with and without a
+ * published port.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -32,9 +33,12 @@ async function main(): Promise<void> {
   try {
     await driver.init();
     await driver.create({ name: 'measure' });
+    const port = [{ containerPort: 80, protocol: 'tcp' as const, hostIp: '127.0.0.1', hostPort: 0 }];
     for (const [label, network, ports] of [
       ['default bridge, no ports', 'bridge', []],
-      ['user network (DNS), one published port', 'measure', [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 }]],
+      ['default bridge, one published port', 'bridge', port],
+      ['user network (DNS), no ports', 'measure', []],
+      ['user network (DNS), one published port', 'measure', port],
     ] as [string, string, AttachSpec['ports']][]) {
       const setup: number[] = [];
       const split: number[] = [];
