@@ -18,6 +18,7 @@ import { openDatabase, type Db } from '../state/db.js';
 import { NetworkDriver, type AttachSpec } from './network-driver.js';
 import { mountPoints } from './netns.js';
 import { purgeHostState } from './purge-host-state.js';
+import { prefixClaimPath } from './host-lock.js';
 import { runTool } from './run-tool.js';
 
 const prefix = `bt${randomBytes(3).toString('hex')}`;
@@ -538,6 +539,7 @@ netTest('purgeHostState removes what a stopped daemon left behind', async () => 
   assert.doesNotMatch(await runTool('nft', ['list', 'tables']), new RegExp(` ${p}\\n`));
   assert.deepEqual([...(await mountPoints())].filter((m) => m.startsWith(execRoot)), []);
   assert.ok(!(await mountPoints()).has(c.netnsPath));
+  await assert.rejects(readFile(prefixClaimPath(p)), { code: 'ENOENT' });
   await retry(async () => {
     const stat = await readFile(`/proc/${Number(pidText)}/stat`, 'utf8').catch(() => 'gone) Z');
     if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');

@@ -2,11 +2,13 @@
  * Removes everything a daemon's networking left on the host, without a running daemon or its database:
  * for test harnesses after a berthd stopped (or was killed), and for uninstall. Everything is found by
  * the daemon's prefix and exec root: aardvark-dns (by its pid file), namespace mounts, devices named
- * `<prefix>...`, and the `inet`/`bridge` nftables tables. Never call it for a prefix a live daemon uses.
+ * `<prefix>...`, the nftables table (and the `bridge` one of earlier versions) and the prefix claim.
+ * Never call it for a prefix a live daemon uses.
  */
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { prefixClaimPath } from './host-lock.js';
 import { mountPoints } from './netns.js';
 import { runTool } from './run-tool.js';
 
@@ -29,6 +31,7 @@ export async function purgeHostState(opts: { prefix: string; execRoot: string })
     await runTool('nft', ['delete', 'table', family, opts.prefix]).catch(() => {});
   }
   await rm(stateDir, { recursive: true, force: true }).catch(() => {});
+  await rm(prefixClaimPath(opts.prefix), { force: true });
 }
 
 async function stopAardvark(configDir: string): Promise<void> {
