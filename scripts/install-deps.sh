@@ -10,6 +10,7 @@ APT_PACKAGES=(
   zstd                                # zstd-compressed layers
   attr                                # setfattr/getfattr for overlay xattrs
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
+  tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
 )
 
 missing=()

@@ -18,6 +18,8 @@ export interface DaemonConfig {
   logLevel: string;
   logOpts: Record<string, string>;
   group: string;
+  /** Names Berth's bridges, nftables table and state ([a-z][a-z0-9]{0,7}); lets several daemons share a host. */
+  networkPrefix: string;
   /** Serve tcp:// hosts over TLS (implied by tlsVerify). */
   tls: boolean;
   /** Serve tcp:// hosts over TLS and admit only clients with a certificate signed by tlsCaCert. */
@@ -41,6 +43,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   logLevel: 'info',
   logOpts: {},
   group: 'docker',
+  networkPrefix: 'berth',
   tls: false,
   tlsVerify: false,
   tlsCaCert: '/etc/berth/tls/ca.pem',
@@ -70,6 +73,7 @@ Options:
       --tlscacert string          CA for client certificates (default /etc/berth/tls/ca.pem)
       --tlscert string            Server certificate for tcp:// hosts (default /etc/berth/tls/cert.pem)
       --tlskey string             Server key for tcp:// hosts (default /etc/berth/tls/key.pem)
+      --network-prefix string     Prefix of Berth's bridges and firewall table (default berth)
       --allow-open-tcp            Allow tcp:// hosts without --tlsverify: whoever connects controls this host
   -h, --help                      Print usage
   -v, --version                   Print version
@@ -91,6 +95,7 @@ const FILE_KEYS: Record<string, keyof DaemonConfig> = {
   'log-level': 'logLevel',
   'log-opts': 'logOpts',
   group: 'group',
+  'network-prefix': 'networkPrefix',
   tls: 'tls',
   tlsverify: 'tlsVerify',
   tlscacert: 'tlsCaCert',
@@ -138,6 +143,7 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
       'log-level': { type: 'string', short: 'l' },
       'log-opt': { type: 'string', multiple: true },
       group: { type: 'string', short: 'G' },
+      'network-prefix': { type: 'string' },
       tls: { type: 'boolean' },
       tlsverify: { type: 'boolean' },
       tlscacert: { type: 'string' },
@@ -169,6 +175,7 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
   if (values['default-runtime']) cfg.defaultRuntime = values['default-runtime'] as DaemonConfig['defaultRuntime'];
   if (values['log-level']) cfg.logLevel = values['log-level'];
   if (values.group !== undefined) cfg.group = values.group;
+  if (values['network-prefix'] !== undefined) cfg.networkPrefix = values['network-prefix'];
   for (const [flag, field] of Object.entries(BOOL_FLAGS) as Array<[keyof typeof BOOL_FLAGS, (typeof BOOL_FLAGS)[keyof typeof BOOL_FLAGS]]>) {
     const v = explicit.get(flag) ?? values[flag];
     if (v !== undefined) cfg[field] = v;

@@ -24,8 +24,12 @@ import { containerExtraRoutes } from './api/routes/container-extras.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { ContainerService } from './engine/containers.js';
-import { RuntimeProcesses, LoopbackNetworking } from './engine/container-processes.js';
+import { RuntimeProcesses } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
+import { NetworkDriver } from './network/network-driver.js';
+import { DriverNetworking } from './engine/container-networking.js';
+import { NetworkService } from './engine/networks.js';
+import { networkRoutes } from './api/routes/networks.js';
 import { AttachService } from './engine/attach.js';
 import { ExecService } from './engine/exec.js';
 import { attachRoutes } from './api/routes/attach.js';
@@ -77,7 +81,14 @@ async function main(): Promise<void> {
   await runtime.init();
   engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
   const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
-  const networking = new LoopbackNetworking((idOrName) => containers.get(idOrName).state.pid);
+  const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
+  await network.init();
+  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid);
+  const networks = new NetworkService(network, containers, events);
+  // A renamed container answers to its new name in DNS.
+  events.subscribe((e) => {
+    if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
+  });
   containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts);
   containers.load();
   engine.containerCounts = () => containers.counts();
@@ -91,8 +102,11 @@ async function main(): Promise<void> {
   imageRoutes(router, engine);
   containerRoutes(router, engine, containers);
   containerLogRoutes(router, containers, config.logOpts);
+  networkRoutes(router, networks);
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
-  execRoutes(router, new ExecService(containers, containers.processes as RuntimeProcesses, events));
+  const execs = new ExecService(containers, containers.processes as RuntimeProcesses, events);
+  containers.execIds = (id) => execs.idsFor(id);
+  execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
   swarmRoutes(router, swarm, containers);
   const health = new HealthMonitor(containers, runtime);
@@ -110,6 +124,7 @@ async function main(): Promise<void> {
     health.stop();
     swarm.close();
     runtime.close();
+    await network.shutdown().catch((err) => log.warn('network shutdown failed', { err }));
     registry.close();
     db.close();
     rmSync(config.pidfile as string, { force: true });

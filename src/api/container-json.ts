@@ -82,7 +82,7 @@ export function mountsJson(c: ContainerRecord): Record<string, unknown>[] {
   return out;
 }
 
-export function inspectContainer(c: ContainerRecord, images: ImageService, version: string, dataRoot: string, size?: { rw: number; rootFs: number }): Record<string, unknown> {
+export function inspectContainer(c: ContainerRecord, images: ImageService, version: string, dataRoot: string, size?: { rw: number; rootFs: number }, execIds: string[] = []): Record<string, unknown> {
   const path = c.config.Entrypoint?.length ? c.config.Entrypoint[0]! : (c.config.Cmd?.[0] ?? '');
   const args = c.config.Entrypoint?.length ? [...c.config.Entrypoint.slice(1), ...(c.config.Cmd ?? [])] : (c.config.Cmd?.slice(1) ?? []);
   const image = images.records.getImage(c.imageId);
@@ -106,7 +106,7 @@ export function inspectContainer(c: ContainerRecord, images: ImageService, versi
     MountLabel: '',
     ProcessLabel: '',
     AppArmorProfile: '',
-    ExecIDs: null,
+    ExecIDs: execIds.length ? execIds : null,
     HostConfig: hostConfigJson(c),
     GraphDriver: { Name: 'overlay2', Data: { LowerDir: lowers, MergedDir: `${dir}/merged`, UpperDir: `${dir}/upper`, WorkDir: `${dir}/work` } },
     Mounts: mountsJson(c),

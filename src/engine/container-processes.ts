@@ -23,29 +23,23 @@ export interface ContainerProcesses {
   cleanup(c: ContainerRecord): Promise<void>;
 }
 
+export interface NetworkPreparation {
+  /** The netns to join: a path, 'new' for a private one, undefined for the host's. */
+  netnsPath: string | 'new' | undefined;
+  hostNetwork: boolean;
+  /** The container's address for /etc/hosts, when the files are not given whole. */
+  ip?: string;
+  /** Whole /etc/resolv.conf and /etc/hosts texts from the network service. */
+  resolvConf?: string;
+  hosts?: string;
+}
+
 /** Network plumbing for a container, provided by the network service. */
 export interface ContainerNetworking {
-  /** Returns the netns to join ('new' for a private one, undefined for the host's) and the addresses to write in /etc/hosts. */
-  prepare(c: ContainerRecord): Promise<{ netnsPath: string | 'new' | undefined; ip?: string; nameservers?: string[]; hostNetwork: boolean }>;
+  prepare(c: ContainerRecord): Promise<NetworkPreparation>;
   /** Called once the process exists (its namespaces are live). */
   started(c: ContainerRecord, pid: number): Promise<void>;
   release(c: ContainerRecord): Promise<void>;
-}
-
-/** Without a network service: a private namespace with loopback only (bridge/none), or the host's. */
-export class LoopbackNetworking implements ContainerNetworking {
-  constructor(private readonly findPid: (idOrName: string) => number) {}
-  async prepare(c: ContainerRecord) {
-    const mode = c.hostConfig.NetworkMode ?? 'bridge';
-    if (mode === 'host') return { netnsPath: undefined, hostNetwork: true };
-    if (mode.startsWith('container:')) {
-      const pid = this.findPid(mode.slice('container:'.length));
-      return { netnsPath: `/proc/${pid}/ns/net`, hostNetwork: false };
-    }
-    return { netnsPath: 'new' as const, hostNetwork: false };
-  }
-  async started(): Promise<void> {}
-  async release(): Promise<void> {}
 }
 
 export type ExitHandler = (id: string, exit: { exitCode: number; exitedAt: Date; oomKilled: boolean }) => Promise<void>;
@@ -78,7 +72,8 @@ export class RuntimeProcesses implements ContainerProcesses {
       dns: hc.Dns ?? undefined,
       dnsSearch: hc.DnsSearch ?? undefined,
       dnsOptions: hc.DnsOptions ?? undefined,
-      nameservers: net.nameservers,
+      resolvConf: net.resolvConf,
+      hosts: net.hosts,
     });
     const input = await specInputFor(c, { rootfs, netnsPath: net.netnsPath, cgroupVersion: this.runtime.cgroupVersion });
     const spec = buildSpec(input);

@@ -131,6 +131,9 @@ export async function writeEtcFiles(opts: {
   dnsSearch?: string[];
   dnsOptions?: string[];
   nameservers?: string[];
+  /** Whole texts from the network service replace the generated ones. */
+  resolvConf?: string;
+  hosts?: string;
 }): Promise<void> {
   const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname} ${opts.hostname}` : opts.hostname;
   await writeFile(opts.hostnamePath, `${opts.hostname}\n`);
@@ -146,8 +149,8 @@ export async function writeEtcFiles(opts: {
     hosts += `${h.slice(i + 1)}\t${h.slice(0, i)}\n`;
   }
   if (!opts.hostNetwork && opts.ip) hosts += `${opts.ip}\t${fqdn}\n`;
-  await writeFile(opts.hostsPath, hosts);
-  await writeFile(opts.resolvConfPath, resolvConf(opts));
+  await writeFile(opts.hostsPath, opts.hosts ?? hosts);
+  await writeFile(opts.resolvConfPath, opts.resolvConf ?? resolvConf(opts));
 }
 
 function readHostFile(path: string): string | undefined {

@@ -4,6 +4,7 @@
  * and written through to SQLite on each change; lookups by name or id prefix never hit the disk.
  */
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { conflict, invalidArgument, notFound, notModified, BerthError } from '../lib/errors.js';
@@ -35,6 +36,8 @@ export class ContainerService {
   readonly waiters = new Waiters();
   /** Set by main.ts: runs and watches processes (runtime + network). */
   processes!: ContainerProcesses;
+  /** Set by main.ts: the exec sessions of a container (inspect's ExecIDs). */
+  execIds: (containerId: string) => string[] = () => [];
 
   constructor(
     readonly records: ContainerRecords,
@@ -120,9 +123,10 @@ export class ContainerService {
     validateHostConfig(req.hostConfig);
     const config = mergeImageConfig(req.config, this.images.config(image));
     const id = randomBytes(32).toString('hex');
-    config.Hostname ||= shortId(id);
     const dir = this.containerDir(id);
     const hc: HostConfig = { ...req.hostConfig, NetworkMode: req.hostConfig.NetworkMode || 'bridge' };
+    // On the host's network the container shares the host's name, as with dockerd.
+    config.Hostname ||= hc.NetworkMode === 'host' ? hostname() : shortId(id);
     if (!hc.RestartPolicy) hc.RestartPolicy = { Name: 'no', MaximumRetryCount: 0 };
     const c: ContainerRecord = {
       id,

@@ -545,7 +545,11 @@ async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
 
 /** A create failure: bad command or user input is the caller's fault (400), anything else internal. */
 function createError(message: string): BerthError {
-  const text = `OCI runtime create failed: ${message}`;
+  // The docker CLI picks its exit code (127, 126) by matching dockerd's wording, so use it.
+  const missing = /executable file `([^`]*)` not found/.exec(message);
+  const text = missing
+    ? `OCI runtime create failed: exec: "${missing[1]}": ${missing[1]!.includes('/') ? `stat ${missing[1]}: no such file or directory` : 'executable file not found in $PATH'}: unknown`
+    : `OCI runtime create failed: ${message}`;
   if (/executable file .*not found|no such file or directory|permission denied|not a directory/i.test(message)) {
     return invalidArgument(text);
   }

@@ -1,3 +1,5 @@
+import { newNetworkPrefix, removeNetworkLeftovers } from './network-cleanup.js';
+import { purgeHostState } from '../../src/network/purge-host-state.js';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { dirname, join } from 'node:path';
@@ -108,6 +110,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
   mkdirSync(dockerConfig);
   writeFileSync(join(dockerConfig, 'config.json'), '{}\n');
   const berthd = process.env.BERTHD_BIN ?? join(repoRoot(), 'bin', 'berthd');
+  const networkPrefix = newNetworkPrefix();
 
   let proc: LoggedProcess | undefined;
   let current: DaemonOptions = opts;
@@ -118,6 +121,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
     if (proc && !proc.hasExited()) signal(proc.pid, 'SIGKILL');
     killAll(leftoverProcesses(dir, pids));
     unmountUnderSync(dir);
+    removeNetworkLeftovers(networkPrefix);
     removeDirSync(dir);
   });
 
@@ -131,6 +135,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
       '--exec-root', execRoot,
       '--pidfile', join(dir, 'berthd.pid'),
       '--log-level', 'debug',
+      '--network-prefix', networkPrefix,
       ...(o.args ?? []),
     ];
     writeFileSync(logFile, `--- harness: starting ${process.execPath} ${args.join(' ')}\n`, { flag: 'a' });
@@ -175,7 +180,9 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
     const left = [...before, ...leftoverProcesses(dir)].filter((r) => r.pid !== proc?.pid);
     killAll(left);
     await waitGone(left, 5000);
+    await purgeHostState({ prefix: networkPrefix, execRoot }).catch(() => undefined);
     const stuck = await unmountUnder(dir);
+    removeNetworkLeftovers(networkPrefix);
     await removeDir(dir).catch((err: Error) => {
       throw new Error(`could not remove ${dir}: ${err.message}${stuck.length ? `; still mounted: ${stuck.join(', ')}` : ''}`);
     });

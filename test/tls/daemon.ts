@@ -8,6 +8,8 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newNetworkPrefix, removeNetworkLeftovers } from '../harness/network-cleanup.js';
+import { purgeHostState } from '../../src/network/purge-host-state.js';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BERTHD = process.env.BERTH_TEST_BERTHD ?? join(REPO, 'bin', 'berthd');
@@ -35,11 +37,12 @@ export async function startDaemon(opts: { args?: string[]; env?: NodeJS.ProcessE
   const dir = mkdtempSync(join(tmpdir(), 'berth-tls-daemon-'));
   writeFileSync(join(dir, 'daemon.json'), JSON.stringify(opts.config ?? {}));
   const socket = join(dir, 'berth.sock');
+  const networkPrefix = newNetworkPrefix();
   const logFile = join(dir, 'berthd.log');
   const fd = openSync(logFile, 'a');
   const args = [
     BERTHD, '-H', `unix://${socket}`, '--data-root', join(dir, 'data'), '--exec-root', join(dir, 'exec'),
-    '--pidfile', join(dir, 'berthd.pid'), '--config-file', join(dir, 'daemon.json'), ...(opts.args ?? []),
+    '--pidfile', join(dir, 'berthd.pid'), '--config-file', join(dir, 'daemon.json'), '--network-prefix', networkPrefix, ...(opts.args ?? []),
   ];
   let proc: ChildProcess;
   try {
@@ -64,6 +67,8 @@ export async function startDaemon(opts: { args?: string[]; env?: NodeJS.ProcessE
       clearTimeout(timer);
     }
     running.delete(proc);
+    await purgeHostState({ prefix: networkPrefix, execRoot: join(dir, 'exec') }).catch(() => undefined);
+    removeNetworkLeftovers(networkPrefix);
     rmSync(dir, { recursive: true, force: true });
   };
   const started = Date.now();

@@ -22,7 +22,7 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
   r.on('GET', '/containers/:id/json', async (ctx) => {
     const c = containers.get(ctx.params.id!);
     const size = queryBool(ctx.query, 'size') ? await containerSize(containers, c).catch(() => undefined) : undefined;
-    sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot, size));
+    sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot, size, containers.execIds(c.id)));
   });
   r.on('POST', '/containers/:id/start', async (ctx) => {
     await containers.start(ctx.params.id!);

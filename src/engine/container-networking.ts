@@ -1,0 +1,115 @@
+/**
+ * A container's network at start and exit, through the network driver: which networks it joins
+ * (NetworkMode plus the create request's EndpointsConfig), its published ports, and the /etc/hosts
+ * and /etc/resolv.conf that go with them. The results are kept on the record for inspect.
+ */
+import type { NetworkDriver, PortBinding, AttachResult } from '../network/network-driver.js';
+import type { ContainerRecord } from './container-model.js';
+import type { ContainerNetworking, NetworkPreparation } from './container-processes.js';
+import { invalidArgument } from '../lib/errors.js';
+
+interface EndpointRequest {
+  Aliases?: string[] | null;
+  IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
+  MacAddress?: string;
+}
+
+export function networkModeOf(c: ContainerRecord): string {
+  const m = c.hostConfig.NetworkMode || 'bridge';
+  return m === 'default' ? 'bridge' : m;
+}
+
+/** PortBindings plus, with PublishAllPorts, every exposed port on a random host port. */
+export function portBindings(c: ContainerRecord): PortBinding[] {
+  const out: PortBinding[] = [];
+  const bound = new Set<string>();
+  for (const [key, list] of Object.entries(c.hostConfig.PortBindings ?? {})) {
+    const [port, proto = 'tcp'] = key.split('/');
+    const containerPort = Number(port);
+    if (!Number.isInteger(containerPort) || containerPort < 1 || containerPort > 65535 || (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp')) {
+      throw invalidArgument(`invalid port specification: "${key}"`);
+    }
+    if (proto === 'sctp') throw invalidArgument('sctp ports are not supported by Berth yet');
+    for (const b of list?.length ? list : [{}]) {
+      const hostPort = b.HostPort ? Number(b.HostPort.split('-')[0]) : 0;
+      if (!Number.isInteger(hostPort) || hostPort < 0 || hostPort > 65535) throw invalidArgument(`invalid host port: "${b.HostPort}"`);
+      out.push({ containerPort, protocol: proto, hostIp: b.HostIp ?? '', hostPort });
+    }
+    bound.add(`${containerPort}/${proto}`);
+  }
+  if (c.hostConfig.PublishAllPorts) {
+    for (const key of Object.keys(c.config.ExposedPorts ?? {})) {
+      const [port, proto = 'tcp'] = key.split('/');
+      if (!bound.has(`${Number(port)}/${proto}`) && (proto === 'tcp' || proto === 'udp')) out.push({ containerPort: Number(port), protocol: proto, hostIp: '', hostPort: 0 });
+    }
+  }
+  return out;
+}
+
+export class DriverNetworking implements ContainerNetworking {
+  constructor(
+    private readonly driver: NetworkDriver,
+    private readonly findPid: (idOrName: string) => number,
+  ) {}
+
+  async prepare(c: ContainerRecord): Promise<NetworkPreparation> {
+    const mode = networkModeOf(c);
+    const hc = c.hostConfig;
+    if (mode.startsWith('container:')) {
+      const pid = this.findPid(mode.slice('container:'.length));
+      return { netnsPath: `/proc/${pid}/ns/net`, hostNetwork: false };
+    }
+    const requested = c.networkingConfig as Record<string, EndpointRequest | null>;
+    const names = [mode, ...Object.keys(requested).filter((n) => n !== mode && n !== 'default')];
+    const networks = names.map((n) => {
+      const r = requested[n] ?? (n === 'bridge' ? requested.default : undefined) ?? {};
+      return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined };
+    });
+    const ports = mode === 'host' || mode === 'none' ? [] : portBindings(c);
+    const result = await this.driver.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });
+    c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
+    const hostNetwork = result.netnsPath === '';
+    const resolvConf = await this.driver.resolvConf(names, { dns: hc.Dns ?? undefined, dnsSearch: hc.DnsSearch ?? undefined, dnsOptions: hc.DnsOptions ?? undefined });
+    const hosts = hostNetwork ? undefined : this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts: hc.ExtraHosts ?? [] });
+    return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
+  }
+
+  async started(): Promise<void> {}
+
+  async release(c: ContainerRecord): Promise<void> {
+    const mode = networkModeOf(c);
+    if (mode.startsWith('container:')) return;
+    await this.driver.detach(c.id);
+    await this.driver.removeNetns(c.id);
+  }
+}
+
+/** The driver's endpoints and ports in inspect's shape (NetworkSettings.Networks and .Ports). */
+export function toDockerNetwork(r: AttachResult, requested: Record<string, EndpointRequest | null> = {}): Pick<ContainerRecord['network'], 'endpoints' | 'ports'> {
+  const endpoints: Record<string, Record<string, unknown>> = {};
+  for (const [name, e] of Object.entries(r.endpoints)) {
+    const req = requested[name] ?? {};
+    endpoints[name] = {
+      IPAMConfig: req.IPAMConfig ?? null,
+      Links: null,
+      Aliases: e.aliases.length ? e.aliases : null,
+      MacAddress: e.macAddress,
+      DriverOpts: null,
+      NetworkID: e.networkId,
+      EndpointID: e.endpointId,
+      Gateway: e.gateway,
+      IPAddress: e.ipAddress,
+      IPPrefixLen: e.ipPrefixLen,
+      IPv6Gateway: e.ipv6Gateway,
+      GlobalIPv6Address: e.ipv6Address,
+      GlobalIPv6PrefixLen: e.ipv6PrefixLen,
+      DNSNames: e.dnsNames.length ? e.dnsNames : null,
+    };
+  }
+  const ports: Record<string, { HostIp: string; HostPort: string }[]> = {};
+  for (const p of r.ports) {
+    const key = `${p.containerPort}/${p.protocol}`;
+    (ports[key] ??= []).push({ HostIp: p.hostIp, HostPort: String(p.hostPort) });
+  }
+  return { endpoints, ports };
+}

@@ -1,0 +1,98 @@
+/**
+ * Networks as the API sees them: the driver's records plus which containers use them, events, and
+ * connect/disconnect that also work on stopped containers (remembered for their next start).
+ */
+import { BerthError, conflict } from '../lib/errors.js';
+import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
+import type { ContainerService } from './containers.js';
+import type { EventBus } from './events.js';
+import { networkModeOf, toDockerNetwork } from './container-networking.js';
+
+export interface EndpointRequest {
+  Aliases?: string[] | null;
+  IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
+  MacAddress?: string;
+}
+
+export class NetworkService {
+  constructor(
+    readonly driver: NetworkDriver,
+    private readonly containers: ContainerService,
+    private readonly events: EventBus,
+  ) {}
+
+  list(): NetworkRecord[] {
+    return this.driver.list();
+  }
+
+  get(idOrName: string): NetworkRecord {
+    return this.driver.get(idOrName);
+  }
+
+  endpoints(n: NetworkRecord) {
+    return this.driver.endpointsOf(n.id);
+  }
+
+  async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
+    const n = await this.driver.create(spec);
+    this.events.publish('network', 'create', n.id, { name: n.name, type: n.driver });
+    return n;
+  }
+
+  /** 409 while containers are attached (the issue's contract; dockerd answers 403). */
+  async remove(idOrName: string): Promise<void> {
+    const n = this.driver.get(idOrName);
+    try {
+      await this.driver.remove(n.id);
+    } catch (err) {
+      if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
+      throw err;
+    }
+    this.events.publish('network', 'destroy', n.id, { name: n.name, type: n.driver });
+  }
+
+  async prune(keep: (n: NetworkRecord) => boolean): Promise<string[]> {
+    // Networks named by stopped containers stay: they would need them at their next start.
+    const wanted = new Set(this.containers.all().flatMap((c) => [networkModeOf(c), ...Object.keys(c.networkingConfig)]));
+    const removed = await this.driver.prune((n) => keep(n) || wanted.has(n.name) || wanted.has(n.id));
+    for (const name of removed) this.events.publish('network', 'destroy', name, { name, type: 'bridge' });
+    return removed;
+  }
+
+  async connect(idOrName: string, containerRef: string, endpoint: EndpointRequest): Promise<void> {
+    const n = this.driver.get(idOrName);
+    const c = this.containers.get(containerRef);
+    if (c.network.endpoints[n.name] || c.networkingConfig[n.name]) {
+      throw new BerthError('forbidden', `endpoint with name ${c.name} already exists in network ${n.name}`);
+    }
+    const running = c.state.status === 'running' || c.state.status === 'paused';
+    if (running && c.network.sandboxKey) {
+      const info = await this.driver.connect({
+        containerId: c.id, name: c.name, netnsPath: c.network.sandboxKey, network: n.id,
+        aliases: endpoint.Aliases ?? [], ipv4: endpoint.IPAMConfig?.IPv4Address || undefined, mac: endpoint.MacAddress || undefined,
+        dns: c.hostConfig.Dns ?? undefined,
+      });
+      Object.assign(c.network.endpoints, toDockerNetwork({ endpoints: { [n.name]: info }, ports: [] }, { [n.name]: endpoint }).endpoints);
+    }
+    c.networkingConfig = { ...c.networkingConfig, [n.name]: endpoint };
+    this.containers.save(c);
+    this.events.publish('network', 'connect', n.id, { container: c.id, name: n.name, type: n.driver });
+  }
+
+  async disconnect(idOrName: string, containerRef: string, force: boolean): Promise<void> {
+    const n = this.driver.get(idOrName);
+    // With force, a container that is already gone is not an error.
+    const c = force ? this.containers.find(containerRef) : this.containers.get(containerRef);
+    if (!c) return;
+    const attached = !!c.network.endpoints[n.name];
+    const configured = !!c.networkingConfig[n.name] || networkModeOf(c) === n.name;
+    if (!attached && !configured) throw new BerthError('forbidden', `container ${c.id} is not connected to network ${n.name}`);
+    if (attached && (c.state.status === 'running' || c.state.status === 'paused')) await this.driver.disconnect(c.id, n.id);
+    delete c.network.endpoints[n.name];
+    const { [n.name]: _gone, ...rest } = c.networkingConfig;
+    c.networkingConfig = rest;
+    if (networkModeOf(c) === n.name) c.hostConfig.NetworkMode = Object.keys(rest)[0] ?? 'none';
+    this.containers.save(c);
+    this.events.publish('network', 'disconnect', n.id, { container: c.id, name: n.name, type: n.driver });
+  }
+}
