@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Sets up this machine (packages, npm, build) and runs every test against real daemons, registries
-# and containers. Each test file starts its own berthd on a temporary root and socket.
-set -euo pipefail
+# and containers: the engine's own suites (node's runner), then the client libraries and the
+# official clients (scripts/test-clients.sh). Each test file starts its own berthd on a temporary
+# root and socket. `scripts/test.sh PATTERN` runs only the engine test files matching PATTERN.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh || exit 1
 
 mapfile -t files < <(find dist/src dist/test -name '*.test.js' | sort)
 if [ "$#" -gt 0 ]; then
   mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E "$1")
 fi
 echo "test: ${#files[@]} files"
-exec node --test --test-concurrency=2 --test-timeout=600000 "${files[@]}"
+node --test --test-concurrency=2 --test-timeout=600000 "${files[@]}"
+engine=$?
+
+clients=0
+if [ "$#" -eq 0 ]; then
+  bash scripts/test-clients.sh
+  clients=$?
+fi
+
+echo "engine tests: exit $engine; client tests: exit $clients"
+[ "$engine" -eq 0 ] && [ "$clients" -eq 0 ]
