@@ -4,7 +4,7 @@
  * mount point of its own, so unmounting a namespace file also unmounts the copies that mount namespaces
  * created meanwhile picked up, and the namespace really goes away.
  */
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { conflict, invalidArgument } from '../lib/errors.js';
 import { runTool, ToolError } from './run-tool.js';
@@ -62,6 +62,8 @@ export class NetnsDir {
   /** Unmounts and deletes the namespace file; missing or unmounted files are fine. */
   async remove(containerId: string): Promise<void> {
     const path = this.pathOf(containerId);
+    // No file, nothing mounted on it: skip the umount spawn (the common case on a second release).
+    if (!(await access(path).then(() => true, () => false))) return;
     try {
       await runTool(this.#tools.umount, [path]);
     } catch (err) {

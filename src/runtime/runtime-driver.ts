@@ -487,6 +487,8 @@ export class RuntimeDriver {
     for (const name of runtimes) {
       const rt = this.#runtimes.get(name);
       if (!rt) continue;
+      // No state directory: the runtime does not know the container, so skip the delete's spawn.
+      if (!(await exists(join(rt.root, id)))) continue;
       try {
         await runRuntime(rt, ['delete', '--force', id]);
       } catch (err) {
@@ -534,6 +536,15 @@ async function writeControl(fifo: string, message: string): Promise<void> {
     await fh.write(message);
   } finally {
     await fh.close();
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
   }
 }
 
