@@ -15,7 +15,8 @@ import { conflict } from '../lib/errors.js';
 import { LogRotator, logLimits } from './log-rotation.js';
 
 export interface ContainerProcesses {
-  start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }>;
+  /** `rootfsReady`: the rootfs mount, still under way; network set-up runs alongside it. */
+  start(c: ContainerRecord, rootfs: string, rootfsReady?: Promise<void>): Promise<{ pid: number }>;
   kill(c: ContainerRecord, signal: string): Promise<void>;
   pause(c: ContainerRecord): Promise<void>;
   resume(c: ContainerRecord): Promise<void>;
@@ -57,10 +58,16 @@ export class RuntimeProcesses implements ContainerProcesses {
     private readonly logOpts: Record<string, string> = {},
   ) {}
 
-  async start(c: ContainerRecord, rootfs: string): Promise<{ pid: number }> {
-    const net = await this.network.prepare(c);
+  async start(c: ContainerRecord, rootfs: string, rootfsReady: Promise<void> = Promise.resolve()): Promise<{ pid: number }> {
+    // Network set-up and the rootfs mount are independent: run them together, but let both settle
+    // before failing so the caller's cleanup never races a half-done step.
+    const [netResult, mountResult] = await Promise.allSettled([this.network.prepare(c), rootfsReady]);
+    if (netResult.status === 'rejected') throw netResult.reason;
+    if (mountResult.status === 'rejected') throw mountResult.reason;
+    const net = netResult.value;
     const hc = c.hostConfig;
-    await writeEtcFiles({
+    const bundleDir = join(this.containerDir(c.id), 'bundle');
+    const etcFiles = writeEtcFiles({
       hostnamePath: c.hostnamePath,
       hostsPath: c.hostsPath,
       resolvConfPath: c.resolvConfPath,
@@ -75,12 +82,12 @@ export class RuntimeProcesses implements ContainerProcesses {
       resolvConf: net.resolvConf,
       hosts: net.hosts,
     });
-    const input = await specInputFor(c, { rootfs, netnsPath: net.netnsPath, cgroupVersion: this.runtime.cgroupVersion });
-    const spec = buildSpec(input);
     // A leftover runtime state from an earlier run of this container would make create fail.
-    await this.runtime.cleanup(c.id).catch(() => undefined);
-    const bundleDir = join(this.containerDir(c.id), 'bundle');
-    await mkdir(bundleDir, { recursive: true });
+    const prepared = Promise.all([this.runtime.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
+    const input = specInputFor(c, { rootfs, netnsPath: net.netnsPath, cgroupVersion: this.runtime.cgroupVersion });
+    const settled = await Promise.allSettled([etcFiles, prepared, input]);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
+    const spec = buildSpec(await input);
     const { pid } = await this.runtime.create({
       id: c.id,
       bundleDir,
@@ -148,7 +155,9 @@ export class RuntimeProcesses implements ContainerProcesses {
   }
 
   async cleanup(c: ContainerRecord): Promise<void> {
-    await this.runtime.cleanup(c.id);
-    await this.network.release(c);
+    // Independent: the runtime's state and the network's devices. Both are always attempted.
+    const [rt, net] = await Promise.allSettled([this.runtime.cleanup(c.id), this.network.release(c)]);
+    if (rt.status === 'rejected') throw rt.reason;
+    if (net.status === 'rejected') throw net.reason;
   }
 }

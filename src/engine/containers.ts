@@ -192,14 +192,22 @@ export class ContainerService {
     const paths = rootfsPaths(this.containerDir(c.id));
     await mkdir(paths.dir, { recursive: true });
     const lowers = [...image.chainIds].reverse().map((id) => this.images.layers.diffDir(id as `sha256:${string}`));
-    await mountRootfs(paths, lowers);
+    // The mount runs alongside the network set-up inside processes.start.
+    let mountFailed = false;
+    const mounted = mountRootfs(paths, lowers);
+    mounted.catch(() => (mountFailed = true));
     try {
-      const { pid } = await this.processes.start(c, paths.merged);
+      const { pid } = await this.processes.start(c, paths.merged, mounted);
       c.state = { ...c.state, status: 'running', pid, exitCode: 0, error: '', oomKilled: false, startedAt: new Date().toISOString(), finishedAt: ZERO_TIME };
       if (c.state.health) c.state.health = { status: 'starting', failingStreak: 0, log: [] };
       this.save(c);
       this.events.publish('container', 'start', c.id, this.attrs(c));
     } catch (err) {
+      if (mountFailed) {
+        // As before the mount ran in parallel: a failed mount leaves the record as it was.
+        await this.processes.cleanup(c).catch(() => undefined);
+        throw err;
+      }
       c.state = { ...c.state, status: c.state.status === 'restarting' ? 'exited' : c.state.status, exitCode: 127, error: (err as Error).message, pid: 0 };
       this.save(c);
       await this.processes.cleanup(c).catch(() => undefined);
@@ -226,8 +234,11 @@ export class ContainerService {
     // Waiters hear of the exit at once; releasing the runtime state and the mount follows.
     this.waiters.exited(id, { StatusCode: exit.exitCode });
     await this.withLock(id, async () => {
-      await this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err }));
-      if (c.state.status !== 'running') await unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
+      // The process is gone: runtime state, network and rootfs mount are released side by side.
+      await Promise.all([
+        this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })),
+        c.state.status !== 'running' ? unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err })) : undefined,
+      ]);
     });
     if (restart) {
       const delay = Math.min(100 * 2 ** Math.min(c.restartCount - 1, 10), 60_000);
