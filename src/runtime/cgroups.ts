@@ -109,11 +109,10 @@ export function cgroupDirs(layout: CgroupLayout, cgroupsPath: string): string[] 
  * Returns the directories that could not be removed (still busy).
  */
 export async function removeCgroup(layout: CgroupLayout, cgroupsPath: string): Promise<string[]> {
-  const busy: string[] = [];
-  for (const dir of cgroupDirs(layout, cgroupsPath)) {
-    if (!(await removeTree(dir))) busy.push(dir);
-  }
-  return busy;
+  // One tree per hierarchy, independent of each other: removed side by side.
+  const dirs = cgroupDirs(layout, cgroupsPath);
+  const removed = await Promise.all(dirs.map((dir) => removeTree(dir)));
+  return dirs.filter((_, i) => !removed[i]);
 }
 
 /** rmdir of a cgroup tree bottom-up (cgroup dirs contain only control files and child groups). */

@@ -496,7 +496,8 @@ export class RuntimeDriver {
       }
     }
     // conmon writes the exit file after the process dies: let it finish so nothing reappears.
-    if (meta && (await this.#conmonAlive(id))) {
+    // An exit file already there (the usual case after an exit) means there is nothing to wait for.
+    if (meta && !(await this.#exits.read(id).catch(() => undefined)) && (await this.#conmonAlive(id))) {
       const waited = await Promise.race([
         this.#exits.wait(id).then(() => true),
         new Promise<boolean>((r) => setTimeout(r, CLEANUP_EXIT_WAIT_MS, false).unref()),
