@@ -79,8 +79,10 @@ export class DriverNetworking implements ContainerNetworking {
   async release(c: ContainerRecord): Promise<void> {
     const mode = networkModeOf(c);
     if (mode.startsWith('container:')) return;
-    await this.driver.detach(c.id);
-    await this.driver.removeNetns(c.id);
+    // Host-side devices and the namespace file are independent: released side by side.
+    const [detached, removed] = await Promise.allSettled([this.driver.detach(c.id), this.driver.removeNetns(c.id)]);
+    if (detached.status === 'rejected') throw detached.reason;
+    if (removed.status === 'rejected') throw removed.reason;
   }
 }
 
