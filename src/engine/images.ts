@@ -2,7 +2,7 @@
  * Image operations on the local store: list, inspect, history, tag, remove, prune.
  * Pulling lives in pull-image.ts. Records are in state/, files in images/.
  */
-import { conflict, invalidArgument, notFound } from '../lib/errors.js';
+import { conflict, invalidArgument } from '../lib/errors.js';
 import type { ImageConfig } from '../lib/oci.js';
 import type { ImageRecord, ImageRecords, RefRecord } from '../state/image-records.js';
 import type { LayerStore } from '../images/layer-store.js';
@@ -303,11 +303,6 @@ export class ImageService {
     return displayName(nameOrId);
   }
 
-  requireExists(nameOrId: string): ImageRecord {
-    const found = lookupImage(this.records, nameOrId);
-    if (!found) throw notFound(`No such image: ${displayName(nameOrId)}`);
-    return found.image;
-  }
 }
 
 /** A reference's repository (`docker.io/library/busybox`), or the key itself when it does not parse. */
