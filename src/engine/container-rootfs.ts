@@ -30,10 +30,18 @@ export async function isMounted(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * Merged dirs this process unmounted and has not mounted since: a second unmount (remove after the
+ * exit's cleanup) needs no read of mountinfo. Only this module mounts there.
+ */
+const unmounted = new Set<string>();
+
 /** Mounts the overlay; lowerDirs top layer first. Idempotent. */
 export async function mountRootfs(p: RootfsPaths, lowerDirs: string[]): Promise<void> {
-  await Promise.all([mkdir(p.upper, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
-  if (await isMounted(p.merged)) return;
+  const [, , madeMerged] = await Promise.all([mkdir(p.upper, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
+  // A merged dir created just now cannot have anything mounted on it: skip reading mountinfo.
+  if (madeMerged === undefined && (await isMounted(p.merged))) return;
+  unmounted.delete(p.merged);
   if (lowerDirs.length === 0) {
     // An image without layers: overlay needs a lower dir, so use an empty one.
     const empty = join(p.dir, 'empty');
@@ -46,12 +54,20 @@ export async function mountRootfs(p: RootfsPaths, lowerDirs: string[]): Promise<
 }
 
 export async function unmountRootfs(p: RootfsPaths): Promise<void> {
+  if (unmounted.has(p.merged)) return;
   if (!(await isMounted(p.merged))) return;
   try {
     await run('umount', [p.merged]);
   } catch {
-    await run('umount', ['-l', p.merged]).catch(() => undefined);
+    const lazy = await run('umount', ['-l', p.merged]).then(() => true, () => false);
+    if (!lazy) return;
   }
+  unmounted.add(p.merged);
+}
+
+/** Drops what unmountRootfs remembers of a container's rootfs (once its directory is gone). */
+export function forgetRootfs(p: RootfsPaths): void {
+  unmounted.delete(p.merged);
 }
 
 /**

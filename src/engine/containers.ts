@@ -17,7 +17,7 @@ import { mergeImageConfig, validateHostConfig, validateName, generateName } from
 import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
-import { rootfsPaths, mountRootfs, unmountRootfs } from './container-rootfs.js';
+import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
 import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
 
 export interface CreateRequest {
@@ -380,6 +380,7 @@ export class ContainerService {
       this.#byId.delete(c.id);
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
       await rm(this.containerDir(c.id), { recursive: true, force: true });
+      forgetRootfs(rootfsPaths(this.containerDir(c.id)));
       this.events.publish('container', 'destroy', c.id, this.attrs(c));
       this.waiters.removed(c.id, { StatusCode: c.state.exitCode });
     });
