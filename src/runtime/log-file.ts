@@ -52,7 +52,37 @@ export function formatRfc3339Nano(ns: bigint): string {
   return `${base}${frac ? '.' + frac : ''}Z`;
 }
 
-/** One log line (without its newline) → record; undefined for a malformed line. */
+/**
+ * A parsed record. The time and the text are decoded only when asked for: reading a large log
+ * back mostly needs just the stream and the bytes.
+ */
+class ParsedRecord implements LogRecord {
+  #timeNs: bigint | undefined;
+  #text: string | undefined;
+  constructor(
+    private readonly rawTime: string,
+    readonly stream: LogStream,
+    readonly partial: boolean,
+    readonly data: Buffer,
+  ) {}
+  get timeNs(): bigint {
+    return (this.#timeNs ??= parseRfc3339Nano(this.rawTime) ?? 0n);
+  }
+  get time(): Date {
+    return new Date(Number(this.timeNs / 1_000_000n));
+  }
+  get text(): string {
+    return (this.#text ??= this.data.toString('utf8'));
+  }
+}
+
+/** The shape of conmon's timestamp, checked cheaply; the full parse waits until the time is needed. */
+const TIME_SHAPE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/;
+
+/**
+ * One log line (without its newline) → record; undefined for a malformed line. `data` is a view
+ * into `line`: callers that reuse the line's buffer must copy it (readLogBatches never reuses).
+ */
 export function parseLogLine(line: Buffer): LogRecord | undefined {
   const sp1 = line.indexOf(0x20);
   if (sp1 < 0) return undefined;
@@ -60,15 +90,14 @@ export function parseLogLine(line: Buffer): LogRecord | undefined {
   if (sp2 < 0) return undefined;
   const stream = line.toString('latin1', sp1 + 1, sp2);
   if (stream !== 'stdout' && stream !== 'stderr') return undefined;
-  const tag = line.toString('latin1', sp2 + 1, sp2 + 2);
-  if (tag !== 'P' && tag !== 'F') return undefined;
+  const tag = line[sp2 + 1];
+  if (tag !== 0x50 && tag !== 0x46) return undefined; // P, F
   // The tag may be followed by a space and the bytes, or end the line for empty output.
   const after = line[sp2 + 2];
   if (after !== undefined && after !== 0x20) return undefined;
-  const timeNs = parseRfc3339Nano(line.toString('latin1', 0, sp1));
-  if (timeNs === undefined) return undefined;
-  const data = Buffer.from(line.subarray(Math.min(line.length, sp2 + 3)));
-  return { time: new Date(Number(timeNs / 1_000_000n)), timeNs, stream, partial: tag === 'P', data, text: data.toString('utf8') };
+  const rawTime = line.toString('latin1', 0, sp1);
+  if (!TIME_SHAPE.test(rawTime)) return undefined;
+  return new ParsedRecord(rawTime, stream, tag === 0x50, line.subarray(Math.min(line.length, sp2 + 3)));
 }
 
 export interface ReadLogOptions {
@@ -109,6 +138,11 @@ class ChangeSignal {
  * Without follow, ends at the current end of file; a missing file yields nothing.
  */
 export async function* readLogRecords(path: string, opts: ReadLogOptions = {}): AsyncGenerator<LogRecord> {
+  for await (const batch of readLogBatches(path, opts)) yield* batch;
+}
+
+/** Like readLogRecords, a read's worth of records at a time: one await per chunk, not per line. */
+export async function* readLogBatches(path: string, opts: ReadLogOptions = {}): AsyncGenerator<LogRecord[]> {
   const chunkSize = opts.chunkSize ?? 64 * 1024;
   const changed = new ChangeSignal();
   let watcher: FSWatcher | undefined;
@@ -131,7 +165,6 @@ export async function* readLogRecords(path: string, opts: ReadLogOptions = {}): 
     let ino: number | undefined;
     let pos = 0;
     let carry: Buffer = Buffer.alloc(0);
-    const buf = Buffer.alloc(chunkSize);
     const reopen = async (): Promise<boolean> => {
       try {
         const h = await open(path, 'r');
@@ -153,18 +186,22 @@ export async function* readLogRecords(path: string, opts: ReadLogOptions = {}): 
       const wasFinished = finished;
       // Read everything there is now.
       while (fh) {
+        // A fresh buffer per read: the records handed out are views into it.
+        const buf = Buffer.allocUnsafe(chunkSize);
         const { bytesRead } = await fh.read(buf, 0, chunkSize, pos);
         if (bytesRead === 0) break;
         pos += bytesRead;
         let data = carry.length > 0 ? Buffer.concat([carry, buf.subarray(0, bytesRead)]) : buf.subarray(0, bytesRead);
         let nl: number;
         let start = 0;
+        const batch: LogRecord[] = [];
         while ((nl = data.indexOf(0x0a, start)) >= 0) {
           const rec = parseLogLine(data.subarray(start, nl));
           start = nl + 1;
-          if (rec) yield rec;
+          if (rec) batch.push(rec);
         }
         carry = Buffer.from(data.subarray(start));
+        if (batch.length) yield batch;
         data = Buffer.alloc(0);
         if (opts.signal?.aborted) return;
       }

@@ -4,8 +4,8 @@ import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers.js';
 import { isRunningLike } from '../../engine/container-model.js';
 import { invalidArgument } from '../../lib/errors.js';
-import { readLogRecords, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
-import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
+import { readLogBatches, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
+import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 import { logFiles, logLimits } from '../../engine/log-rotation.js';
 
@@ -13,11 +13,11 @@ export function containerLogRoutes(r: Router, containers: ContainerService, defa
   r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers, defaultLogOpts));
 }
 
-/** Rotated files first (oldest first), then the live file, followed until `until` settles. */
-async function* allRecords(path: string, maxFiles: number, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<LogRecord> {
+/** Rotated files first (oldest first), then the live file, followed until `until` settles; a read's worth at a time. */
+async function* allBatches(path: string, maxFiles: number, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<LogRecord[]> {
   const files = logFiles(path, maxFiles);
-  for (const f of files.slice(0, -1)) yield* readLogRecords(f, { signal: opts.signal });
-  yield* readLogRecords(path, opts);
+  for (const f of files.slice(0, -1)) yield* readLogBatches(f, { signal: opts.signal });
+  yield* readLogBatches(path, opts);
 }
 
 /** `since`/`until`: Unix seconds with an optional fraction, as nanoseconds. */
@@ -56,34 +56,56 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
   const wanted = (rec: LogRecord) =>
     (rec.stream === 'stdout' ? stdout : stderr) && (since === undefined || rec.timeNs > since) && (until === undefined || rec.timeNs <= until);
 
-  const emit = async (rec: LogRecord) => {
-    let data = rec.partial ? rec.data : Buffer.concat([rec.data, NEWLINE]);
-    if (timestamps) data = Buffer.concat([Buffer.from(formatRfc3339Nano(rec.timeNs) + ' '), data]);
-    const ok = tty ? res.write(data) : writeFrame(res, rec.stream === 'stdout' ? StreamType.Stdout : StreamType.Stderr, data);
-    if (!ok && !res.destroyed) await new Promise((r) => res.once('drain', r));
+  // A batch goes out in one write. Consecutive records of the same stream share one frame: frame
+  // boundaries carry no meaning for clients, and fewer frames make the client's demultiplexing cheap.
+  const write = async (recs: LogRecord[]) => {
+    const parts: Buffer[] = [];
+    let frame: { header: number; start: number } | undefined;
+    const close = () => {
+      if (frame && !tty) {
+        const type = frame.header === 1 ? StreamType.Stdout : StreamType.Stderr;
+        parts.splice(frame.start, 0, frameHeader(type, parts.slice(frame.start).reduce((n, b) => n + b.length, 0)));
+      }
+      frame = undefined;
+    };
+    for (const rec of recs) {
+      if (rec.data.length === 0 && rec.partial && !timestamps) continue;
+      const type = rec.stream === 'stdout' ? 1 : 2;
+      if (frame?.header !== type) {
+        close();
+        frame = { header: type, start: parts.length };
+      }
+      if (timestamps) parts.push(Buffer.from(formatRfc3339Nano(rec.timeNs) + ' '));
+      parts.push(rec.data);
+      if (!rec.partial) parts.push(NEWLINE);
+    }
+    close();
+    if (parts.length === 0 || res.destroyed) return;
+    if (!res.write(Buffer.concat(parts)) && !res.destroyed) await new Promise((r) => res.once('drain', r));
   };
 
   try {
     if (tail >= 0) {
       // Only the last N lines are held, never the whole log.
-      const ring: LogRecord[] = [];
-      for await (const rec of allRecords(c.logPath, maxFiles, { follow: false, signal: abort.signal })) {
-        if (!wanted(rec)) continue;
-        ring.push(rec);
-        if (ring.length > tail) ring.shift();
+      let ring: LogRecord[] = [];
+      for await (const batch of allBatches(c.logPath, maxFiles, { follow: false, signal: abort.signal })) {
+        for (const rec of batch) if (wanted(rec)) ring.push(rec);
+        // Trimmed now and then rather than per line: amortized, and bounded by about twice the tail.
+        if (ring.length > 2 * tail + 1024) ring = ring.slice(ring.length - tail);
       }
-      for (const rec of ring) await emit(rec);
+      ring = tail === 0 ? [] : ring.slice(-tail);
+      await write(ring);
       if (follow && exited) {
         // Continue after what was just read: records newer than the last one shown.
         const last = ring.length ? ring[ring.length - 1]!.timeNs : -1n;
-        for await (const rec of readLogRecords(c.logPath, { follow: true, until: exited, signal: abort.signal })) {
-          if (rec.timeNs > last && wanted(rec)) await emit(rec);
+        for await (const batch of readLogBatches(c.logPath, { follow: true, until: exited, signal: abort.signal })) {
+          await write(batch.filter((rec) => rec.timeNs > last && wanted(rec)));
         }
       }
     } else {
-      for await (const rec of allRecords(c.logPath, maxFiles, { follow: !!exited, until: exited, signal: abort.signal })) {
-        if (wanted(rec)) await emit(rec);
-        if (until !== undefined && rec.timeNs > until) break;
+      for await (const batch of allBatches(c.logPath, maxFiles, { follow: !!exited, until: exited, signal: abort.signal })) {
+        await write(batch.filter(wanted));
+        if (until !== undefined && batch[batch.length - 1]!.timeNs > until) break;
       }
     }
   } catch (err) {
