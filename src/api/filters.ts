@@ -47,3 +47,22 @@ export function filterBool(values: string[] | undefined, name: string): boolean 
   if (v === 'false' || v === '0') return false;
   throw invalidArgument(`Invalid filter '${name}=${values[values.length - 1]}'`);
 }
+
+const DURATION_UNITS: Record<string, number> = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, us: 1e-3, µs: 1e-3, ns: 1e-6 };
+
+/**
+ * `until`: Unix seconds (with a fraction), an RFC 3339 date or a plain date, or a Go duration
+ * (`24h`, `1h30m`, `90s`) counted back from now, as dockerd reads it. Returns epoch milliseconds.
+ */
+export function parseUntil(v: string): number {
+  const s = v.trim();
+  if (/^\d+(\.\d+)?$/.test(s)) return Number(s) * 1000;
+  if (/^(\d+(\.\d+)?(h|ms|m|s|us|µs|ns))+$/.test(s)) {
+    let ms = 0;
+    for (const m of s.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) ms += Number(m[1]) * DURATION_UNITS[m[2]!]!;
+    return Date.now() - ms;
+  }
+  const t = Date.parse(s);
+  if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
+  return t;
+}

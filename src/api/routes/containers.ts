@@ -1,7 +1,7 @@
 /** /containers/...: the Docker wire format of the container lifecycle. */
 import type { Router } from '../router.js';
 import { queryBool, queryInt, queryString, readJsonObject, sendJson, sendNoContent, type RequestContext } from '../request.js';
-import { parseFilters, matchLabels } from '../filters.js';
+import { parseFilters, matchLabels, parseUntil } from '../filters.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ContainerService } from '../../engine/containers.js';
 import type { ContainerRecord, CreateConfig, HostConfig } from '../../engine/container-model.js';
@@ -60,26 +60,19 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
   r.on('POST', '/containers/prune', async (ctx) => {
     const filters = parseFilters(ctx.query.get('filters'), ['until', 'label', 'label!']);
     const deleted: string[] = [];
+    const untilRaw = filters.get('until')?.[0];
+    const until = untilRaw ? parseUntil(untilRaw) : undefined;
     for (const c of containers.all()) {
       if (c.state.status !== 'exited' && c.state.status !== 'created' && c.state.status !== 'dead') continue;
       if (!matchLabels(filters.get('label'), c.config.Labels)) continue;
       if ((filters.get('label!') ?? []).some((l) => matchLabels([l], c.config.Labels))) continue;
-      const until = filters.get('until')?.[0];
-      if (until && Date.parse(c.created) >= untilMillis(until)) continue;
+      if (until !== undefined && Date.parse(c.created) >= until) continue;
       await containers.remove(c.id, { force: false, volumes: false }).then(() => deleted.push(c.id), () => undefined);
     }
     sendJson(ctx, 200, { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 });
   });
 }
 
-function untilMillis(v: string): number {
-  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
-  const d = /^(\d+)(h|m|s)$/.exec(v);
-  if (d) return Date.now() - Number(d[1]) * { h: 3600e3, m: 60e3, s: 1e3 }[d[2] as 'h' | 'm' | 's'];
-  const t = Date.parse(v);
-  if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
-  return t;
-}
 
 const STRING_LIST_FIELDS = ['Cmd', 'Entrypoint'] as const;
 

@@ -1,7 +1,7 @@
 /** /images/...: pull, list, inspect, history, tag, remove, prune. Image names may contain slashes. */
 import type { Router } from '../router.js';
 import { queryBool, queryString, sendJson, type RequestContext } from '../request.js';
-import { parseFilters, matchLabels, filterBool } from '../filters.js';
+import { parseFilters, matchLabels, filterBool, parseUntil } from '../filters.js';
 import { versionBefore } from '../api-version.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ImageView } from '../../engine/images.js';
@@ -224,22 +224,4 @@ async function pruneImages(ctx: RequestContext, engine: Engine): Promise<void> {
   sendJson(ctx, 200, { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed });
 }
 
-const DURATION_UNITS: Record<string, number> = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, us: 1e-3, µs: 1e-3, ns: 1e-6 };
-
-/**
- * `until`: Unix seconds (with a fraction), an RFC 3339 date or a plain date, or a Go duration
- * (`24h`, `1h30m`, `90s`) counted back from now, as dockerd reads it. Returns epoch milliseconds.
- */
-function parseUntil(v: string): number {
-  const s = v.trim();
-  if (/^\d+(\.\d+)?$/.test(s)) return Number(s) * 1000;
-  if (/^(\d+(\.\d+)?(h|ms|m|s|us|µs|ns))+$/.test(s)) {
-    let ms = 0;
-    for (const m of s.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) ms += Number(m[1]) * DURATION_UNITS[m[2]!]!;
-    return Date.now() - ms;
-  }
-  const t = Date.parse(s);
-  if (Number.isNaN(t)) throw invalidArgument(`invalid filter 'until=${v}'`);
-  return t;
-}
 

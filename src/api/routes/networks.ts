@@ -1,7 +1,7 @@
 /** /networks/...: Docker's network objects over the engine's network service. */
 import type { Router } from '../router.js';
 import { readJsonObject, sendJson, queryBool, type RequestContext } from '../request.js';
-import { parseFilters, matchLabels } from '../filters.js';
+import { parseFilters, matchLabels, parseUntil } from '../filters.js';
 import type { NetworkService, EndpointRequest } from '../../engine/networks.js';
 import type { NetworkRecord, NetworkCreateSpec } from '../../network/network-driver.js';
 import { invalidArgument } from '../../lib/errors.js';
@@ -34,7 +34,7 @@ export function networkRoutes(r: Router, networks: NetworkService): void {
   r.on('POST', '/networks/prune', async (ctx) => {
     const f = parseFilters(ctx.query.get('filters'), ['until', 'label', 'label!']);
     const until = f.get('until')?.[0];
-    const untilMs = until ? (/^\d+(\.\d+)?$/.test(until) ? Number(until) * 1000 : Date.parse(until)) : undefined;
+    const untilMs = until ? parseUntil(until) : undefined;
     const removed = await networks.prune(
       (n) => !matchLabels(f.get('label'), n.labels) || (f.get('label!') ?? []).some((l) => matchLabels([l], n.labels)) || (untilMs !== undefined && Date.parse(n.created) >= untilMs),
     );
