@@ -198,7 +198,7 @@ export class ContainerService {
     const lowers = [...image.chainIds].reverse().map((id) => this.images.layers.diffDir(id as `sha256:${string}`));
     // The mount runs alongside the network set-up inside processes.start.
     let mountFailed = false;
-    const mounted = mountRootfs(paths, lowers);
+    const mounted = mountRootfs(paths, lowers, { volatile: !!c.hostConfig.AutoRemove });
     mounted.catch(() => (mountFailed = true));
     try {
       const { pid } = await this.processes.start(c, paths.merged, mounted);
