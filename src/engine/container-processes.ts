@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises';
 import type { ContainerRecord } from './container-model.js';
 import type { RuntimeDriver, ExitStatus } from '../runtime/runtime-driver.js';
 import { buildSpec } from '../runtime/build-spec.js';
-import { specInputFor } from './container-spec.js';
+import { specInputFor, withNetworkNamespace } from './container-spec.js';
 import { writeEtcFiles } from './container-rootfs.js';
 import { log } from '../lib/log.js';
 import { conflict } from '../lib/errors.js';
@@ -59,15 +59,18 @@ export class RuntimeProcesses implements ContainerProcesses {
   ) {}
 
   async start(c: ContainerRecord, rootfs: string, rootfsReady: Promise<void> = Promise.resolve()): Promise<{ pid: number }> {
-    // Network set-up and the rootfs mount are independent: run them together, but let both settle
-    // before failing so the caller's cleanup never races a half-done step.
-    const [netResult, mountResult] = await Promise.allSettled([this.network.prepare(c), rootfsReady]);
-    if (netResult.status === 'rejected') throw netResult.reason;
-    if (mountResult.status === 'rejected') throw mountResult.reason;
-    const net = netResult.value;
-    const hc = c.hostConfig;
     const bundleDir = join(this.containerDir(c.id), 'bundle');
-    const etcFiles = writeEtcFiles({
+    // Independent of the network set-up, so run alongside it (and the rootfs mount): removing a
+    // leftover runtime state of an earlier run (it would make create fail), the bundle dir, and
+    // the spec input (its user lookup reads the image's passwd: after the mount). Everything
+    // settles before a failure is reported, so the caller's cleanup never races a half-done step.
+    const prepared = Promise.all([this.runtime.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
+    const input = rootfsReady.then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.cgroupVersion }));
+    const results = await Promise.allSettled([this.network.prepare(c), rootfsReady, prepared, input]);
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+    const net = (results[0] as PromiseFulfilledResult<NetworkPreparation>).value;
+    const hc = c.hostConfig;
+    await writeEtcFiles({
       hostnamePath: c.hostnamePath,
       hostsPath: c.hostsPath,
       resolvConfPath: c.resolvConfPath,
@@ -82,12 +85,7 @@ export class RuntimeProcesses implements ContainerProcesses {
       resolvConf: net.resolvConf,
       hosts: net.hosts,
     });
-    // A leftover runtime state from an earlier run of this container would make create fail.
-    const prepared = Promise.all([this.runtime.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
-    const input = specInputFor(c, { rootfs, netnsPath: net.netnsPath, cgroupVersion: this.runtime.cgroupVersion });
-    const settled = await Promise.allSettled([etcFiles, prepared, input]);
-    for (const r of settled) if (r.status === 'rejected') throw r.reason;
-    const spec = buildSpec(await input);
+    const spec = buildSpec(withNetworkNamespace(await input, net.netnsPath));
     const { pid } = await this.runtime.create({
       id: c.id,
       bundleDir,

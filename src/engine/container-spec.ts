@@ -24,6 +24,17 @@ export interface SpecContext {
   cgroupVersion: 1 | 2;
 }
 
+/**
+ * The input with the network namespace the network set-up chose: lets the rest of the input be
+ * built while the network is still being set up.
+ */
+export function withNetworkNamespace(input: RuntimeSpecInput, netnsPath: string | 'new' | undefined): RuntimeSpecInput {
+  const namespaces = (input.namespaces ?? []).filter((n) => n.type !== 'network');
+  if (netnsPath === 'new') namespaces.push({ type: 'network' });
+  else if (netnsPath) namespaces.push({ type: 'network', path: netnsPath });
+  return { ...input, namespaces };
+}
+
 export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promise<RuntimeSpecInput> {
   const cfg = c.config;
   const hc = c.hostConfig;

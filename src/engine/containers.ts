@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { conflict, invalidArgument, notFound, notModified, BerthError } from '../lib/errors.js';
 import { log } from '../lib/log.js';
@@ -19,6 +19,7 @@ import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
 import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
 import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
+import { Trash } from './container-trash.js';
 
 export interface CreateRequest {
   name?: string;
@@ -34,6 +35,7 @@ export class ContainerService {
   readonly #byName = new Map<string, string>();
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly waiters = new Waiters();
+  readonly #trash: Trash;
   /** Set by main.ts: runs and watches processes (runtime + network). */
   processes!: ContainerProcesses;
   /** Set by main.ts: the exec sessions of a container (inspect's ExecIDs). */
@@ -46,6 +48,7 @@ export class ContainerService {
     readonly dataRoot: string,
     readonly defaultRuntime: 'crun' | 'runc',
   ) {
+    this.#trash = new Trash(join(dataRoot, 'trash'));
     images.usage = (imageId) => {
       const running: string[] = [];
       const stopped: string[] = [];
@@ -56,6 +59,7 @@ export class ContainerService {
 
   /** Loads every stored container into memory. */
   load(): void {
+    this.#trash.empty();
     for (const row of this.records.loadAll()) {
       const c = row.data as ContainerRecord;
       this.#byId.set(c.id, c);
@@ -194,7 +198,7 @@ export class ContainerService {
     const lowers = [...image.chainIds].reverse().map((id) => this.images.layers.diffDir(id as `sha256:${string}`));
     // The mount runs alongside the network set-up inside processes.start.
     let mountFailed = false;
-    const mounted = mountRootfs(paths, lowers);
+    const mounted = mountRootfs(paths, lowers, { volatile: !!c.hostConfig.AutoRemove });
     mounted.catch(() => (mountFailed = true));
     try {
       const { pid } = await this.processes.start(c, paths.merged, mounted);
@@ -379,7 +383,7 @@ export class ContainerService {
       this.records.delete(c.id);
       this.#byId.delete(c.id);
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
-      await rm(this.containerDir(c.id), { recursive: true, force: true });
+      await this.#trash.discard(this.containerDir(c.id));
       forgetRootfs(rootfsPaths(this.containerDir(c.id)));
       this.events.publish('container', 'destroy', c.id, this.attrs(c));
       this.waiters.removed(c.id, { StatusCode: c.state.exitCode });

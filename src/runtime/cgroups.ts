@@ -117,6 +117,15 @@ export async function removeCgroup(layout: CgroupLayout, cgroupsPath: string): P
 
 /** rmdir of a cgroup tree bottom-up (cgroup dirs contain only control files and child groups). */
 async function removeTree(dir: string): Promise<boolean> {
+  // A container's group rarely has children: one rmdir usually does it (or finds it gone).
+  try {
+    await rmdir(dir);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return true;
+    if (code !== 'EBUSY' && code !== 'ENOTEMPTY') throw err;
+  }
   let entries;
   try {
     entries = await readdir(dir, { withFileTypes: true });

@@ -178,6 +178,8 @@ describe('runtime driver (crun)', () => {
     await first.init();
     const c = await createContainer(['sh', '-c', 'echo before; sleep 100'], {}, {}, first);
     await first.start(c.id);
+    // start returns once the process is released, maybe before it printed: wait for the line.
+    for await (const r of readLogRecords(c.logPath, { follow: true, signal: AbortSignal.timeout(30_000) })) if (r.text.includes('before')) break;
     first.close(); // "forget" the first driver entirely
 
     const second = new RuntimeDriver({ stateDir, defaultRuntime: 'crun' });
