@@ -150,6 +150,32 @@ export class LayerStore {
     }
   }
 
+  /**
+   * Make a layer whose tree `build` writes into an empty directory, returning the diffID of the
+   * layer tar that tree stands for (`docker commit` copying an upper dir instead of unpacking a
+   * tar). Named and installed like unpackComputed(); on error nothing stays on disk.
+   */
+  async buildComputed(parentChainId: Digest | undefined, build: (diffDir: string) => Promise<{ diffId: Digest; size: number }>): Promise<{ chainId: Digest; diffId: Digest; size: number }> {
+    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(tmp);
+    try {
+      const diff = join(tmp, 'diff');
+      await fs.mkdir(diff);
+      await fs.chmod(diff, 0o755);
+      const { diffId, size } = await build(diff);
+      const chainId = parentChainId === undefined ? diffId : sha256Of(`${parentChainId} ${diffId}`);
+      const existing = await this.#record(chainId);
+      if (existing) {
+        await fs.rm(tmp, { recursive: true, force: true });
+        return { chainId, diffId, size: existing.size };
+      }
+      return { chainId, diffId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }) };
+    } catch (err) {
+      await fs.rm(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
   /** Makes a finished temp dir the layer; returns the stored layer's size. */
   async #install(tmp: string, final: string, chainId: Digest, record: LayerRecord): Promise<number> {
     await fs.writeFile(join(tmp, 'layer.json'), JSON.stringify(record));
