@@ -162,14 +162,16 @@ class Copy {
         fs.utimesSync(abs, tarMtime(e.st), tarMtime(e.st));
       });
     const hashed = this.#hashLarge(fd, e.size, e.rel);
-    const done = Promise.all([copy, hashed]).then(
-      () => {
+    // The descriptor stays open until both are over: the copy may not have opened its link yet.
+    const done = Promise.allSettled([copy, hashed]).then((results) => {
+      this.#copies.delete(e.rel);
+      try {
+        for (const r of results) if (r.status === 'rejected') throw r.reason;
         this.#checkUnchanged(fd, before, e.rel);
         if (fs.statSync(abs).size !== e.size) throw changed(e.rel);
-      },
-    ).finally(() => {
-      this.#copies.delete(e.rel);
-      this.#close(fd);
+      } finally {
+        this.#close(fd);
+      }
     });
     done.catch(() => undefined); // awaited by drain() or a later entry; never unhandled
     this.#copies.set(e.rel, done);
