@@ -132,14 +132,8 @@ async function commitLayer(containers: ContainerService, c: ContainerRecord, sti
   const layers = containers.images.layers;
   let layer: CommittedLayer | undefined;
   if (still) {
-    let tarSize = 0;
     try {
-      const made = await layers.buildComputed(top, async (dir) => {
-        const copied = await copyUpperToLayer(view.upper, dir, opts);
-        tarSize = copied.tarSize;
-        return copied;
-      });
-      layer = { ...made, tarSize };
+      layer = await layers.buildComputed(top, (dir) => copyUpperToLayer(view.upper, dir, opts));
     } catch (err) {
       if (!(err instanceof NotCopyable)) throw err;
       log.debug('commit: taking the tar path', { id: c.id, why: err.message });

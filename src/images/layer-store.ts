@@ -153,23 +153,25 @@ export class LayerStore {
   /**
    * Make a layer whose tree `build` writes into an empty directory, returning the diffID of the
    * layer tar that tree stands for (`docker commit` copying an upper dir instead of unpacking a
-   * tar). Named and installed like unpackComputed(); on error nothing stays on disk.
+   * tar). Named and installed like unpackComputed(); on error nothing stays on disk. Returns what
+   * `build` did with the chainID added (and the size of the stored layer, when it already was).
    */
-  async buildComputed(parentChainId: Digest | undefined, build: (diffDir: string) => Promise<{ diffId: Digest; size: number }>): Promise<{ chainId: Digest; diffId: Digest; size: number }> {
+  async buildComputed<T extends { diffId: Digest; size: number }>(parentChainId: Digest | undefined, build: (diffDir: string) => Promise<T>): Promise<T & { chainId: Digest }> {
     const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
     await fs.mkdir(tmp);
     try {
       const diff = join(tmp, 'diff');
       await fs.mkdir(diff);
       await fs.chmod(diff, 0o755);
-      const { diffId, size } = await build(diff);
+      const built = await build(diff);
+      const { diffId, size } = built;
       const chainId = parentChainId === undefined ? diffId : sha256Of(`${parentChainId} ${diffId}`);
       const existing = await this.#record(chainId);
       if (existing) {
         await fs.rm(tmp, { recursive: true, force: true });
-        return { chainId, diffId, size: existing.size };
+        return { ...built, chainId, size: existing.size };
       }
-      return { chainId, diffId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }) };
+      return { ...built, chainId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }) };
     } catch (err) {
       await fs.rm(tmp, { recursive: true, force: true });
       throw err;
