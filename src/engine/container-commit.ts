@@ -2,14 +2,17 @@
  * `docker commit`: a new image made of the container's image plus one layer holding exactly the
  * container's changes (its overlay upper dir as a layer tar, deletions as whiteouts).
  *
- * The layer tar streams from the upper dir straight into the layer store, which hashes it on the
- * way (the diffID) and names the layer after it: one pass, nothing held in memory. The container
- * is paused meanwhile unless the caller says otherwise, so the layer is one consistent moment.
+ * The upper dir is copied straight into a new layer dir while the layer tar it stands for is
+ * hashed on the way (the diffID, which names the layer): one pass, no tar written or parsed. The
+ * container is paused meanwhile unless the caller says otherwise, so the layer is one consistent
+ * moment. A running container left unpaused, or a tree only a tar round trip renders faithfully,
+ * takes the older path: the layer tar streams into the layer store, which hashes and unpacks it.
  *
  * No compressed blob is stored: like pulled layers, a committed layer is kept unpacked only, and
  * its descriptor in the image record is the uncompressed tar (digest = diffID).
  */
-import { diffTar } from '../images/layer-diff.js';
+import { copyUpperToLayer, NotCopyable } from '../images/layer-copy.js';
+import { diffTar, isOpaqueIn, readUpperXattrs } from '../images/layer-diff.js';
 import { conflict, internal, invalidArgument } from '../lib/errors.js';
 import { sha256Of, type Digest } from '../lib/digest.js';
 import { log } from '../lib/log.js';
@@ -54,7 +57,9 @@ export async function commitContainer(containers: ContainerService, req: CommitR
     const pause = req.pause && c.state.status === 'running';
     if (pause) await containers.pause(c.id);
     try {
-      return await commitLayer(containers, c);
+      // A running container left unpaused may write meanwhile: only a tar, hashed as it is
+      // unpacked, then describes the stored layer exactly.
+      return await commitLayer(containers, c, c.state.status !== 'running');
     } finally {
       if (pause && c.state.status === 'paused') await containers.unpause(c.id).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
     }
@@ -115,16 +120,29 @@ interface CommittedLayer {
 }
 
 /** Packs the upper dir into a new stored layer; undefined when the container changed nothing. */
-async function commitLayer(containers: ContainerService, c: ContainerRecord): Promise<CommittedLayer | undefined> {
+async function commitLayer(containers: ContainerService, c: ContainerRecord, still: boolean): Promise<CommittedLayer | undefined> {
   const view = containerLayerView(containers, c);
   if (!(await isDirectory(view.upper))) return undefined; // never started: nothing written
-  const skip = await runtimeArtifacts(view);
+  // One read of the xattrs serves both the mount-point check and the diff.
+  const xattrs = await readUpperXattrs(view.upper);
+  const skip = await runtimeArtifacts(view, (abs) => isOpaqueIn(xattrs, abs));
+  const opts = { skip: (rel: string) => skip.has(rel), xattrs };
   const parent = containers.images.records.getImage(c.imageId)!;
   const top = parent.chainIds[parent.chainIds.length - 1] as Digest | undefined;
-  const layer = await containers.images.layers.unpackComputed(top, diffTar(view.upper, { skip: (rel) => skip.has(rel) }));
+  const layers = containers.images.layers;
+  let layer: CommittedLayer | undefined;
+  if (still) {
+    try {
+      layer = await layers.buildComputed(top, (dir) => copyUpperToLayer(view.upper, dir, opts));
+    } catch (err) {
+      if (!(err instanceof NotCopyable)) throw err;
+      log.debug('commit: taking the tar path', { id: c.id, why: err.message });
+    }
+  }
+  layer ??= await layers.unpackComputed(top, diffTar(view.upper, opts));
   if (layer.tarSize <= EMPTY_TAR_SIZE) {
     // Nothing changed: no layer (an empty one would be stored and then left unused).
-    if (containers.images.records.layerUsers(layer.chainId) === 0) await containers.images.layers.remove(layer.chainId);
+    if (containers.images.records.layerUsers(layer.chainId) === 0) await layers.remove(layer.chainId);
     return undefined;
   }
   return layer;

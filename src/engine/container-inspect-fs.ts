@@ -89,8 +89,12 @@ export interface Change {
  */
 const RUNTIME_MOUNTPOINTS = ['etc/hostname', 'etc/hosts', 'etc/resolv.conf', 'dev', 'proc', 'sys', '.dockerenv', 'etc/mtab'];
 
-/** Relative paths of the upper dir that are runtime mount points (and directories only holding them). */
-export async function runtimeArtifacts(view: LayerView): Promise<Set<string>> {
+/**
+ * Relative paths of the upper dir that are runtime mount points (and directories only holding
+ * them). `isOpaque` answers for a directory of the upper dir when the caller already knows its
+ * xattrs; without it getfattr is asked.
+ */
+export async function runtimeArtifacts(view: LayerView, isOpaque?: (absDir: string) => boolean): Promise<Set<string>> {
   const out = new Set<string>();
   for (const rel of RUNTIME_MOUNTPOINTS) {
     const st = await lstatOrUndefined(join(view.upper, rel));
@@ -104,7 +108,7 @@ export async function runtimeArtifacts(view: LayerView): Promise<Set<string>> {
     const abs = join(view.upper, dir);
     const names = await fs.readdir(abs).catch(() => undefined);
     if (!names || !names.every((n) => out.has(`${dir}/${n}`))) continue;
-    if ((await opaqueDirs([abs])).size > 0) continue;
+    if (isOpaque ? isOpaque(abs) : (await opaqueDirs([abs])).size > 0) continue;
     if (await lower.exists(dir)) out.add(dir);
   }
   return out;

@@ -36,10 +36,56 @@ function keepXattr(name: string): boolean {
 export interface DiffTarOptions {
   /** Paths (relative, no leading slash) to leave out with everything under them. */
   skip?: (relPath: string) => boolean;
+  /** The upper dir's xattrs when the caller already read them (readUpperXattrs). */
+  xattrs?: UpperXattrs;
+}
+
+/** Absolute path → the xattrs a diff looks at, in name order. */
+export type UpperXattrs = Map<string, [string, Buffer][]>;
+
+/** Every xattr of the tree that matters to its diff, in one getfattr run. */
+export function readUpperXattrs(upperDir: string): Promise<UpperXattrs> {
+  return readXattrsTree(upperDir.replace(/\/+$/, ''), keepXattr);
+}
+
+/** Whether `absPath` (as listed by readUpperXattrs) is an opaque directory. */
+export function isOpaqueIn(xattrs: UpperXattrs, absPath: string): boolean {
+  return isOpaque(xattrs.get(absPath));
+}
+
+/**
+ * One entry of the diff, in archive order: its encoded tar header (PAX records included) and
+ * what it stands for, so a consumer can rebuild it elsewhere as well as archive it.
+ */
+export type DiffEntry =
+  | (DiffNode & { kind: 'directory' | 'fifo' })
+  | (DiffNode & { kind: 'symlink'; target: string })
+  /** A regular file: `size` bytes of data and their padding follow the header in the archive. */
+  | (DiffNode & { kind: 'file'; size: number })
+  /** A second name of a file already in the diff under `target`. */
+  | { kind: 'link'; rel: string; target: string; header: Buffer }
+  /** `rel` was deleted (its `.wh.` entry), or directory `rel` ('' for the root) is opaque. */
+  | { kind: 'whiteout' | 'opaque'; rel: string; header: Buffer };
+
+interface DiffNode {
+  rel: string;
+  abs: string;
+  st: BigIntStats;
+  header: Buffer;
+  /** The xattrs written out (as SCHILY.xattr.* records), in name order. */
+  xattrs: [string, Buffer][];
 }
 
 export function diffTar(upperDir: string, opts: DiffTarOptions = {}): Readable {
-  return Readable.from(generate(upperDir.replace(/\/+$/, ''), opts.skip), { objectMode: false, highWaterMark: CHUNK });
+  return Readable.from(generate(upperDir, opts), { objectMode: false, highWaterMark: CHUNK });
+}
+
+async function* generate(upperDir: string, opts: DiffTarOptions): AsyncGenerator<Buffer> {
+  for await (const e of diffEntries(upperDir, opts)) {
+    yield e.header;
+    if (e.kind === 'file') yield* fileData(e.abs, e.size);
+  }
+  yield END_OF_ARCHIVE;
 }
 
 interface Walk {
@@ -49,15 +95,16 @@ interface Walk {
   skip?: (relPath: string) => boolean;
 }
 
-async function* generate(root: string, skip?: (relPath: string) => boolean): AsyncGenerator<Buffer> {
-  const w: Walk = { xattrs: await readXattrsTree(root, keepXattr), links: new Map(), skip };
+/** The entries of the diff of `upperDir`, in archive order (the archive ends with END_OF_ARCHIVE). */
+export async function* diffEntries(upperDir: string, opts: DiffTarOptions = {}): AsyncGenerator<DiffEntry> {
+  const root = upperDir.replace(/\/+$/, '');
+  const w: Walk = { xattrs: opts.xattrs ?? (await readUpperXattrs(root)), links: new Map(), skip: opts.skip };
   const rootStat = await fs.lstat(root, { bigint: true });
-  if (isOpaque(w.xattrs.get(root))) yield opaqueMarker('', rootStat);
+  if (isOpaque(w.xattrs.get(root))) yield { kind: 'opaque', rel: '', header: opaqueMarker('', rootStat) };
   yield* walk(w, root, '');
-  yield END_OF_ARCHIVE;
 }
 
-async function* walk(w: Walk, absDir: string, relDir: string): AsyncGenerator<Buffer> {
+async function* walk(w: Walk, absDir: string, relDir: string): AsyncGenerator<DiffEntry> {
   const names = (await fs.readdir(absDir)).sort(byteOrder);
   for (const name of names) {
     const abs = `${absDir}/${name}`;
@@ -67,37 +114,42 @@ async function* walk(w: Walk, absDir: string, relDir: string): AsyncGenerator<Bu
     const x = w.xattrs.get(abs);
     const odd = x?.find(([k]) => UNSUPPORTED_XATTRS.includes(k));
     if (odd) throw internal(`cannot diff ${rel}: it carries ${odd[0]} (overlay mounted with redirect_dir or metacopy on)`);
-    const extra: [string, Buffer][] = (x ?? []).filter(([k]) => !readOnlyXattr(k)).map(([k, v]) => [`SCHILY.xattr.${k}`, v]);
+    const xattrs = (x ?? []).filter(([k]) => !readOnlyXattr(k));
+    const extra: [string, Buffer][] = xattrs.map(([k, v]) => [`SCHILY.xattr.${k}`, v]);
     const base = meta(st);
     if (st.isDirectory()) {
-      yield encodeEntryHeader({ ...base, name: `${rel}/`, type: 'directory', size: 0 }, extra);
-      if (isOpaque(x)) yield opaqueMarker(rel, st);
+      yield { kind: 'directory', rel, abs, st, xattrs, header: encodeEntryHeader({ ...base, name: `${rel}/`, type: 'directory', size: 0 }, extra) };
+      if (isOpaque(x)) yield { kind: 'opaque', rel, header: opaqueMarker(rel, st) };
       yield* walk(w, abs, rel);
     } else if (st.isCharacterDevice() && st.rdev === 0n) {
       const wh = relDir ? `${relDir}/.wh.${name}` : `.wh.${name}`;
-      yield encodeEntryHeader({ ...base, name: wh, type: 'file', mode: 0o600, size: 0 });
+      yield { kind: 'whiteout', rel, header: encodeEntryHeader({ ...base, name: wh, type: 'file', mode: 0o600, size: 0 }) };
     } else if (st.isSymbolicLink()) {
       const target = await fs.readlink(abs);
-      yield encodeEntryHeader({ ...base, name: rel, type: 'symlink', size: 0, linkname: target }, extra);
+      yield { kind: 'symlink', rel, abs, st, xattrs, target, header: encodeEntryHeader({ ...base, name: rel, type: 'symlink', size: 0, linkname: target }, extra) };
     } else if (st.isFIFO()) {
-      yield encodeEntryHeader({ ...base, name: rel, type: 'fifo', size: 0 }, extra);
+      yield { kind: 'fifo', rel, abs, st, xattrs, header: encodeEntryHeader({ ...base, name: rel, type: 'fifo', size: 0 }, extra) };
     } else if (st.isFile()) {
       if (st.nlink > 1n) {
         const key = `${st.dev}:${st.ino}`;
         const first = w.links.get(key);
         if (first !== undefined) {
-          yield encodeEntryHeader({ ...base, name: rel, type: 'link', size: 0, linkname: first });
+          yield { kind: 'link', rel, target: first, header: encodeEntryHeader({ ...base, name: rel, type: 'link', size: 0, linkname: first }) };
           continue;
         }
         w.links.set(key, rel);
       }
       const size = Number(st.size);
-      yield encodeEntryHeader({ ...base, name: rel, type: 'file', size }, extra);
-      yield* fileData(abs, size);
+      yield { kind: 'file', rel, abs, st, xattrs, size, header: encodeEntryHeader({ ...base, name: rel, type: 'file', size }, extra) };
     } else {
       log.warn('commit: skipping a file tar cannot hold or Berth will not unpack', { path: rel, mode: Number(st.mode) });
     }
   }
+}
+
+/** The tar mtime of a file: whole seconds, as dockerd writes them. */
+export function tarMtime(st: BigIntStats): number {
+  return Number(st.mtimeMs / 1000n);
 }
 
 function meta(st: BigIntStats): Omit<TarHeader, 'name' | 'type' | 'size'> {
@@ -105,7 +157,7 @@ function meta(st: BigIntStats): Omit<TarHeader, 'name' | 'type' | 'size'> {
     mode: Number(st.mode) & 0o7777,
     uid: Number(st.uid),
     gid: Number(st.gid),
-    mtime: Number(st.mtimeMs / 1000n),
+    mtime: tarMtime(st),
   };
 }
 

@@ -150,6 +150,34 @@ export class LayerStore {
     }
   }
 
+  /**
+   * Make a layer whose tree `build` writes into an empty directory, returning the diffID of the
+   * layer tar that tree stands for (`docker commit` copying an upper dir instead of unpacking a
+   * tar). Named and installed like unpackComputed(); on error nothing stays on disk. Returns what
+   * `build` did with the chainID added (and the size of the stored layer, when it already was).
+   */
+  async buildComputed<T extends { diffId: Digest; size: number }>(parentChainId: Digest | undefined, build: (diffDir: string) => Promise<T>): Promise<T & { chainId: Digest }> {
+    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(tmp);
+    try {
+      const diff = join(tmp, 'diff');
+      await fs.mkdir(diff);
+      await fs.chmod(diff, 0o755);
+      const built = await build(diff);
+      const { diffId, size } = built;
+      const chainId = parentChainId === undefined ? diffId : sha256Of(`${parentChainId} ${diffId}`);
+      const existing = await this.#record(chainId);
+      if (existing) {
+        await fs.rm(tmp, { recursive: true, force: true });
+        return { ...built, chainId, size: existing.size };
+      }
+      return { ...built, chainId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }) };
+    } catch (err) {
+      await fs.rm(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
   /** Makes a finished temp dir the layer; returns the stored layer's size. */
   async #install(tmp: string, final: string, chainId: Digest, record: LayerRecord): Promise<number> {
     await fs.writeFile(join(tmp, 'layer.json'), JSON.stringify(record));

@@ -6,6 +6,7 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
@@ -161,6 +162,57 @@ describe('commit', () => {
     containers.push(check);
     assert.equal(await waitExit(d, check), 0);
     assert.equal(await logsOf(d, check), 'two\none-gone\n');
+  });
+
+  it('a stopped container: big and small files, hardlinks, symlinks, fifos, owners, modes, xattrs, whiteouts and opaque dirs survive commit → run', async () => {
+    const d = daemon();
+    const script = [
+      'head -c 3145851 /dev/urandom > /big && ln /big /big-link',
+      'echo small > /home/small && chown 1000:1000 /home/small && chmod 4750 /home/small',
+      'ln -s /big /big-sym && mkfifo -m 640 /fifo',
+      'rm /etc/group',
+      // Replacing a directory of the image makes it opaque: its old content must stay hidden.
+      'rm -rf /home/berth && mkdir -m 700 /home/berth && echo new > /home/berth/only',
+      'sha256sum /big /home/small',
+    ].join('; ');
+    const id = await runShell(d, image, script);
+    containers.push(id);
+    assert.equal(await waitExit(d, id), 0);
+    const sums = await logsOf(d, id);
+    // xattrs, set from the host on the stopped container's upper dir (busybox cannot).
+    const upper: string = (await inspect(d, 'containers', id)).GraphDriver.Data.UpperDir;
+    execFileSync('setfattr', ['-n', 'user.note', '-v', 'kept', join(upper, 'home/small')]);
+    execFileSync('setfattr', ['-n', 'user.dir', '-v', 'also', join(upper, 'home/berth')]);
+
+    const r = await d.request('POST', `/commit?container=${id}`);
+    assert.equal(r.status, 201, r.text());
+    const img = await inspect(d, 'images', r.json().Id);
+    const layerDir: string = img.GraphDriver.Data.UpperDir;
+    const attr = (p: string, n: string) => execFileSync('getfattr', ['-h', '--absolute-names', '--only-values', '-n', n, join(layerDir, p)]).toString();
+    assert.equal(attr('home/small', 'user.note'), 'kept');
+    assert.equal(attr('home/berth', 'user.dir'), 'also');
+    assert.equal(attr('home/berth', 'trusted.overlay.opaque'), 'y');
+    const wh = lstatSync(join(layerDir, 'etc/group'));
+    assert.ok(wh.isCharacterDevice() && wh.rdev === 0, 'etc/group is a whiteout');
+
+    const child = await runShell(
+      d,
+      img.Id,
+      [
+        'sha256sum /big /home/small',
+        'stat -c "%i %h %s" /big /big-link | uniq -c | wc -l',
+        'stat -c "%u:%g %a %F" /home/small /fifo /home/berth',
+        'readlink /big-sym; ls -A /home/berth; test -e /etc/group && echo group-present || echo group-gone',
+      ].join('; '),
+    );
+    containers.push(child);
+    assert.equal(await waitExit(d, child), 0);
+    assert.equal(
+      await logsOf(d, child),
+      `${sums}1\n1000:1000 4750 regular file\n0:0 640 fifo\n0:0 700 directory\n/big\nonly\ngroup-gone\n`,
+    );
+    // Nothing of the commit shows as a change of the new container.
+    assert.deepEqual((await d.request('GET', `/containers/${child}/changes`)).json() ?? [], []);
   });
 
   it('answers 404 for a missing container, 400 for a change that is not metadata or a bad repository name', async () => {
