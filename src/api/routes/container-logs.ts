@@ -1,10 +1,10 @@
 /** GET /containers/{id}/logs: conmon's log file, framed when the container has no TTY. */
+import type { ServerResponse } from 'node:http';
 import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers.js';
 import { isRunningLike } from '../../engine/container-model.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ServerResponse } from 'node:http';
 import { readLogBatches, readLogChunks, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
