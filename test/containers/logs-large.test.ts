@@ -6,7 +6,7 @@
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readlinkSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
 
@@ -94,6 +94,24 @@ describe('large logs', () => {
     const text = r.body.toString();
     assert.equal(r.headers['content-type'], 'application/vnd.docker.raw-stream');
     assert.equal(text.replace(/\r\n/g, '\n'), mergedLines());
+  });
+
+  it('rotated files: read in order, and a tail reaching back into a rotated file is the end of the whole', async () => {
+    const d = daemon();
+    const id = await runToExit(d, { HostConfig: { NetworkMode: 'none', LogConfig: { Type: 'k8s-file', Config: { 'max-size': '1m', 'max-file': '3' } } } });
+    const logPath = (await d.request('GET', `/containers/${id}/json`)).json().LogPath as string;
+    assert.ok(existsSync(`${logPath}.1`), 'rotated');
+    const whole = demux((await d.request('GET', `/containers/${id}/logs?stdout=1`, { timeoutMs: 120_000 })).body).stdout;
+    assert.ok(expected().stdout.endsWith(whole), 'what is left is the end of the output, in order');
+    // One line more than the live file holds: the tail must start in the rotated file.
+    const live = readFileSync(logPath).toString().split('\n').length - 1;
+    const n = live + 1000;
+    const tail = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=${n}`, { timeoutMs: 120_000 })).body).stdout;
+    assert.ok(whole.endsWith(tail), 'the tail is the end of the whole');
+    assert.ok(tail.split('\n').length - 1 > live, 'the tail goes back past the live file');
+    // The streams come through two pipes, so only each one's own order is known; the tail counts the selected streams.
+    assert.equal(demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=3`)).body).stdout, `o${LINES - 4}\no${LINES - 3}\no${LINES - 2}\n`);
+    assert.equal(demux((await d.request('GET', `/containers/${id}/logs?stderr=1&tail=2`)).body).stderr, `e${LINES - 1001}\ne${LINES - 1}\n`);
   });
 
   it('a client hanging up mid-read: the daemon lets go of the log file and serves the next read whole', async () => {

@@ -8,6 +8,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import { readLogBatches, readLogChunks, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
+import { readLastRecords } from '../../runtime/log-tail.js';
 import { versionAtLeast } from '../api-version.js';
 import { logFiles, logLimits } from '../../engine/log-rotation.js';
 
@@ -21,6 +22,9 @@ async function* allBatches(path: string, maxFiles: number, opts: { follow: boole
   for (const f of files.slice(0, -1)) yield* readLogBatches(f, { signal: opts.signal });
   yield* readLogBatches(path, opts);
 }
+
+/** A long tail goes out this many records per write. */
+const WRITE_RECORDS = 4096;
 
 /** Bytes per read when whole chunks are rewritten into the response: fewer, larger writes. */
 const FAST_CHUNK = 1024 * 1024;
@@ -154,15 +158,13 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
       const chunks = allChunks(c.logPath, maxFiles, pool, { follow: !!exited, until: exited, signal: abort.signal });
       await copyLog(res, chunks, pool, { stdout, stderr, framed: !tty });
     } else if (tail >= 0) {
-      // Only the last N lines are held, never the whole log.
+      // Read backwards from the newest file: only the last N records are read and held.
       let ring: LogRecord[] = [];
-      for await (const batch of allBatches(c.logPath, maxFiles, { follow: false, signal: abort.signal })) {
-        for (const rec of batch) if (wanted(rec)) ring.push(rec);
-        // Trimmed now and then rather than per line: amortized, and bounded by about twice the tail.
-        if (ring.length > 2 * tail + 1024) ring = ring.slice(ring.length - tail);
+      for (const f of logFiles(c.logPath, maxFiles).reverse()) {
+        if (ring.length >= tail || abort.signal.aborted) break;
+        ring = (await readLastRecords(f, tail - ring.length, wanted, { signal: abort.signal })).concat(ring);
       }
-      ring = tail === 0 ? [] : ring.slice(-tail);
-      await write(ring);
+      for (let i = 0; i < ring.length; i += WRITE_RECORDS) await write(ring.slice(i, i + WRITE_RECORDS));
       if (follow && exited) {
         // Continue after what was just read: records newer than the last one shown.
         const last = ring.length ? ring[ring.length - 1]!.timeNs : -1n;
