@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { formatRfc3339Nano, parseLogLine, parseRfc3339Nano, readLogRecords, type LogRecord } from './log-file.js';
+import { formatRfc3339Nano, parseLogLine, parseRfc3339Nano, readLogChunks, readLogRecords, type LogRecord } from './log-file.js';
 import { removeDir, tempDir } from './test-support.js';
 
 const dirs: string[] = [];
@@ -60,6 +60,25 @@ test('reads a file in small chunks without losing line boundaries; a missing fil
   assert.equal(got[3], `stderr:F:line 3 xxx`);
   assert.equal(got[5], `stderr:P:line 5 xxxxx`);
   assert.deepEqual(await collect(readLogRecords(join(d, 'none.log'))), []);
+});
+
+test('chunks: whole lines; the consumer owns all of a chunk\'s memory; long lines get bigger buffers', async () => {
+  const d = await dir();
+  const path = join(d, 'c.log');
+  const lines = Array.from({ length: 40 }, (_, i) => `2026-11-22T01:57:19Z stdout F ${i} ${'z'.repeat(i * 5)}\n`);
+  await writeFile(path, lines.join('') + '2026-11-22T01:57:20Z stdout F unfinished');
+  const sizes: number[] = [];
+  const allocate = (n: number) => (sizes.push(n), Buffer.alloc(n));
+  let got = '';
+  for await (const chunk of readLogChunks(path, { chunkSize: 50, allocate })) {
+    assert.equal(chunk[chunk.length - 1], 0x0a);
+    got += chunk.toString();
+    // The consumer may reuse the whole buffer, past the chunk too: the carried line must not live there.
+    new Uint8Array(chunk.buffer, chunk.byteOffset).fill(0x21);
+  }
+  assert.equal(got, lines.join(''));
+  assert.ok(sizes.every((n) => n >= 50));
+  assert.ok(sizes.some((n) => n > 50), 'a line longer than a chunk gets a bigger buffer');
 });
 
 test('follow: new lines, a rotated file, and the end after `until` once drained', async () => {

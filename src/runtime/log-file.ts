@@ -108,6 +108,11 @@ export interface ReadLogOptions {
   signal?: AbortSignal;
   /** Bytes per read. */
   chunkSize?: number;
+  /**
+   * readLogChunks' buffers, e.g. from a pool the consumer refills: asked for `chunkSize` bytes,
+   * or more for a line longer than that. Default: a fresh buffer each time.
+   */
+  allocate?: (size: number) => Buffer;
 }
 
 /** A one-shot "something changed" signal re-armed after each wait. */
@@ -143,7 +148,29 @@ export async function* readLogRecords(path: string, opts: ReadLogOptions = {}): 
 
 /** Like readLogRecords, a read's worth of records at a time: one await per chunk, not per line. */
 export async function* readLogBatches(path: string, opts: ReadLogOptions = {}): AsyncGenerator<LogRecord[]> {
+  for await (const chunk of readLogChunks(path, opts)) {
+    const batch: LogRecord[] = [];
+    let start = 0;
+    let nl: number;
+    while ((nl = chunk.indexOf(0x0a, start)) >= 0) {
+      const rec = parseLogLine(chunk.subarray(start, nl));
+      start = nl + 1;
+      if (rec) batch.push(rec);
+    }
+    if (batch.length) yield batch;
+  }
+}
+
+/**
+ * The file's bytes a read at a time, cut after the last newline of each read: every chunk holds
+ * whole lines (the rest waits for the next read, copied aside). The chunk's memory is the
+ * consumer's once handed out: the reader never touches it again, so it may be kept, rewritten
+ * in place, or reused for a later read (see `allocate`). Follow, until, abort and rotation
+ * behave as described for readLogRecords.
+ */
+export async function* readLogChunks(path: string, opts: ReadLogOptions = {}): AsyncGenerator<Buffer> {
   const chunkSize = opts.chunkSize ?? 64 * 1024;
+  const allocate = opts.allocate ?? ((n: number) => Buffer.allocUnsafe(n));
   const changed = new ChangeSignal();
   let watcher: FSWatcher | undefined;
   let finished = false;
@@ -164,7 +191,9 @@ export async function* readLogBatches(path: string, opts: ReadLogOptions = {}): 
   try {
     let ino: number | undefined;
     let pos = 0;
+    // The unfinished line after the last chunk.
     let carry: Buffer = Buffer.alloc(0);
+    let spare: Buffer | undefined;
     const reopen = async (): Promise<boolean> => {
       try {
         const h = await open(path, 'r');
@@ -186,23 +215,26 @@ export async function* readLogBatches(path: string, opts: ReadLogOptions = {}): 
       const wasFinished = finished;
       // Read everything there is now.
       while (fh) {
-        // A fresh buffer per read: the records handed out are views into it.
-        const buf = Buffer.allocUnsafe(chunkSize);
-        const { bytesRead } = await fh.read(buf, 0, chunkSize, pos);
-        if (bytesRead === 0) break;
-        pos += bytesRead;
-        let data = carry.length > 0 ? Buffer.concat([carry, buf.subarray(0, bytesRead)]) : buf.subarray(0, bytesRead);
-        let nl: number;
-        let start = 0;
-        const batch: LogRecord[] = [];
-        while ((nl = data.indexOf(0x0a, start)) >= 0) {
-          const rec = parseLogLine(data.subarray(start, nl));
-          start = nl + 1;
-          if (rec) batch.push(rec);
+        // Room for at least the carried line's length again: a line longer than a chunk costs linear time, not quadratic.
+        const size = Math.max(chunkSize, 2 * carry.length);
+        const buf = spare && spare.length >= size ? spare : allocate(size);
+        spare = undefined;
+        carry.copy(buf, 0);
+        const { bytesRead } = await fh.read(buf, carry.length, buf.length - carry.length, pos);
+        if (bytesRead === 0) {
+          // Kept for the next read: in follow mode, most reads end at the end of the file.
+          spare = buf;
+          break;
         }
-        carry = Buffer.from(data.subarray(start));
-        if (batch.length) yield batch;
-        data = Buffer.alloc(0);
+        pos += bytesRead;
+        const end = carry.length + bytesRead;
+        const lastNl = buf.lastIndexOf(0x0a, end - 1);
+        if (lastNl < 0) {
+          carry = buf.subarray(0, end);
+          continue;
+        }
+        carry = Buffer.from(buf.subarray(lastNl + 1, end));
+        yield buf.subarray(0, lastNl + 1);
         if (opts.signal?.aborted) return;
       }
       if (!opts.follow) return;

@@ -1,11 +1,14 @@
 /** GET /containers/{id}/logs: conmon's log file, framed when the container has no TTY. */
+import type { ServerResponse } from 'node:http';
 import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers.js';
 import { isRunningLike } from '../../engine/container-model.js';
 import { invalidArgument } from '../../lib/errors.js';
-import { readLogBatches, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
+import { readLogBatches, readLogChunks, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
+import { frameLogChunk, type FrameOptions } from '../log-frames.js';
+import { readLastRecords } from '../../runtime/log-tail.js';
 import { versionAtLeast } from '../api-version.js';
 import { logFiles, logLimits } from '../../engine/log-rotation.js';
 
@@ -18,6 +21,71 @@ async function* allBatches(path: string, maxFiles: number, opts: { follow: boole
   const files = logFiles(path, maxFiles);
   for (const f of files.slice(0, -1)) yield* readLogBatches(f, { signal: opts.signal });
   yield* readLogBatches(path, opts);
+}
+
+/** A long tail goes out this many records per write. */
+const WRITE_RECORDS = 4096;
+
+/** Bytes per read when whole chunks are rewritten into the response: fewer, larger writes. */
+const FAST_CHUNK = 1024 * 1024;
+
+/**
+ * Chunk buffers given back once the socket has taken them. A fresh 1 MiB buffer per read would
+ * make a 200 MB log 200 allocations of external memory, each pushing V8 towards a full GC.
+ */
+class ChunkPool {
+  readonly #free: ArrayBuffer[] = [];
+  allocate = (size: number): Buffer => {
+    const ab = size === FAST_CHUNK ? this.#free.pop() : undefined;
+    return ab ? Buffer.from(ab) : Buffer.allocUnsafeSlow(size);
+  };
+  /** `b` is any view of a buffer from allocate(), no longer in use. */
+  release(b: Buffer): void {
+    if (b.buffer.byteLength === FAST_CHUNK && this.#free.length < 4) this.#free.push(b.buffer as ArrayBuffer);
+  }
+}
+
+/** allBatches' files as raw chunks of whole lines, for frameLogChunk. */
+async function* allChunks(path: string, maxFiles: number, pool: ChunkPool, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<Buffer> {
+  const files = logFiles(path, maxFiles);
+  for (const f of files.slice(0, -1)) yield* readLogChunks(f, { signal: opts.signal, chunkSize: FAST_CHUNK, allocate: pool.allocate });
+  yield* readLogChunks(path, { ...opts, chunkSize: FAST_CHUNK, allocate: pool.allocate });
+}
+
+/** Resolves once the response takes more data again, or is gone. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) return resolve();
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+/**
+ * The whole log, no filter but the streams: each chunk read is rewritten in place into response
+ * bytes (log-frames.ts) and written as it is. The previous write's backpressure is awaited only
+ * before the next write, so the next chunk is read and framed while the socket drains: at most
+ * two chunks are held.
+ */
+async function copyLog(res: ServerResponse, chunks: AsyncIterable<Buffer>, pool: ChunkPool, opts: FrameOptions): Promise<void> {
+  let pending: Promise<void> | undefined;
+  for await (const chunk of chunks) {
+    const out = frameLogChunk(chunk, opts);
+    if (out.length === 0) {
+      pool.release(chunk);
+      continue;
+    }
+    if (pending) await pending;
+    if (res.destroyed) return;
+    // The callback runs once the socket is done with the bytes (on error too).
+    pending = res.write(out, () => pool.release(out)) ? undefined : drained(res);
+  }
+  await pending;
 }
 
 /** `since`/`until`: Unix seconds with an optional fraction, as nanoseconds. */
@@ -81,20 +149,22 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
     }
     close();
     if (parts.length === 0 || res.destroyed) return;
-    if (!res.write(Buffer.concat(parts)) && !res.destroyed) await new Promise((r) => res.once('drain', r));
+    if (!res.write(Buffer.concat(parts))) await drained(res);
   };
 
   try {
-    if (tail >= 0) {
-      // Only the last N lines are held, never the whole log.
+    if (tail < 0 && !timestamps && since === undefined && until === undefined) {
+      const pool = new ChunkPool();
+      const chunks = allChunks(c.logPath, maxFiles, pool, { follow: !!exited, until: exited, signal: abort.signal });
+      await copyLog(res, chunks, pool, { stdout, stderr, framed: !tty });
+    } else if (tail >= 0) {
+      // Read backwards from the newest file: only the last N records are read and held.
       let ring: LogRecord[] = [];
-      for await (const batch of allBatches(c.logPath, maxFiles, { follow: false, signal: abort.signal })) {
-        for (const rec of batch) if (wanted(rec)) ring.push(rec);
-        // Trimmed now and then rather than per line: amortized, and bounded by about twice the tail.
-        if (ring.length > 2 * tail + 1024) ring = ring.slice(ring.length - tail);
+      for (const f of logFiles(c.logPath, maxFiles).reverse()) {
+        if (ring.length >= tail || abort.signal.aborted) break;
+        ring = (await readLastRecords(f, tail - ring.length, wanted, { signal: abort.signal })).concat(ring);
       }
-      ring = tail === 0 ? [] : ring.slice(-tail);
-      await write(ring);
+      for (let i = 0; i < ring.length; i += WRITE_RECORDS) await write(ring.slice(i, i + WRITE_RECORDS));
       if (follow && exited) {
         // Continue after what was just read: records newer than the last one shown.
         const last = ring.length ? ring[ring.length - 1]!.timeNs : -1n;
