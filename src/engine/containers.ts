@@ -33,6 +33,9 @@ export class ContainerService {
   readonly #byId = new Map<string, ContainerRecord>();
   readonly #byName = new Map<string, string>();
   readonly #locks = new Map<string, Promise<unknown>>();
+  /** Bumped by every save and removal: views derived from records (the list's JSON) compare it. */
+  #revision = 0;
+  readonly #revisions = new WeakMap<ContainerRecord, number>();
   readonly waiters = new Waiters();
   /** Set by main.ts: runs and watches processes (runtime + network). */
   processes!: ContainerProcesses;
@@ -96,7 +99,18 @@ export class ContainerService {
     return found;
   }
 
+  /** Changes with every save, creation or removal of any container. */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /** Changes with every save of this record (0 for a record unchanged since load). */
+  revisionOf(c: ContainerRecord): number {
+    return this.#revisions.get(c) ?? 0;
+  }
+
   save(c: ContainerRecord): void {
+    this.#revisions.set(c, ++this.#revision);
     this.records.save({ id: c.id, name: c.name, createdAt: Date.parse(c.created), data: c });
   }
 
@@ -378,6 +392,7 @@ export class ContainerService {
       await unmountRootfs(rootfsPaths(this.containerDir(c.id)));
       this.records.delete(c.id);
       this.#byId.delete(c.id);
+      this.#revision++;
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
       await rm(this.containerDir(c.id), { recursive: true, force: true });
       forgetRootfs(rootfsPaths(this.containerDir(c.id)));
