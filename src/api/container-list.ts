@@ -47,7 +47,7 @@ interface Body {
 }
 
 /** Distinct lists (query variants) whose last body is kept; more than that and all are dropped. */
-const MAX_BODIES = 32;
+const MAX_BODIES = 8;
 
 export class ContainerList {
   readonly #entries = new WeakMap<ContainerRecord, Entry>();
