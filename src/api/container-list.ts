@@ -2,8 +2,8 @@
  * GET /containers/json. Monitors poll it, so each container's entry is kept as JSON text, rebuilt
  * only when its record was saved since (the engine's revision of it) or it started or stopped
  * running; State and Status are joined in per request, and Status is recomputed only when its
- * wording changes ("Up 5 minutes" holds for a minute). When every entry of a list is what it was
- * the last time, the bytes sent then are sent again.
+ * wording changes ("Up 5 minutes" holds for a minute). The body is kept in segments of entries:
+ * a segment whose entries are what they were the last time is sent again as it was.
  */
 import type { ContainerRecord, ContainerState } from '../engine/container-model.js';
 import type { ContainerService } from '../engine/containers.js';
@@ -40,14 +40,20 @@ interface Entry {
   json: string;
 }
 
-/** A list body already sent, with the entries it was joined from. */
+/** A list body already sent, in segments, with the entries it was joined from. */
 interface Body {
   parts: string[];
-  bytes: Buffer;
+  segments: Buffer[];
 }
 
 /** Distinct lists (query variants) whose last body is kept; more than that and all are dropped. */
 const MAX_BODIES = 8;
+
+/**
+ * Entries per body segment. Young containers' Status changes every second, each at its own
+ * instant: only the segments holding changed entries are encoded again.
+ */
+const SEGMENT = 32;
 
 export class ContainerList {
   readonly #entries = new WeakMap<ContainerRecord, Entry>();
@@ -142,16 +148,28 @@ export class ContainerList {
   }
 
   /**
-   * The response body for a list of entries. `key` names the query; its last body is sent again
-   * when it was joined from the same entries.
+   * The response body for a list of entries, in segments to write one after the other. `key` names
+   * the query; segments of its last body made of the same entries are sent again.
    */
-  body(key: string, parts: string[]): Buffer {
+  body(key: string, parts: string[]): Buffer[] {
     const last = this.#bodies.get(key);
-    if (last !== undefined && sameParts(last.parts, parts)) return last.bytes;
-    const bytes = Buffer.from(`[${parts.join(',')}]`);
-    if (this.#bodies.size >= MAX_BODIES) this.#bodies.clear();
-    this.#bodies.set(key, { parts, bytes });
-    return bytes;
+    const reusable = last !== undefined && last.parts.length === parts.length ? last : undefined;
+    const count = Math.max(1, Math.ceil(parts.length / SEGMENT));
+    const segments: Buffer[] = new Array<Buffer>(count);
+    for (let i = 0; i < count; i++) {
+      const from = i * SEGMENT;
+      const to = Math.min(from + SEGMENT, parts.length);
+      if (reusable !== undefined && sameRange(reusable.parts, parts, from, to)) {
+        segments[i] = reusable.segments[i]!;
+        continue;
+      }
+      const open = i === 0 ? '[' : ',';
+      const close = i === count - 1 ? ']' : '';
+      segments[i] = Buffer.from(`${open}${parts.slice(from, to).join(',')}${close}`);
+    }
+    if (last === undefined && this.#bodies.size >= MAX_BODIES) this.#bodies.clear();
+    this.#bodies.set(key, { parts, segments });
+    return segments;
   }
 
   /** Newest first, as dockerd lists them; sorted again only when a container was saved or removed. */
@@ -170,8 +188,7 @@ function isListedByDefault(s: ContainerState): boolean {
   return s.status === 'running' || s.status === 'paused' || s.status === 'restarting';
 }
 
-function sameParts(a: string[], b: string[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+function sameRange(a: string[], b: string[], from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (a[i] !== b[i]) return false;
   return true;
 }
