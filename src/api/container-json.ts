@@ -224,32 +224,109 @@ function hostConfigJson(c: ContainerRecord): Record<string, unknown> {
 const DEFAULT_MASKED = ['/proc/asound', '/proc/acpi', '/proc/interrupts', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap'];
 const DEFAULT_READONLY = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
 
+/**
+ * A `GET /containers/json` entry in two halves, the fields before State and those after Status:
+ * those two move with time and are joined in between by the list.
+ */
+export function listEntryHalves(c: ContainerRecord): { head: Record<string, unknown>; tail: Record<string, unknown> } {
+  const cmd = [...(c.config.Entrypoint ?? []), ...(c.config.Cmd ?? [])].join(' ');
+  const ports: Record<string, unknown>[] = [];
+  const running = c.state.status === 'running' || c.state.status === 'paused';
+  for (const [key, bindings] of Object.entries({ ...Object.fromEntries(Object.keys(c.config.ExposedPorts ?? {}).map((k) => [k, null])), ...(running ? c.network.ports : {}) })) {
+    const [port, proto = 'tcp'] = key.split('/');
+    if (!bindings?.length) ports.push({ PrivatePort: Number(port), Type: proto });
+    else for (const b of bindings) ports.push({ IP: b.HostIp, PrivatePort: Number(port), PublicPort: Number(b.HostPort), Type: proto });
+  }
+  return {
+    head: {
+      Id: c.id,
+      Names: [`/${c.name}`],
+      Image: c.config.Image ?? '',
+      ImageID: c.imageId,
+      Command: cmd,
+      Created: Math.floor(Date.parse(c.created) / 1000),
+      Ports: ports,
+      Labels: c.config.Labels ?? {},
+    },
+    tail: {
+      HostConfig: { NetworkMode: c.hostConfig.NetworkMode ?? 'bridge' },
+      NetworkSettings: { Networks: networksJson(c) },
+      Mounts: mountsJson(c),
+    },
+  };
+}
+
 /** "Up 3 seconds", "Exited (0) 2 minutes ago", as `docker ps` shows. */
 export function statusText(c: ContainerRecord, now = Date.now()): string {
+  return status(c, now).text;
+}
+
+/**
+ * The Status text and the time (epoch ms) until which it stays the same: the elapsed part moves in
+ * whole seconds and mostly much slower ("Up 5 minutes"), so a cached text is good until then.
+ */
+export function status(c: ContainerRecord, now = Date.now()): { text: string; until: number } {
   const s = c.state;
   switch (s.status) {
     case 'created':
-      return 'Created';
+      return forever('Created');
     case 'running':
     case 'paused': {
-      let t = `Up ${humanDuration(now - Date.parse(s.startedAt))}`;
+      const d = since(s.startedAt, now);
+      let t = `Up ${d.text}`;
       if (s.health && s.health.status !== 'none') t += s.health.status === 'starting' ? ' (health: starting)' : ` (${s.health.status})`;
-      return s.status === 'paused' ? `${t} (Paused)` : t;
+      return { text: s.status === 'paused' ? `${t} (Paused)` : t, until: d.until };
     }
-    case 'restarting':
-      return `Restarting (${s.exitCode}) ${humanDuration(now - Date.parse(s.finishedAt))} ago`;
+    case 'restarting': {
+      const d = since(s.finishedAt, now);
+      return { text: `Restarting (${s.exitCode}) ${d.text} ago`, until: d.until };
+    }
     case 'removing':
-      return 'Removal In Progress';
+      return forever('Removal In Progress');
     case 'dead':
-      return 'Dead';
-    default:
-      return s.finishedAt === '0001-01-01T00:00:00Z' ? 'Created' : `Exited (${s.exitCode}) ${humanDuration(now - Date.parse(s.finishedAt))} ago`;
+      return forever('Dead');
+    default: {
+      if (s.finishedAt === '0001-01-01T00:00:00Z') return forever('Created');
+      const d = since(s.finishedAt, now);
+      return { text: `Exited (${s.exitCode}) ${d.text} ago`, until: d.until };
+    }
   }
+}
+
+const forever = (text: string) => ({ text, until: Infinity });
+
+function since(iso: string, now: number): { text: string; until: number } {
+  const from = Date.parse(iso);
+  const secs = Math.round((now - from) / 1000);
+  const text = humanSeconds(secs);
+  if (Number.isNaN(secs)) return { text, until: Infinity };
+  // Math.round moves to the next whole second at the half: the wording changes (secs' - 0.5) s after `from`.
+  return { text, until: from + (nextWording(secs, text) - 0.5) * 1000 };
+}
+
+/** The first whole second after `secs` worded differently: the wording is a step function of it. */
+function nextWording(secs: number, text: string): number {
+  let lo = secs;
+  let step = 1;
+  while (humanSeconds(lo + step) === text) {
+    lo += step;
+    step *= 2;
+  }
+  let hi = lo + step;
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (humanSeconds(mid) === text) lo = mid;
+    else hi = mid;
+  }
+  return hi;
 }
 
 /** Go's units.HumanDuration wording. */
 export function humanDuration(ms: number): string {
-  const s = Math.round(ms / 1000);
+  return humanSeconds(Math.round(ms / 1000));
+}
+
+function humanSeconds(s: number): string {
   if (s < 1) return 'Less than a second';
   if (s === 1) return '1 second';
   if (s < 60) return `${s} seconds`;

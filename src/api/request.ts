@@ -18,6 +18,28 @@ export interface RequestContext {
   query: URLSearchParams;
 }
 
+/** The context the router builds: the query is parsed only when a handler reads it. */
+export class Context implements RequestContext {
+  socket?: Duplex;
+  head?: Buffer;
+  #search: string;
+  #query: URLSearchParams | undefined;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly version: string,
+    public params: Record<string, string | undefined>,
+    search: string,
+  ) {
+    this.#search = search;
+  }
+
+  get query(): URLSearchParams {
+    return (this.#query ??= new URLSearchParams(this.#search));
+  }
+}
+
 const MAX_JSON_BODY = 16 * 1024 * 1024;
 
 /** Reads a JSON body; an empty body gives `undefined`. */

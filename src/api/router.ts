@@ -7,7 +7,8 @@ import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPVersion, type Instance } from 'find-my-way';
 import { API_VERSION, MIN_API_VERSION, compareVersions, splitVersion } from './api-version.js';
 import { sendError, statusOf } from './http-errors.js';
-import type { RequestContext } from './request.js';
+import { Context, type RequestContext } from './request.js';
+import { parseRequestTarget } from './request-target.js';
 import { log, isLogEnabled } from '../lib/log.js';
 import { BerthError } from '../lib/errors.js';
 
@@ -24,79 +25,132 @@ export const COMMON_HEADERS: Record<string, string> = {
   'Docker-Experimental': 'false',
 };
 
+/** COMMON_HEADERS as a flat [name, value, ...] list, for handlers that write all headers at once. */
+export const COMMON_HEADER_LIST: readonly string[] = Object.entries(COMMON_HEADERS).flat();
+
+export interface RouteOptions {
+  /**
+   * The handler writes every header itself in one writeHead, COMMON_HEADER_LIST first: for tiny,
+   * hot answers (/_ping) where setting headers one by one is most of the work.
+   */
+  ownHeaders?: boolean;
+}
+
+interface Route {
+  handler: Handler;
+  ownHeaders: boolean;
+}
+
+/** How a /vX.Y prefix compares with the versions served. */
+type VersionVerdict = 'ok' | 'old' | 'new';
+
+/** Distinct versions whose verdict is remembered; clients use a handful. */
+const MAX_VERDICTS = 64;
+
+const EMPTY_QUERY = Object.freeze({});
+
+function setCommonHeaders(res: ServerResponse): void {
+  for (let i = 0; i < COMMON_HEADER_LIST.length; i += 2) res.setHeader(COMMON_HEADER_LIST[i]!, COMMON_HEADER_LIST[i + 1]!);
+}
+
 export class Router {
   readonly #fmw: Instance<HTTPVersion.V1>;
+  readonly #verdicts = new Map<string, VersionVerdict>();
 
   constructor() {
-    this.#fmw = FindMyWay({ ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, caseSensitive: true });
+    // The query is split off before routing; find-my-way need not parse it.
+    this.#fmw = FindMyWay({ ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, caseSensitive: true, querystringParser: () => EMPTY_QUERY });
   }
 
-  on(method: Method | Method[], path: string, handler: Handler): void {
+  on(method: Method | Method[], path: string, handler: Handler, opts: RouteOptions = {}): void {
+    const route: Route = { handler, ownHeaders: opts.ownHeaders ?? false };
     for (const m of Array.isArray(method) ? method : [method]) {
-      this.#fmw.on(m, path, () => undefined, { handler });
+      this.#fmw.on(m, path, () => undefined, route);
     }
   }
 
-  /** Serves a plain request. */
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    for (const [k, v] of Object.entries(COMMON_HEADERS)) res.setHeader(k, v);
-    if (req.method === 'OPTIONS') {
+  /** Serves a plain request; never throws, handler errors become error responses. */
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    const method = req.method ?? 'GET';
+    if (method === 'OPTIONS') {
+      setCommonHeaders(res);
       res.writeHead(200);
       res.end();
       return;
     }
-    const ctx = this.#context(req, res);
-    if (!ctx) return;
-    await this.#dispatch(ctx, req.method ?? 'GET');
+    const target = parseRequestTarget(req.url ?? '/');
+    const { version, path } = splitVersion(target.path);
+    if (version !== undefined && !this.#versionServed(version, res, true)) return;
+    const found = this.#fmw.find(method as Method, path);
+    if (isLogEnabled('debug')) log.debug('request', { method, path, version: version ?? API_VERSION });
+    if (!found) {
+      setCommonHeaders(res);
+      sendError(res, new BerthError('not-found', 'page not found'));
+      return;
+    }
+    const route = found.store as Route;
+    if (!route.ownHeaders) setCommonHeaders(res);
+    const ctx = new Context(req, res, version ?? API_VERSION, found.params, target.search);
+    this.#run(route, ctx);
   }
 
   /** Serves a request that asked for `Upgrade: tcp` (attach, exec start): the handler owns the socket. */
-  async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, res: ServerResponse): Promise<void> {
-    const ctx = this.#context(req, res);
-    if (!ctx) return;
-    ctx.socket = socket;
-    ctx.head = head;
-    await this.#dispatch(ctx, req.method ?? 'POST');
-  }
-
-  #context(req: IncomingMessage, res: ServerResponse): RequestContext | undefined {
-    const url = new URL(req.url ?? '/', 'http://berth');
-    const { version, path } = splitVersion(url.pathname);
-    if (version !== undefined) {
-      if (compareVersions(version, MIN_API_VERSION) < 0) {
-        // dockerd answers pre-negotiation clients in plain text.
-        const text = `client version ${version} is too old. Minimum supported API version is ${MIN_API_VERSION}, please upgrade your client to a newer version\n`;
-        res.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
-        res.end(text);
-        return undefined;
-      }
-      if (compareVersions(version, API_VERSION) > 0) {
-        sendError(res, new BerthError('invalid-argument', `client version ${version} is too new. Maximum supported API version is ${API_VERSION}`));
-        return undefined;
-      }
-    }
-    return { req, res, version: version ?? API_VERSION, params: { '*': path }, query: url.searchParams };
-  }
-
-  async #dispatch(ctx: RequestContext, method: string): Promise<void> {
-    const path = ctx.params['*']!;
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, res: ServerResponse): void {
+    const method = req.method ?? 'POST';
+    const target = parseRequestTarget(req.url ?? '/');
+    const { version, path } = splitVersion(target.path);
+    if (version !== undefined && !this.#versionServed(version, res, false)) return;
     const found = this.#fmw.find(method as Method, path);
-    if (isLogEnabled('debug')) log.debug('request', { method, path, version: ctx.version });
+    if (isLogEnabled('debug')) log.debug('request', { method, path, version: version ?? API_VERSION });
     if (!found) {
-      sendError(ctx.res, new BerthError('not-found', 'page not found'));
-      ctx.socket?.destroy();
+      sendError(res, new BerthError('not-found', 'page not found'));
+      socket.destroy();
       return;
     }
-    ctx.params = { ...found.params };
+    const ctx = new Context(req, res, version ?? API_VERSION, found.params, target.search);
+    ctx.socket = socket;
+    ctx.head = head;
+    this.#run(found.store as Route, ctx);
+  }
+
+  /** Runs a handler; synchronous ones cost no promise. */
+  #run(route: Route, ctx: Context): void {
     try {
-      await (found.store as { handler: Handler }).handler(ctx);
+      const pending = route.handler(ctx);
+      if (pending instanceof Promise) pending.then(undefined, (err: unknown) => this.#fail(route, ctx, err));
     } catch (err) {
-      if (ctx.socket) {
-        writeRawError(ctx.socket, err);
-      } else {
-        sendError(ctx.res, err);
-      }
+      this.#fail(route, ctx, err);
     }
+  }
+
+  #fail(route: Route, ctx: Context, err: unknown): void {
+    if (ctx.socket) {
+      writeRawError(ctx.socket, err);
+      return;
+    }
+    if (route.ownHeaders && !ctx.res.headersSent) setCommonHeaders(ctx.res);
+    sendError(ctx.res, err);
+  }
+
+  /** False when the version is outside the window; the refusal is then sent. */
+  #versionServed(version: string, res: ServerResponse, commonHeaders: boolean): boolean {
+    let verdict = this.#verdicts.get(version);
+    if (verdict === undefined) {
+      verdict = compareVersions(version, MIN_API_VERSION) < 0 ? 'old' : compareVersions(version, API_VERSION) > 0 ? 'new' : 'ok';
+      if (this.#verdicts.size >= MAX_VERDICTS) this.#verdicts.clear();
+      this.#verdicts.set(version, verdict);
+    }
+    if (verdict === 'ok') return true;
+    if (commonHeaders) setCommonHeaders(res);
+    if (verdict === 'old') {
+      // dockerd answers pre-negotiation clients in plain text.
+      const text = `client version ${version} is too old. Minimum supported API version is ${MIN_API_VERSION}, please upgrade your client to a newer version\n`;
+      res.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+    } else {
+      sendError(res, new BerthError('invalid-argument', `client version ${version} is too new. Maximum supported API version is ${API_VERSION}`));
+    }
+    return false;
   }
 }
 

@@ -58,7 +58,11 @@ export async function listen(router: Router, hosts: string[], group: string, tcp
 
 function handle(router: Router) {
   return (req: IncomingMessage, res: ServerResponse) => {
-    router.handle(req, res).catch((err) => sendError(res, err));
+    try {
+      router.handle(req, res);
+    } catch (err) {
+      sendError(res, err);
+    }
   };
 }
 
@@ -71,10 +75,12 @@ function configure<S extends Server | TlsServer>(server: S, router: Router): S {
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const res = new ServerResponse(req);
     res.assignSocket(socket as never);
-    router.handleUpgrade(req, socket as never, head, res).catch((err) => {
+    try {
+      router.handleUpgrade(req, socket, head, res);
+    } catch (err) {
       log.error('upgrade failed', { err });
       socket.destroy();
-    });
+    }
   });
   server.on('clientError', (err, socket) => {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');

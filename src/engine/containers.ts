@@ -34,6 +34,9 @@ export class ContainerService {
   readonly #byId = new Map<string, ContainerRecord>();
   readonly #byName = new Map<string, string>();
   readonly #locks = new Map<string, Promise<unknown>>();
+  /** Bumped by every save and removal: views derived from records (the list's JSON) compare it. */
+  #revision = 0;
+  readonly #revisions = new WeakMap<ContainerRecord, number>();
   readonly waiters = new Waiters();
   readonly #trash: Trash;
   /** Set by main.ts: runs and watches processes (runtime + network). */
@@ -100,7 +103,18 @@ export class ContainerService {
     return found;
   }
 
+  /** Changes with every save, creation or removal of any container. */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /** Changes with every save of this record (0 for a record unchanged since load). */
+  revisionOf(c: ContainerRecord): number {
+    return this.#revisions.get(c) ?? 0;
+  }
+
   save(c: ContainerRecord): void {
+    this.#revisions.set(c, ++this.#revision);
     this.records.save({ id: c.id, name: c.name, createdAt: Date.parse(c.created), data: c });
   }
 
@@ -382,6 +396,7 @@ export class ContainerService {
       await unmountRootfs(rootfsPaths(this.containerDir(c.id)));
       this.records.delete(c.id);
       this.#byId.delete(c.id);
+      this.#revision++;
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
       await this.#trash.discard(this.containerDir(c.id));
       forgetRootfs(rootfsPaths(this.containerDir(c.id)));

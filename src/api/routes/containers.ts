@@ -4,9 +4,10 @@ import { queryBool, queryInt, queryString, readJsonObject, sendJson, sendNoConte
 import { parseFilters, matchLabels, parseUntil } from '../filters.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ContainerService } from '../../engine/containers.js';
-import type { ContainerRecord, CreateConfig, HostConfig } from '../../engine/container-model.js';
+import type { CreateConfig, HostConfig } from '../../engine/container-model.js';
 import { invalidArgument } from '../../lib/errors.js';
-import { inspectContainer, statusText, mountsJson, networkSettingsJson } from '../container-json.js';
+import { inspectContainer } from '../container-json.js';
+import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import type { WaitCondition } from '../../engine/container-waiters.js';
 import { tryLookupImage } from '../../engine/image-lookup.js';
 import { containerSize } from '../../engine/container-inspect-fs.js';
@@ -18,7 +19,8 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     const name = queryString(ctx.query, 'name');
     sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
   });
-  r.on('GET', '/containers/json', (ctx) => listContainers(ctx, engine, containers));
+  const list = new ContainerList(containers, (ref) => tryLookupImage(engine.images.records, ref)?.image.id);
+  r.on('GET', '/containers/json', (ctx) => listContainers(ctx, list, containers));
   r.on('GET', '/containers/:id/json', async (ctx) => {
     const c = containers.get(ctx.params.id!);
     const size = queryBool(ctx.query, 'size') ? await containerSize(containers, c).catch(() => undefined) : undefined;
@@ -97,84 +99,29 @@ function parseCreateBody(body: Record<string, unknown>): { config: CreateConfig;
   return { config, hostConfig, networkingConfig: endpoints };
 }
 
-const LIST_FILTERS = ['id', 'name', 'label', 'status', 'ancestor', 'before', 'since', 'exited', 'health', 'volume', 'network', 'publish', 'expose', 'is-task', 'isolation'] as const;
-
-async function listContainers(ctx: RequestContext, engine: Engine, containers: ContainerService): Promise<void> {
+async function listContainers(ctx: RequestContext, list: ContainerList, containers: ContainerService): Promise<void> {
   const all = queryBool(ctx.query, 'all');
   const limit = queryInt(ctx.query, 'limit', -1)!;
-  const f = parseFilters(ctx.query.get('filters'), LIST_FILTERS);
-  for (const s of f.get('status') ?? []) {
-    if (!['created', 'restarting', 'running', 'removing', 'paused', 'exited', 'dead'].includes(s)) throw invalidArgument(`invalid filter 'status=${s}'`);
-  }
-  for (const h of f.get('health') ?? []) {
-    if (!['starting', 'healthy', 'unhealthy', 'none'].includes(h)) throw invalidArgument(`Unrecognised filter value for health: ${h}`);
-  }
-  const exited = (f.get('exited') ?? []).map((v) => {
-    if (!/^-?\d+$/.test(v)) throw invalidArgument(`invalid filter 'exited=${v}'`);
-    return Number(v);
-  });
-  const beforeC = f.get('before')?.map((x) => containers.get(x));
-  const sinceC = f.get('since')?.map((x) => containers.get(x));
-  const ancestors = (f.get('ancestor') ?? []).map((a) => tryLookupImage(engine.images.records, a)?.image.id ?? `\0${a}`);
-  let list = containers.all().sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : 0));
-  const showAll = all || f.has('status') || f.has('exited') || beforeC !== undefined || sinceC !== undefined || limit > 0;
-  list = list.filter((c) => {
-    if (!showAll && !(c.state.status === 'running' || c.state.status === 'paused' || c.state.status === 'restarting')) return false;
-    const any = (key: string, pred: (v: string) => boolean) => {
-      const vs = f.get(key);
-      return !vs?.length || vs.some(pred);
-    };
-    return (
-      any('id', (v) => c.id.startsWith(v)) &&
-      any('name', (v) => new RegExp(v.replace(/^\//, '')).test(c.name)) &&
-      matchLabels(f.get('label'), c.config.Labels) &&
-      any('status', (v) => v === c.state.status) &&
-      (exited.length === 0 || (c.state.status === 'exited' && exited.includes(c.state.exitCode))) &&
-      any('health', (v) => (c.state.health?.status ?? 'none') === v) &&
-      (ancestors.length === 0 || ancestors.includes(c.imageId)) &&
-      (!beforeC || beforeC.every((b) => c.created < b.created)) &&
-      (!sinceC || sinceC.every((s) => c.created > s.created)) &&
-      any('is-task', (v) => (v === 'true') === ('com.docker.swarm.task' in (c.config.Labels ?? {}))) &&
-      any('network', (v) => Object.keys(c.network.endpoints).includes(v) || c.hostConfig.NetworkMode === v)
-    );
-  });
-  if (limit > 0) list = list.slice(0, limit);
+  const rawFilters = ctx.query.get('filters');
+  const selected = list.select({ all, limit, filters: parseFilters(rawFilters, LIST_FILTERS) });
   const now = Date.now();
-  const entries = list.map((c) => listEntry(c, engine, ctx.version, now));
+  const parts = selected.map((c) => list.entry(c, now));
+  let body: Buffer[];
   if (queryBool(ctx.query, 'size')) {
-    await Promise.all(list.map(async (c, i) => {
+    await Promise.all(selected.map(async (c, i) => {
       const size = await containerSize(containers, c).catch(() => ({ rw: 0, rootFs: 0 }));
-      Object.assign(entries[i]!, { SizeRw: size.rw, SizeRootFs: size.rootFs });
+      parts[i] = `${parts[i]!.slice(0, -1)},"SizeRw":${JSON.stringify(size.rw)},"SizeRootFs":${JSON.stringify(size.rootFs)}}`;
     }));
+    body = [Buffer.from(`[${parts.join(',')}]`)];
+  } else {
+    body = list.body(`${all ? 1 : 0} ${limit} ${rawFilters ?? ''}`, parts);
   }
-  sendJson(ctx, 200, entries);
-}
-
-function listEntry(c: ContainerRecord, engine: Engine, version: string, now: number): Record<string, unknown> {
-  const cmd = [...(c.config.Entrypoint ?? []), ...(c.config.Cmd ?? [])].join(' ');
-  const ports: Record<string, unknown>[] = [];
-  const running = c.state.status === 'running' || c.state.status === 'paused';
-  for (const [key, bindings] of Object.entries({ ...Object.fromEntries(Object.keys(c.config.ExposedPorts ?? {}).map((k) => [k, null])), ...(running ? c.network.ports : {}) })) {
-    const [port, proto = 'tcp'] = key.split('/');
-    if (!bindings?.length) ports.push({ PrivatePort: Number(port), Type: proto });
-    else for (const b of bindings) ports.push({ IP: b.HostIp, PrivatePort: Number(port), PublicPort: Number(b.HostPort), Type: proto });
-  }
-  const ns = networkSettingsJson(c, version);
-  return {
-    Id: c.id,
-    Names: [`/${c.name}`],
-    Image: c.config.Image ?? '',
-    ImageID: c.imageId,
-    Command: cmd,
-    Created: Math.floor(Date.parse(c.created) / 1000),
-    Ports: ports,
-    Labels: c.config.Labels ?? {},
-    State: c.state.status,
-    Status: statusText(c, now),
-    HostConfig: { NetworkMode: c.hostConfig.NetworkMode ?? 'bridge' },
-    NetworkSettings: { Networks: ns.Networks },
-    Mounts: mountsJson(c),
-  };
+  let length = 0;
+  for (const b of body) length += b.length;
+  ctx.res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': length });
+  // Written in one go: the socket is corked until the next tick, so this is a single writev.
+  for (let i = 0; i < body.length - 1; i++) ctx.res.write(body[i]);
+  ctx.res.end(body[body.length - 1]);
 }
 
 async function waitContainer(ctx: RequestContext, containers: ContainerService): Promise<void> {

@@ -1,6 +1,6 @@
 /** /_ping, /version, /info, /auth and /events. */
 import type { Router } from '../router.js';
-import { SERVER_VERSION } from '../router.js';
+import { COMMON_HEADER_LIST, SERVER_VERSION } from '../router.js';
 import { API_VERSION, MIN_API_VERSION, versionBefore } from '../api-version.js';
 import { readJsonObject, sendJson, queryString, type RequestContext } from '../request.js';
 import type { Engine } from '../../engine/engine.js';
@@ -10,22 +10,31 @@ import { parseFilters } from '../filters.js';
 import type { EngineEvent } from '../../engine/events.js';
 import { swarmInfoJson, swarmPingState } from './swarm-json.js';
 
-const PING_HEADERS = {
-  'Builder-Version': '1',
-  Swarm: 'inactive',
-  'Cache-Control': 'no-cache, no-store, must-revalidate',
-  Pragma: 'no-cache',
-};
+/** Every header of a /_ping answer, built once per Swarm state and body length: clients poll it. */
+const pingHeaders = (swarm: string, length: string): string[] => [
+  ...COMMON_HEADER_LIST,
+  'Builder-Version', '1',
+  'Swarm', swarm,
+  'Cache-Control', 'no-cache, no-store, must-revalidate',
+  'Pragma', 'no-cache',
+  'Content-Type', 'text/plain; charset=utf-8',
+  'Content-Length', length,
+];
+const PING = new Map(['inactive', 'active/manager'].map((swarm) => [swarm, { get: pingHeaders(swarm, '2'), head: pingHeaders(swarm, '0') }]));
 
 export function systemRoutes(r: Router, engine: Engine): void {
+  const ping = () => {
+    const state = swarmPingState(engine.swarm);
+    return PING.get(state) ?? { get: pingHeaders(state, '2'), head: pingHeaders(state, '0') };
+  };
   r.on('GET', '/_ping', (ctx) => {
-    ctx.res.writeHead(200, { ...PING_HEADERS, Swarm: swarmPingState(engine.swarm), 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '2' });
+    ctx.res.writeHead(200, ping().get);
     ctx.res.end('OK');
-  });
+  }, { ownHeaders: true });
   r.on('HEAD', '/_ping', (ctx) => {
-    ctx.res.writeHead(200, { ...PING_HEADERS, Swarm: swarmPingState(engine.swarm), 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': '0' });
+    ctx.res.writeHead(200, ping().head);
     ctx.res.end();
-  });
+  }, { ownHeaders: true });
 
   r.on('GET', '/version', (ctx) => {
     const h = engine.host;
