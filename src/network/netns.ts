@@ -39,10 +39,11 @@ export class NetnsDir {
   }
 
   /**
-   * Creates the namespace file and the namespace with its loopback up. With `script`, runs that shell
-   * script inside the new namespace in the same call (one process chain instead of two).
+   * Creates the namespace file and the namespace with its loopback up. With `command`, runs that argv
+   * (with its stdin) inside the new namespace instead, in the same call (one process chain instead of
+   * two); it must bring the loopback up itself.
    */
-  async create(containerId: string, script?: { text: string; env: Record<string, string> }): Promise<string> {
+  async create(containerId: string, command?: { argv: string[]; input?: string }): Promise<string> {
     const path = this.pathOf(containerId);
     await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
@@ -50,7 +51,7 @@ export class NetnsDir {
       if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
     });
     try {
-      if (script) await runTool(this.#tools.unshare, [`--net=${path}`, 'sh', '-c', script.text], { env: script.env });
+      if (command) await runTool(this.#tools.unshare, [`--net=${path}`, ...command.argv], { input: command.input });
       else await runTool(this.#tools.unshare, [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
     } catch (err) {
       await this.remove(containerId).catch(() => {});

@@ -31,7 +31,7 @@ import { Aardvark, type DnsNetwork } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
-import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
+import { deleteHostVeths, plumb, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
 import { claimPrefix, releasePrefix, SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
 import type { Protocol } from './host-ports.js';
@@ -485,7 +485,7 @@ export class NetworkDriver {
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
     const work = await Promise.allSettled([
       createNetns
-        ? this.#netns.create(spec.containerId, { text: PLUMB_SCRIPT, env: plumbEnv(plan, this.#tools, this.#hostNs) })
+        ? plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(spec.containerId, { argv, input }))
         : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
       ports.length ? this.#firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
