@@ -126,6 +126,8 @@ async function createNetwork(spec: Parameters<NetworkDriver['create']>[0]) {
 async function stopContainer(id: string): Promise<void> {
   await driver.detach(id);
   await driver.removeNetns(id);
+  // The host ends of the veths go with the namespace, in the background.
+  await driver.settled();
 }
 
 before(async () => {
@@ -365,6 +367,39 @@ netTest('a host port that is taken fails clearly and leaves nothing behind', asy
   await driver.removeNetns(c);
   await stopContainer(b);
   assert.deepEqual(await hostLinks(), before);
+});
+
+netTest('a released veth goes with its namespace; its address stays taken until then, unless asked for', async () => {
+  const net = await createNetwork({ name: 'drain', ipam: { config: [{ subnet: '10.213.70.0/24' }] } });
+  const veths = async () => (await hostLinks()).filter((l) => l !== net.bridgeName && l !== `${prefix}0`);
+  const a = containerId();
+  const first = await startContainer({ containerId: a, name: '/first', networks: [{ network: 'drain' }] });
+  assert.equal(first.endpoints.drain!.ipAddress, '10.213.70.2');
+  const veth = await veths();
+  assert.equal(veth.length, 1);
+  await driver.detach(a);
+  // Namespace still mounted: the device stays and so does its address.
+  assert.deepEqual(await veths(), veth);
+  const b = containerId();
+  const second = await startContainer({ containerId: b, name: '/second', networks: [{ network: 'drain' }] });
+  assert.equal(second.endpoints.drain!.ipAddress, '10.213.70.3', 'a draining address is not handed out');
+  await driver.removeNetns(a);
+  await driver.settled();
+  assert.equal((await veths()).length, 1, 'only the second container\'s veth is left');
+  const c = containerId();
+  const third = await startContainer({ containerId: c, name: '/third', networks: [{ network: 'drain' }] });
+  assert.equal(third.endpoints.drain!.ipAddress, '10.213.70.2', 'free again once the device is gone');
+
+  // A static address whose holder is still draining is taken back at once.
+  await driver.detach(b);
+  const d = containerId();
+  const fourth = await startContainer({ containerId: d, name: '/fourth', networks: [{ network: 'drain', ipv4: '10.213.70.3' }] });
+  assert.equal(fourth.endpoints.drain!.ipAddress, '10.213.70.3');
+  await inNs(fourth.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', third.endpoints.drain!.ipAddress]);
+  await driver.removeNetns(b);
+  await stopContainer(c);
+  await stopContainer(d);
+  assert.deepEqual(await veths(), []);
 });
 
 netTest('connect and disconnect a running container', async () => {

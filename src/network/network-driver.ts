@@ -53,6 +53,7 @@ import {
   type ParsedPool,
 } from './network-record.js';
 import { portClash, reservePorts } from './port-reservation.js';
+import { VethDrain, type DrainingVeth } from './veth-drain.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
@@ -88,6 +89,9 @@ export class NetworkDriver {
   readonly #ports = new Map<string, StoredPort[]>();
   readonly #pendingNames = new Set<string>();
   readonly #removing = new Set<string>();
+  readonly #drain: VethDrain;
+  /** Whether released veths are left to go with their namespace (see veth-drain.ts). */
+  #drainWithNetns = false;
   #initialized = false;
 
   constructor(opts: NetworkDriverOptions) {
@@ -110,6 +114,7 @@ export class NetworkDriver {
     this.#firewall = new Firewall(opts.prefix, this.#tools.nft);
     this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', opts.dnsPort ?? 53);
     this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools);
+    this.#drain = new VethDrain(this.#tools.ip);
   }
 
   // ---------------------------------------------------------------- start-up and recovery
@@ -155,6 +160,8 @@ export class NetworkDriver {
     for (const n of this.#networks.values()) {
       if (n.driver === 'bridge' && !links.has(n.bridgeName)) await createBridge(this.#tools.ip, this.#bridgeSpec(n));
     }
+    // Draining by watching /sys/class/net needs a sysfs of the daemon's own namespace.
+    this.#drainWithNetns = existsSync(`/sys/class/net/${this.defaultBridgeName}`);
     await enableIPv4Forwarding();
     const brnf = await readFile('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').catch(() => '0');
     if (brnf.trim() !== '1') {
@@ -182,7 +189,7 @@ export class NetworkDriver {
    * (the next init recreates their bridges). For tests and uninstall.
    */
   async destroy(): Promise<void> {
-    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth));
+    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)).concat(this.#drain.takeAll());
     for (const containerId of [...this.#endpoints.keys()]) this.#forget(containerId);
     await deleteHostVeths(veths, this.#tools.ip);
     for (const f of await readdir(this.#netns.dir).catch(() => [] as string[])) await this.#netns.remove(f);
@@ -351,6 +358,7 @@ export class NetworkDriver {
         log.warn('removing network rules failed; rebuilding the table', { network: n.name, error: errorMessage(err) });
         await this.#firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), [...this.#ports.values()].flat().map(toFirewallPort));
       });
+      await this.#drain.flush((v) => v.networkId === n.id);
       await deleteBridge(this.#tools.ip, n.bridgeName);
       this.#records.deleteNetwork(n.id);
       this.#networks.delete(n.id);
@@ -452,6 +460,7 @@ export class NetworkDriver {
       return { endpoints: {}, ports: [] };
     }
     for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+    await this.#reclaimDraining(nets.map(({ req, net }) => ({ net, ipv4: req.ipv4, ipv6: req.ipv6 })));
 
     // Ports are probed first (asynchronously); addresses are then picked and everything is committed in
     // one synchronous step, so concurrent attaches never see each other half-done.
@@ -505,6 +514,7 @@ export class NetworkDriver {
     const net = this.get(spec.network);
     if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
     if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+    await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
     const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
     if (current.some((e) => e.networkId === net.id)) throw forbidden(`endpoint with name ${stripSlash(spec.name)} already exists in network ${net.name}`);
     const used = new Set(current.map((e) => e.ifName));
@@ -570,11 +580,35 @@ export class NetworkDriver {
     if (eps.length === 0 && ports.length === 0) return;
     this.#forget(containerId);
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    const veths: DrainingVeth[] = eps.map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: e.ipv6 }));
+    if (this.#drainWithNetns) this.#drain.add(veths);
     await Promise.all([
-      deleteHostVeths(eps.map((e) => e.hostVeth), this.#tools.ip),
+      this.#drainWithNetns ? Promise.resolve() : deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip),
       ports.length ? this.#removePortRules(ports) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
     ]);
+  }
+
+  /**
+   * Resolves once the host-side devices of every container detached so far are gone (they go with
+   * their namespaces, shortly after removeNetns).
+   */
+  settled(): Promise<void> {
+    return this.#drain.settled();
+  }
+
+  /** Static addresses asked for again while their last holder's device is still draining: delete it now. */
+  async #reclaimDraining(wanted: { net: NetworkRecord; ipv4?: string; ipv6?: string }[]): Promise<void> {
+    const keys = new Set<string>();
+    for (const w of wanted) {
+      for (const a of [w.ipv4, w.ipv6]) {
+        const parsed = a ? parseAddress(a) : null;
+        if (parsed) keys.add(`${w.net.id} ${parsed.value}`);
+      }
+    }
+    if (keys.size === 0) return;
+    const held = (v: DrainingVeth, a: string) => !!a && keys.has(`${v.networkId} ${parseAddress(a)?.value}`);
+    await this.#drain.flush((v) => held(v, v.ipv4) || held(v, v.ipv6));
   }
 
   /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
@@ -684,8 +718,8 @@ export class NetworkDriver {
       const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
       if (ip) used.add(parseAddress(ip)!.value);
     }
-    for (const aux of Object.values(net.auxAddresses ?? {})) {
-      const a = parseAddress(aux);
+    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id)]) {
+      const a = parseAddress(held);
       if (a?.family === family) used.add(a.value);
     }
     return used;
