@@ -3,9 +3,12 @@
  * the runtime as the container's network namespace). Like `ip netns`, the directory is made a shared
  * mount point of its own, so unmounting a namespace file also unmounts the copies that mount namespaces
  * created meanwhile picked up, and the namespace really goes away.
+ *
+ * A namespace made ahead of time under another name (see ready-pool.ts) is handed to a container as a
+ * symlink `<container id>` -> `<name>`: a mount point cannot be renamed.
  */
-import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { conflict, invalidArgument } from '../lib/errors.js';
 import { runTool, ToolError } from './run-tool.js';
 
@@ -60,9 +63,51 @@ export class NetnsDir {
     return path;
   }
 
-  /** Unmounts and deletes the namespace file; missing or unmounted files are fine. */
-  async remove(containerId: string): Promise<void> {
+  /** Makes the namespace file `name` the container's (a symlink at the container's path). */
+  async adopt(containerId: string, name: string): Promise<string> {
     const path = this.pathOf(containerId);
+    this.pathOf(name);
+    await symlink(name, path).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+      // A leftover from a crash: replace it only if nothing is mounted on it.
+      if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
+      await this.remove(containerId);
+      await symlink(name, path);
+    });
+    return path;
+  }
+
+  /** The file a namespace path really is (through a container's symlink). */
+  async target(path: string): Promise<string> {
+    const link = await readlink(path).catch(() => null);
+    return link === null ? path : join(this.dir, basename(link));
+  }
+
+  /** Names of the files in the directory that no container's symlink points to, and are not links. */
+  async unadopted(): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const links = new Map<string, string>();
+    for (const n of names) {
+      const link = await readlink(join(this.dir, n)).catch(() => null);
+      if (link !== null) links.set(n, basename(link));
+    }
+    const targets = new Set(links.values());
+    return names.filter((n) => !links.has(n) && !targets.has(n));
+  }
+
+  /** Unmounts and deletes the namespace file (the one a container's symlink points to, and the link); missing or unmounted files are fine. */
+  async remove(containerId: string): Promise<void> {
+    const link = this.pathOf(containerId);
+    const isLink = await lstat(link).then((st) => st.isSymbolicLink(), () => false);
+    if (isLink) {
+      await this.#removeFile(await this.target(link));
+      await rm(link, { force: true });
+      return;
+    }
+    await this.#removeFile(link);
+  }
+
+  async #removeFile(path: string): Promise<void> {
     // No file, nothing mounted on it: skip the umount spawn (the common case on a second release).
     if (!(await access(path).then(() => true, () => false))) return;
     try {

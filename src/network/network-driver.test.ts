@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { request } from 'node:http';
@@ -17,6 +17,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type Db } from '../state/db.js';
 import { NetworkDriver, type AttachSpec } from './network-driver.js';
 import { mountPoints } from './netns.js';
+import { macForIPv4 } from './ipam.js';
+import { parseAddress } from './cidr.js';
 import { purgeHostState } from './purge-host-state.js';
 import { prefixClaimPath } from './host-lock.js';
 import { runTool } from './run-tool.js';
@@ -35,8 +37,9 @@ function containerId(): string {
   return id;
 }
 
-function newDriver(): NetworkDriver {
+function newDriver(readyNamespaces = 0): NetworkDriver {
   return new NetworkDriver({
+    readyNamespaces,
     db,
     execRoot: join(root, 'exec'),
     dataRoot: join(root, 'data'),
@@ -462,6 +465,65 @@ netTest('remove refuses a network in use and leaves no rules, bridges or veths b
   assert.ok(!table.includes(net.bridgeName));
   assert.doesNotMatch(table, / \. tcp \. /, 'no port elements remain');
   assert.deepEqual(await driver.prune(), []);
+});
+
+netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown, kept when taken', async () => {
+  await driver.shutdown();
+  driver = newDriver(2);
+  await driver.init();
+  await driver.settled();
+  const netnsDir = join(root, 'exec', 'network', 'netns');
+  const readyFiles = async () => (await readdir(netnsDir)).filter((f) => f.startsWith('ready-')).sort();
+  const made = await readyFiles();
+  assert.equal(made.length, 3, 'two on the default bridge, one with only loopback');
+  const bridge = driver.get('bridge');
+
+  const a = containerId();
+  const ca = await startContainer({ containerId: a, name: '/ahead', networks: [{ network: 'bridge' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 }] });
+  assert.equal(ca.netnsPath, join(netnsDir, a));
+  assert.ok(made.includes(await readlink(ca.netnsPath)), 'the container path links to a namespace made ahead');
+  const ep = ca.endpoints.bridge!;
+  assert.equal(ep.macAddress, macForIPv4(parseAddress(ep.ipAddress)!));
+  const links = await nsLinks(ca.netnsPath);
+  assert.deepEqual(links.map((l) => l.ifname), ['lo', 'eth0']);
+  assert.ok(links[1]!.addr_info.some((x) => x.local === ep.ipAddress));
+  const routes = JSON.parse(await inNs(ca.netnsPath, ['ip', '-j', 'route', 'show', 'default'])) as { gateway: string; dev: string }[];
+  assert.deepEqual(routes.map((r) => [r.gateway, r.dev]), [[bridge.gateway, 'eth0']]);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', bridge.gateway]);
+  const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  assert.ok(table.includes(`${ep.ipAddress} . 80`), 'published port points at the address made ahead');
+
+  const n = containerId();
+  const cn = await startContainer({ containerId: n, name: '/nothing', networks: [{ network: 'none' }] });
+  assert.ok(made.includes(await readlink(cn.netnsPath)));
+  assert.deepEqual((await nsLinks(cn.netnsPath)).map((l) => l.ifname), ['lo']);
+
+  // A static MAC cannot use one: the ordinary path.
+  const m = containerId();
+  const cm = await startContainer({ containerId: m, name: '/mac', networks: [{ network: 'bridge', mac: '02:42:00:00:00:42' }] });
+  await assert.rejects(readlink(cm.netnsPath), { code: 'EINVAL' });
+  assert.equal(cm.endpoints.bridge!.macAddress, '02:42:00:00:00:42');
+  await inNs(cm.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ep.ipAddress]);
+
+  await driver.settled();
+  assert.equal((await readyFiles()).length, 5, 'topped up: three ready, two taken');
+
+  // A restart drops what nobody took and keeps what containers use.
+  await driver.shutdown();
+  assert.deepEqual((await readyFiles()).sort(), [await readlink(ca.netnsPath), await readlink(cn.netnsPath)].sort());
+  driver = newDriver(2);
+  await driver.init();
+  assert.equal(driver.containerNetworks(a).endpoints.bridge!.ipAddress, ep.ipAddress);
+  await stopContainer(a);
+  await stopContainer(n);
+  await stopContainer(m);
+  await assert.rejects(readlink(ca.netnsPath), { code: 'ENOENT' });
+  assert.equal((await readyFiles()).length, 3);
+  await driver.shutdown();
+  assert.deepEqual(await readyFiles(), []);
+  assert.deepEqual(await hostLinks(), [`${prefix}0`], 'no veth left');
+  driver = newDriver();
+  await driver.init();
 });
 
 netTest('allocations survive a daemon restart', async () => {

@@ -54,6 +54,7 @@ import {
 } from './network-record.js';
 import { portClash, reservePorts } from './port-reservation.js';
 import { VethDrain, type DrainingVeth } from './veth-drain.js';
+import { ReadyPool, type ReadyNetns } from './ready-pool.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
@@ -70,6 +71,8 @@ import type {
 } from './network-types.js';
 
 const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
+/** Names of namespace files made ahead of time (container ids are hex, so never clash). */
+const READY_PREFIX = 'ready-';
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export class NetworkDriver {
@@ -90,6 +93,9 @@ export class NetworkDriver {
   readonly #pendingNames = new Set<string>();
   readonly #removing = new Set<string>();
   readonly #drain: VethDrain;
+  /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
+  readonly #ready: ReadyPool;
+  readonly #readyBare: ReadyPool;
   /** Whether released veths are left to go with their namespace (see veth-drain.ts). */
   #drainWithNetns = false;
   #initialized = false;
@@ -115,6 +121,9 @@ export class NetworkDriver {
     this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', opts.dnsPort ?? 53);
     this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools);
     this.#drain = new VethDrain(this.#tools.ip);
+    const size = opts.readyNamespaces ?? 2;
+    this.#ready = new ReadyPool(size, () => this.#makeReady(true));
+    this.#readyBare = new ReadyPool(Math.min(size, 1), () => this.#makeReady(false));
   }
 
   // ---------------------------------------------------------------- start-up and recovery
@@ -135,7 +144,7 @@ export class NetworkDriver {
     // Endpoints whose namespace is gone (container ended while the daemon was down, or a reboot).
     const mounted = await mountPoints();
     for (const [containerId, eps] of this.#endpoints) {
-      const path = eps.values().next().value!.netnsPath;
+      const path = await this.#netns.target(eps.values().next().value!.netnsPath);
       if (!mounted.has(path)) {
         log.info('releasing network endpoints of a vanished namespace', { container: containerId });
         this.#forget(containerId);
@@ -169,7 +178,12 @@ export class NetworkDriver {
     }
     await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
     await this.#aardvark.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
+    // Namespaces made ahead by an earlier run that no container took (their veths go with them).
+    for (const name of await this.#netns.unadopted()) if (name.startsWith(READY_PREFIX)) await this.#netns.remove(name);
     this.#initialized = true;
+    this.#ready.reset();
+    this.#readyBare.reset();
+    this.#refill();
   }
 
   /**
@@ -179,6 +193,7 @@ export class NetworkDriver {
    */
   async shutdown(): Promise<void> {
     this.#initialized = false;
+    await this.#removeReady();
     if ((await readdir(this.#netns.dir).catch(() => ['?'])).length === 0) await this.#netns.unmountDir().catch(() => {});
     releasePrefix(this.prefix);
   }
@@ -189,6 +204,8 @@ export class NetworkDriver {
    * (the next init recreates their bridges). For tests and uninstall.
    */
   async destroy(): Promise<void> {
+    this.#initialized = false;
+    await this.#removeReady();
     const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)).concat(this.#drain.takeAll());
     for (const containerId of [...this.#endpoints.keys()]) this.#forget(containerId);
     await deleteHostVeths(veths, this.#tools.ip);
@@ -456,7 +473,18 @@ export class NetworkDriver {
     }
     if (new Set(nets.map((x) => x.net.id)).size !== nets.length) throw invalidArgument('a container can join each network only once');
     if (nets.length === 0 || special.length) {
-      if (createNetns) await this.#netns.create(spec.containerId);
+      if (createNetns) {
+        const bare = this.#readyBare.take('');
+        if (bare) {
+          this.#refill();
+          await this.#netns.adopt(spec.containerId, bare.name).catch(async (err) => {
+            await this.#netns.remove(bare.name).catch(() => {});
+            throw err;
+          });
+        } else {
+          await this.#netns.create(spec.containerId);
+        }
+      }
       return { endpoints: {}, ports: [] };
     }
     for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
@@ -468,6 +496,8 @@ export class NetworkDriver {
     let eps: Endpoint[];
     let ports: StoredPort[];
     let primary: Endpoint | undefined;
+    let ready: ReadyNetns | undefined;
+    const readyFits = createNetns && nets.length === 1 && !nets[0]!.req.ipv4 && !nets[0]!.req.ipv6 && !nets[0]!.req.mac;
     for (let attempt = 0; ; attempt++) {
       ports = publishes ? await this.#reservePorts(spec, nets.find(({ net }) => !net.internal)!.net) : [];
       if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
@@ -478,12 +508,19 @@ export class NetworkDriver {
         continue; // a random port picked by a concurrent attach too: pick again
       }
       for (const { net } of nets) if (!this.#networks.has(net.id) || this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
-      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`));
+      ready = readyFits ? this.#ready.take(nets[0]!.net.id) : undefined;
+      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`, ready));
       primary = eps.find((e) => this.#isGatewayCandidate(e));
       for (const p of ports) p.containerIp = primary!.ipv4;
-      this.#commit(eps, ports);
+      try {
+        this.#commit(eps, ports);
+      } catch (err) {
+        if (ready) void this.#discardReady([ready]);
+        throw err;
+      }
       break;
     }
+    if (ready) this.#refill();
     const dnsEp = eps.find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
     const plan: PlumbPlan = {
       loopbackUp: true,
@@ -492,10 +529,13 @@ export class NetworkDriver {
       dns: dnsEp ? this.#dnsRoute(dnsEp) : undefined,
     };
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    const adopted = ready;
     const work = await Promise.allSettled([
-      createNetns
-        ? plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(spec.containerId, { argv, input }))
-        : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
+      adopted
+        ? this.#netns.adopt(spec.containerId, adopted.name)
+        : createNetns
+          ? plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(spec.containerId, { argv, input }))
+          : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
       ports.length ? this.#firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
     ]);
@@ -503,6 +543,7 @@ export class NetworkDriver {
     if (failed) {
       await this.#rollback(spec.containerId, eps, ports, dnsNets);
       if (createNetns) await this.#netns.remove(spec.containerId).catch(() => {});
+      if (adopted) await this.#netns.remove(adopted.name).catch(() => {});
       throw failed.reason;
     }
     return this.containerNetworks(spec.containerId);
@@ -590,11 +631,14 @@ export class NetworkDriver {
   }
 
   /**
-   * Resolves once the host-side devices of every container detached so far are gone (they go with
-   * their namespaces, shortly after removeNetns).
+   * Resolves once background work has finished: the host-side devices of every container detached so
+   * far are gone (they go with their namespaces, shortly after removeNetns) and no namespace is being
+   * made ahead.
    */
-  settled(): Promise<void> {
-    return this.#drain.settled();
+  async settled(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
+    await Promise.all([this.#ready.settled(), this.#readyBare.settled()]);
+    await this.#drain.settled();
   }
 
   /** Static addresses asked for again while their last holder's device is still draining: delete it now. */
@@ -691,8 +735,17 @@ export class NetworkDriver {
     this.#ports.delete(containerId);
   }
 
-  #newEndpoint(spec: { containerId: string; name: string; netnsPath: string; dns?: string[] }, net: NetworkRecord, req: AttachNetwork, order: number, ifName: string): Endpoint {
-    const addr = assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
+  #newEndpoint(
+    spec: { containerId: string; name: string; netnsPath: string; dns?: string[] },
+    net: NetworkRecord,
+    req: AttachNetwork,
+    order: number,
+    ifName: string,
+    ready?: ReadyNetns,
+  ): Endpoint {
+    const addr = ready
+      ? { ipv4: ready.ipv4, ipv4PrefixLen: ready.ipv4PrefixLen, ipv6: '', ipv6PrefixLen: 0 }
+      : assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
     if (req.mac && !/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(req.mac)) throw invalidArgument(`invalid MAC address ${req.mac}`);
     return {
       containerId: spec.containerId,
@@ -703,12 +756,67 @@ export class NetworkDriver {
       containerName: stripSlash(spec.name),
       order,
       ifName,
-      hostVeth: `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`,
-      mac: req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
+      hostVeth: ready?.hostVeth ?? this.#newVethName(),
+      mac: ready?.mac ?? req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
       netnsPath: spec.netnsPath,
       aliases: [...new Set(req.aliases ?? [])],
       ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
     };
+  }
+
+  #newVethName(): string {
+    return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
+  }
+
+  #refill(): void {
+    setImmediate(() => {
+      this.#ready.refill();
+      this.#readyBare.refill();
+    });
+  }
+
+  /**
+   * One namespace made ahead: on the default bridge (eth0 with the lowest free address, its MAC and
+   * default route, host end on the bridge), or with only loopback. None while the driver is not
+   * running, or when the default bridge has IPv6 (left to the ordinary path) or no free address.
+   */
+  #makeReady(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
+    if (!this.#initialized) return undefined;
+    const name = `${READY_PREFIX}${hex(8)}`;
+    const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
+    let plan: PlumbPlan = { loopbackUp: true, add: [] };
+    if (onBridge) {
+      const net = this.#byName('bridge');
+      if (!net || net.driver !== 'bridge' || net.enableIPv6 || net.internal) return undefined;
+      let addr;
+      try {
+        addr = assignAddresses(net, {}, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
+      } catch {
+        return undefined; // full: containers get the error from the ordinary path
+      }
+      Object.assign(entry, { networkId: net.id, hostVeth: this.#newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
+      const ep = { ifName: 'eth0', hostVeth: entry.hostVeth, bridge: net.bridgeName, mac: entry.mac, mtu: bridgeSettings(net).mtu, ipv4: { address: entry.ipv4, prefixLen: entry.ipv4PrefixLen } };
+      plan = { loopbackUp: true, add: [ep], routes: { ifName: 'eth0', gateway4: net.gateway } };
+    }
+    const done = plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(name, { argv, input })).catch(async (err) => {
+      await this.#netns.remove(name).catch(() => {});
+      throw err;
+    });
+    return { entry, done };
+  }
+
+  /** Removes namespaces made ahead (their veths go with them). */
+  async #discardReady(entries: ReadyNetns[]): Promise<void> {
+    for (const e of entries) await this.#netns.remove(e.name).catch(() => {});
+    const veths = entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' }));
+    if (this.#drainWithNetns) this.#drain.add(veths);
+    else await deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip);
+  }
+
+  async #removeReady(): Promise<void> {
+    const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
+    await this.#discardReady(entries);
+    await this.#drain.settled();
   }
 
   #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
@@ -718,7 +826,7 @@ export class NetworkDriver {
       const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
       if (ip) used.add(parseAddress(ip)!.value);
     }
-    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id)]) {
+    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]) {
       const a = parseAddress(held);
       if (a?.family === family) used.add(a.value);
     }
