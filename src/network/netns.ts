@@ -9,7 +9,8 @@
  */
 import { access, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { conflict, invalidArgument } from '../lib/errors.js';
+import { conflict, errorMessage, invalidArgument } from '../lib/errors.js';
+import { log } from '../lib/log.js';
 import { runTool, ToolError } from './run-tool.js';
 
 export interface NetnsTools {
@@ -21,6 +22,8 @@ export interface NetnsTools {
 export class NetnsDir {
   readonly dir: string;
   readonly #tools: NetnsTools;
+  /** Unmounts of namespaces made ahead, running after their container's link went. */
+  readonly #pending = new Set<Promise<void>>();
 
   constructor(dir: string, tools: NetnsTools) {
     this.dir = dir;
@@ -95,16 +98,26 @@ export class NetnsDir {
     return names.filter((n) => !links.has(n) && !targets.has(n));
   }
 
-  /** Unmounts and deletes the namespace file (the one a container's symlink points to, and the link); missing or unmounted files are fine. */
+  /**
+   * Unmounts and deletes the namespace file; missing or unmounted files are fine. For a container's
+   * symlink, the link goes at once and its target (a name never used again) in the background:
+   * settled() waits for that.
+   */
   async remove(containerId: string): Promise<void> {
     const link = this.pathOf(containerId);
     const isLink = await lstat(link).then((st) => st.isSymbolicLink(), () => false);
-    if (isLink) {
-      await this.#removeFile(await this.target(link));
-      await rm(link, { force: true });
-      return;
-    }
-    await this.#removeFile(link);
+    if (!isLink) return this.#removeFile(link);
+    const target = await this.target(link);
+    await rm(link, { force: true });
+    const p: Promise<void> = this.#removeFile(target)
+      .catch((err) => log.warn('removing a network namespace failed', { path: target, error: errorMessage(err) }))
+      .finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  /** Resolves when no namespace is being removed in the background. */
+  async settled(): Promise<void> {
+    while (this.#pending.size) await Promise.all(this.#pending);
   }
 
   async #removeFile(path: string): Promise<void> {
@@ -120,6 +133,7 @@ export class NetnsDir {
 
   /** Unmounts the directory itself (only when nothing is left in it). */
   async unmountDir(): Promise<void> {
+    await this.settled();
     if ((await mountPoints()).has(this.dir)) await runTool(this.#tools.umount, [this.dir]);
   }
 }

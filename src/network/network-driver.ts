@@ -12,13 +12,17 @@
  * Lifecycle, as the engine uses it:
  *   init()                       once at start; creates the predefined networks, repairs state after a restart
  *   createNetns(id) -> path      an empty namespace (loopback up) for the runtime to join
+ *   setup(...) -> path           createNetns + attach in one step; usually takes a namespace made ahead
  *   attach(...)                  endpoints, addresses, DNS names and published ports, before the process starts
  *   connect/disconnect(...)      one network more or less on a running container
  *   detach(id)                   after the container stopped: releases addresses, ports, names, devices
  *   removeNetns(id)              deletes the namespace file
+ *   settled()                    waits for the background work below
  *   shutdown()                   leaves everything in place for running containers
- * Every call that changes state has finished all its kernel work when its promise settles; a failed
- * attach or connect leaves nothing behind.
+ * Every call that changes state has finished its kernel work when its promise settles, except what
+ * is left to the background at a container's end so that it costs the exit nothing: its host-side
+ * veths go with its namespace (their addresses stay reserved until then, see veth-drain.ts), and a
+ * namespace made ahead is unmounted after its link went. A failed attach or connect leaves nothing behind.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -637,7 +641,7 @@ export class NetworkDriver {
    */
   async settled(): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
-    await Promise.all([this.#ready.settled(), this.#readyBare.settled()]);
+    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#netns.settled()]);
     await this.#drain.settled();
   }
 
@@ -816,6 +820,7 @@ export class NetworkDriver {
   async #removeReady(): Promise<void> {
     const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
     await this.#discardReady(entries);
+    await this.#netns.settled();
     await this.#drain.settled();
   }
 
