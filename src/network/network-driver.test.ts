@@ -475,7 +475,7 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   const netnsDir = join(root, 'exec', 'network', 'netns');
   const readyFiles = async () => (await readdir(netnsDir)).filter((f) => f.startsWith('ready-')).sort();
   const made = await readyFiles();
-  assert.equal(made.length, 3, 'two on the default bridge, one with only loopback');
+  assert.equal(made.length, 4, 'two on the default bridge, two with only loopback');
   const bridge = driver.get('bridge');
 
   const a = containerId();
@@ -506,7 +506,7 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   await inNs(cm.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ep.ipAddress]);
 
   await driver.settled();
-  assert.equal((await readyFiles()).length, 5, 'topped up: three ready, two taken');
+  assert.equal((await readyFiles()).length, 6, 'topped up: four ready, two taken');
 
   // A restart drops what nobody took and keeps what containers use.
   await driver.shutdown();
@@ -518,7 +518,7 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   await stopContainer(n);
   await stopContainer(m);
   await assert.rejects(readlink(ca.netnsPath), { code: 'ENOENT' });
-  assert.equal((await readyFiles()).length, 3);
+  assert.equal((await readyFiles()).length, 4);
   await driver.shutdown();
   assert.deepEqual(await readyFiles(), []);
   assert.deepEqual(await hostLinks(), [`${prefix}0`], 'no veth left');

@@ -127,7 +127,7 @@ export class NetworkDriver {
     this.#drain = new VethDrain(this.#tools.ip);
     const size = opts.readyNamespaces ?? 2;
     this.#ready = new ReadyPool(size, () => this.#makeReady(true));
-    this.#readyBare = new ReadyPool(Math.min(size, 1), () => this.#makeReady(false));
+    this.#readyBare = new ReadyPool(size, () => this.#makeReady(false));
   }
 
   // ---------------------------------------------------------------- start-up and recovery

@@ -29,7 +29,7 @@ export interface NetworkDriverOptions {
   tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
   /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
   subnetLockPath?: string;
-  /** Network namespaces kept ready for the default bridge (default 2; 0 turns it off). */
+  /** Network namespaces kept ready, for the default bridge and with only loopback, each (default 2; 0 turns it off). */
   readyNamespaces?: number;
 }
 
