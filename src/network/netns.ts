@@ -12,6 +12,7 @@ import { basename, join } from 'node:path';
 import { conflict, errorMessage, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { runTool, ToolError } from './run-tool.js';
+import type { ShellStep, ToolShell } from './tool-shell.js';
 
 export interface NetnsTools {
   unshare: string;
@@ -25,9 +26,13 @@ export class NetnsDir {
   /** Unmounts of namespaces made ahead, running after their container's link went. */
   readonly #pending = new Set<Promise<void>>();
 
-  constructor(dir: string, tools: NetnsTools) {
+  /** Runs the background work (namespaces made ahead, their removal) without forking the daemon. */
+  readonly #shell: ToolShell | undefined;
+
+  constructor(dir: string, tools: NetnsTools, shell?: ToolShell) {
     this.dir = dir;
     this.#tools = tools;
+    this.#shell = shell;
   }
 
   pathOf(containerId: string): string {
@@ -64,6 +69,26 @@ export class NetnsDir {
       throw err;
     }
     return path;
+  }
+
+  /**
+   * Creates a namespace ahead of time (through the tool shell when there is one): `command` runs
+   * inside it as it is created, then `after` in the daemon's namespace. Removed again on failure.
+   */
+  async createAhead(name: string, command: ShellStep, after: ShellStep[]): Promise<void> {
+    if (!this.#shell) {
+      await this.create(name, { argv: [...command.argv], input: command.input });
+      for (const step of after) await runTool(step.argv[0]!, step.argv.slice(1), { input: step.input });
+      return;
+    }
+    const path = this.pathOf(name);
+    await writeFile(path, '', { flag: 'wx', mode: 0o444 });
+    try {
+      await this.#shell.run([{ argv: [this.#tools.unshare, `--net=${path}`, ...command.argv], input: command.input }, ...after]);
+    } catch (err) {
+      await this.remove(name).catch(() => {});
+      throw err;
+    }
   }
 
   /** Makes the namespace file `name` the container's (a symlink at the container's path). */
@@ -109,7 +134,7 @@ export class NetnsDir {
     if (!isLink) return this.#removeFile(link);
     const target = await this.target(link);
     await rm(link, { force: true });
-    const p: Promise<void> = this.#removeFile(target)
+    const p: Promise<void> = this.#removeFile(target, true)
       .catch((err) => log.warn('removing a network namespace failed', { path: target, error: errorMessage(err) }))
       .finally(() => this.#pending.delete(p));
     this.#pending.add(p);
@@ -120,11 +145,12 @@ export class NetnsDir {
     while (this.#pending.size) await Promise.all(this.#pending);
   }
 
-  async #removeFile(path: string): Promise<void> {
+  async #removeFile(path: string, background = false): Promise<void> {
     // No file, nothing mounted on it: skip the umount spawn (the common case on a second release).
     if (!(await access(path).then(() => true, () => false))) return;
     try {
-      await runTool(this.#tools.umount, [path]);
+      if (background && this.#shell) await this.#shell.run([{ argv: [this.#tools.umount, path] }]);
+      else await runTool(this.#tools.umount, [path]);
     } catch (err) {
       if (!(err instanceof ToolError) || !/not mounted|no mount point|No such file/i.test(err.stderr)) throw err;
     }

@@ -506,6 +506,9 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   await inNs(cm.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ep.ipAddress]);
 
   await driver.settled();
+  assert.equal((await readyFiles()).length, 4, 'not topped up before the engine says the containers started');
+  driver.replenish();
+  await driver.settled();
   assert.equal((await readyFiles()).length, 6, 'topped up: four ready, two taken');
 
   // A restart drops what nobody took and keeps what containers use.
@@ -518,7 +521,7 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   await stopContainer(n);
   await stopContainer(m);
   await assert.rejects(readlink(ca.netnsPath), { code: 'ENOENT' });
-  assert.equal((await readyFiles()).length, 4);
+  assert.deepEqual((await readyFiles()).length, 4, 'the taken ones are gone, the ready ones stay');
   await driver.shutdown();
   assert.deepEqual(await readyFiles(), []);
   assert.deepEqual(await hostLinks(), [`${prefix}0`], 'no veth left');
