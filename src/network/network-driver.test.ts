@@ -492,6 +492,15 @@ netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown
   await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', bridge.gateway]);
   const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
   assert.ok(table.includes(`${ep.ipAddress} . 80`), 'published port points at the address made ahead');
+  // connect/disconnect work through the container's link.
+  await createNetwork({ name: 'extra' });
+  const extra = await driver.connect({ containerId: a, name: '/ahead', netnsPath: ca.netnsPath, network: 'extra' });
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'eth1', 'lo']);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', driver.get('extra').gateway]);
+  assert.equal(extra.ifName, 'eth1');
+  await driver.disconnect(a, 'extra');
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'lo']);
+  await driver.remove('extra');
 
   const n = containerId();
   const cn = await startContainer({ containerId: n, name: '/nothing', networks: [{ network: 'none' }] });
