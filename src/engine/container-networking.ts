@@ -74,7 +74,10 @@ export class DriverNetworking implements ContainerNetworking {
     return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
   }
 
-  async started(): Promise<void> {}
+  async started(): Promise<void> {
+    // Namespaces made ahead are topped up now rather than during the start they were taken for.
+    this.driver.replenish();
+  }
 
   async release(c: ContainerRecord): Promise<void> {
     const mode = networkModeOf(c);

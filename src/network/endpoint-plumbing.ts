@@ -1,12 +1,15 @@
 /**
  * Puts a container's interfaces in place with as few processes as possible, because process start-up
  * dominates setup time (a spawn costs 2-3 ms on an idle test VM and far more under load; the kernel
- * work itself is well under that). One `sh` runs inside the container's namespace and does:
- *   1. one `ip -batch`: loopback up, each veth pair created from inside (its host end pushed into the
- *      daemon's namespace), MAC, MTU, addresses, link up, default route, and the embedded-DNS route;
- *   2. one `nsenter` back into the daemon's namespace for one `ip -batch`: host ends onto their bridges,
- *      up, hairpin on (so a container can reach its own published port through the host).
- * The same script runs under `unshare --net=<file>` when the namespace is created in the same step.
+ * work itself is well under that). Two `ip -batch` processes, no shell in between:
+ *   1. inside the container's namespace (started by `unshare --net=<file>`, which creates it in the same
+ *      step, or `nsenter --net=<file>`): loopback up, each veth pair created from inside (its host end
+ *      pushed into the daemon's namespace), MAC, MTU, addresses, link up, default route, embedded-DNS route;
+ *   2. in the daemon's namespace: host ends onto their bridges, up, hairpin on (so a container can reach
+ *      its own published port through the host). This one is spawned alongside the first and gets its
+ *      input once the first is done, so its start-up overlaps the namespace work.
+ * Only a namespace that needs the embedded-DNS route gets a `sh` in front of its `ip`, to turn on
+ * route_localnet (a sysctl of the namespace, which `ip` cannot set).
  *
  * Embedded DNS at 127.0.0.11 (where dockerd's resolver answers) without a process in the container:
  * a /32 route in the container's local table sends 127.0.0.11 out through the DNS network's interface
@@ -48,12 +51,6 @@ export interface DnsRoute {
 
 export const EMBEDDED_DNS_IP = '127.0.0.11';
 
-export const PLUMB_SCRIPT = `set -e
-if [ -n "$ROUTE_LOCALNET" ]; then echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet; fi
-if [ -n "$NS_BATCH" ]; then printf '%s' "$NS_BATCH" | "$IP_BIN" -batch -; fi
-if [ -n "$HOST_BATCH" ]; then printf '%s' "$HOST_BATCH" | "$NSENTER_BIN" --net="$HOST_NS" "$IP_BIN" -batch -; fi
-`;
-
 export interface PlumbPlan {
   loopbackUp?: boolean;
   add: readonly PlumbEndpoint[];
@@ -63,8 +60,14 @@ export interface PlumbPlan {
   dns?: DnsRoute | null;
 }
 
-/** The environment for PLUMB_SCRIPT. */
-export function plumbEnv(plan: PlumbPlan, tools: Tools, hostNsPath: string): Record<string, string> {
+/** What runs inside the namespace: argv and its stdin; and the batch for the daemon's namespace. */
+export interface PlumbCommands {
+  nsArgv: string[];
+  nsInput: string;
+  hostInput: string;
+}
+
+export function plumbCommands(plan: PlumbPlan, tools: Tools, hostNsPath: string): PlumbCommands {
   const ns: string[] = [];
   const host: string[] = [];
   if (plan.loopbackUp) ns.push('link set lo up');
@@ -82,21 +85,34 @@ export function plumbEnv(plan: PlumbPlan, tools: Tools, hostNsPath: string): Rec
   } else if (plan.dns === null) {
     ns.push(`route del ${EMBEDDED_DNS_IP}/32 table local`);
   }
-  return {
-    ROUTE_LOCALNET: plan.dns ? '1' : '',
-    NS_BATCH: ns.length ? ns.join('\n') + '\n' : '',
-    HOST_BATCH: host.length ? host.join('\n') + '\n' : '',
-    HOST_NS: hostNsPath,
-    IP_BIN: tools.ip,
-    NSENTER_BIN: tools.nsenter,
-  };
+  const nsArgv = plan.dns
+    ? ['sh', '-c', 'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet && exec "$0" -batch -', tools.ip]
+    : [tools.ip, '-batch', '-'];
+  return { nsArgv, nsInput: ns.length ? ns.join('\n') + '\n' : '', hostInput: host.length ? host.join('\n') + '\n' : '' };
+}
+
+/**
+ * Runs a plan. `inNamespace` runs an argv (with its stdin) inside the container's namespace: through
+ * `unshare` for a new one, `nsenter` for an existing one. The host batch runs once that succeeded.
+ */
+export async function plumb(
+  plan: PlumbPlan,
+  tools: Tools,
+  hostNsPath: string,
+  inNamespace: (argv: string[], input: string) => Promise<unknown>,
+): Promise<void> {
+  const cmds = plumbCommands(plan, tools, hostNsPath);
+  const nsDone = cmds.nsInput ? Promise.resolve(inNamespace(cmds.nsArgv, cmds.nsInput)) : Promise.resolve();
+  // On a failure inside the namespace the host ip gets an empty batch and exits at once.
+  const hostDone = cmds.hostInput ? runTool(tools.ip, ['-batch', '-'], { input: nsDone.then(() => cmds.hostInput) }) : Promise.resolve('');
+  const [ns, host] = await Promise.allSettled([nsDone, hostDone]);
+  if (ns.status === 'rejected') throw ns.reason;
+  if (host.status === 'rejected') throw host.reason;
 }
 
 /** Runs the plan inside an existing namespace. */
-export async function plumbExisting(netnsPath: string, plan: PlumbPlan, tools: Tools, hostNsPath: string): Promise<void> {
-  const env = plumbEnv(plan, tools, hostNsPath);
-  if (!env.NS_BATCH && !env.HOST_BATCH) return;
-  await runTool(tools.nsenter, [`--net=${netnsPath}`, 'sh', '-c', PLUMB_SCRIPT], { env });
+export function plumbExisting(netnsPath: string, plan: PlumbPlan, tools: Tools, hostNsPath: string): Promise<void> {
+  return plumb(plan, tools, hostNsPath, (argv, input) => runTool(tools.nsenter, [`--net=${netnsPath}`, ...argv], { input }));
 }
 
 /** Deletes host-side veths (the container end goes with each); missing ones are skipped. */

@@ -3,11 +3,16 @@
  * the runtime as the container's network namespace). Like `ip netns`, the directory is made a shared
  * mount point of its own, so unmounting a namespace file also unmounts the copies that mount namespaces
  * created meanwhile picked up, and the namespace really goes away.
+ *
+ * A namespace made ahead of time under another name (see ready-pool.ts) is handed to a container as a
+ * symlink `<container id>` -> `<name>`: a mount point cannot be renamed.
  */
-import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { conflict, invalidArgument } from '../lib/errors.js';
+import { access, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { conflict, errorMessage, invalidArgument } from '../lib/errors.js';
+import { log } from '../lib/log.js';
 import { runTool, ToolError } from './run-tool.js';
+import type { ShellStep, ToolShell } from './tool-shell.js';
 
 export interface NetnsTools {
   unshare: string;
@@ -18,10 +23,16 @@ export interface NetnsTools {
 export class NetnsDir {
   readonly dir: string;
   readonly #tools: NetnsTools;
+  /** Unmounts of namespaces made ahead, running after their container's link went. */
+  readonly #pending = new Set<Promise<void>>();
 
-  constructor(dir: string, tools: NetnsTools) {
+  /** Runs the background work (namespaces made ahead, their removal) without forking the daemon. */
+  readonly #shell: ToolShell | undefined;
+
+  constructor(dir: string, tools: NetnsTools, shell?: ToolShell) {
     this.dir = dir;
     this.#tools = tools;
+    this.#shell = shell;
   }
 
   pathOf(containerId: string): string {
@@ -39,10 +50,11 @@ export class NetnsDir {
   }
 
   /**
-   * Creates the namespace file and the namespace with its loopback up. With `script`, runs that shell
-   * script inside the new namespace in the same call (one process chain instead of two).
+   * Creates the namespace file and the namespace with its loopback up. With `command`, runs that argv
+   * (with its stdin) inside the new namespace instead, in the same call (one process chain instead of
+   * two); it must bring the loopback up itself.
    */
-  async create(containerId: string, script?: { text: string; env: Record<string, string> }): Promise<string> {
+  async create(containerId: string, command?: { argv: string[]; input?: string }): Promise<string> {
     const path = this.pathOf(containerId);
     await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
@@ -50,7 +62,7 @@ export class NetnsDir {
       if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
     });
     try {
-      if (script) await runTool(this.#tools.unshare, [`--net=${path}`, 'sh', '-c', script.text], { env: script.env });
+      if (command) await runTool(this.#tools.unshare, [`--net=${path}`, ...command.argv], { input: command.input });
       else await runTool(this.#tools.unshare, [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
     } catch (err) {
       await this.remove(containerId).catch(() => {});
@@ -59,13 +71,86 @@ export class NetnsDir {
     return path;
   }
 
-  /** Unmounts and deletes the namespace file; missing or unmounted files are fine. */
-  async remove(containerId: string): Promise<void> {
+  /**
+   * Creates a namespace ahead of time (through the tool shell when there is one): `command` runs
+   * inside it as it is created, then `after` in the daemon's namespace. Removed again on failure.
+   */
+  async createAhead(name: string, command: ShellStep, after: ShellStep[]): Promise<void> {
+    if (!this.#shell) {
+      await this.create(name, { argv: [...command.argv], input: command.input });
+      for (const step of after) await runTool(step.argv[0]!, step.argv.slice(1), { input: step.input });
+      return;
+    }
+    const path = this.pathOf(name);
+    await writeFile(path, '', { flag: 'wx', mode: 0o444 });
+    try {
+      await this.#shell.run([{ argv: [this.#tools.unshare, `--net=${path}`, ...command.argv], input: command.input }, ...after]);
+    } catch (err) {
+      await this.remove(name).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Makes the namespace file `name` the container's (a symlink at the container's path). */
+  async adopt(containerId: string, name: string): Promise<string> {
     const path = this.pathOf(containerId);
+    this.pathOf(name);
+    await symlink(name, path).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+      // A leftover from a crash: replace it only if nothing is mounted on it.
+      if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
+      await this.remove(containerId);
+      await symlink(name, path);
+    });
+    return path;
+  }
+
+  /** The file a namespace path really is (through a container's symlink). */
+  async target(path: string): Promise<string> {
+    const link = await readlink(path).catch(() => null);
+    return link === null ? path : join(this.dir, basename(link));
+  }
+
+  /** Names of the files in the directory that no container's symlink points to, and are not links. */
+  async unadopted(): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const links = new Map<string, string>();
+    for (const n of names) {
+      const link = await readlink(join(this.dir, n)).catch(() => null);
+      if (link !== null) links.set(n, basename(link));
+    }
+    const targets = new Set(links.values());
+    return names.filter((n) => !links.has(n) && !targets.has(n));
+  }
+
+  /**
+   * Unmounts and deletes the namespace file; missing or unmounted files are fine. For a container's
+   * symlink, the link goes at once and its target (a name never used again) in the background:
+   * settled() waits for that.
+   */
+  async remove(containerId: string): Promise<void> {
+    const link = this.pathOf(containerId);
+    const isLink = await lstat(link).then((st) => st.isSymbolicLink(), () => false);
+    if (!isLink) return this.#removeFile(link);
+    const target = await this.target(link);
+    await rm(link, { force: true });
+    const p: Promise<void> = this.#removeFile(target, true)
+      .catch((err) => log.warn('removing a network namespace failed', { path: target, error: errorMessage(err) }))
+      .finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  /** Resolves when no namespace is being removed in the background. */
+  async settled(): Promise<void> {
+    while (this.#pending.size) await Promise.all(this.#pending);
+  }
+
+  async #removeFile(path: string, background = false): Promise<void> {
     // No file, nothing mounted on it: skip the umount spawn (the common case on a second release).
     if (!(await access(path).then(() => true, () => false))) return;
     try {
-      await runTool(this.#tools.umount, [path]);
+      if (background && this.#shell) await this.#shell.run([{ argv: [this.#tools.umount, path] }]);
+      else await runTool(this.#tools.umount, [path]);
     } catch (err) {
       if (!(err instanceof ToolError) || !/not mounted|no mount point|No such file/i.test(err.stderr)) throw err;
     }
@@ -74,6 +159,7 @@ export class NetnsDir {
 
   /** Unmounts the directory itself (only when nothing is left in it). */
   async unmountDir(): Promise<void> {
+    await this.settled();
     if ((await mountPoints()).has(this.dir)) await runTool(this.#tools.umount, [this.dir]);
   }
 }

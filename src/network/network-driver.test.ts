@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { request } from 'node:http';
@@ -17,6 +17,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type Db } from '../state/db.js';
 import { NetworkDriver, type AttachSpec } from './network-driver.js';
 import { mountPoints } from './netns.js';
+import { macForIPv4 } from './ipam.js';
+import { parseAddress } from './cidr.js';
 import { purgeHostState } from './purge-host-state.js';
 import { prefixClaimPath } from './host-lock.js';
 import { runTool } from './run-tool.js';
@@ -35,8 +37,9 @@ function containerId(): string {
   return id;
 }
 
-function newDriver(): NetworkDriver {
+function newDriver(readyNamespaces = 0): NetworkDriver {
   return new NetworkDriver({
+    readyNamespaces,
     db,
     execRoot: join(root, 'exec'),
     dataRoot: join(root, 'data'),
@@ -126,6 +129,8 @@ async function createNetwork(spec: Parameters<NetworkDriver['create']>[0]) {
 async function stopContainer(id: string): Promise<void> {
   await driver.detach(id);
   await driver.removeNetns(id);
+  // The host ends of the veths go with the namespace, in the background.
+  await driver.settled();
 }
 
 before(async () => {
@@ -367,6 +372,39 @@ netTest('a host port that is taken fails clearly and leaves nothing behind', asy
   assert.deepEqual(await hostLinks(), before);
 });
 
+netTest('a released veth goes with its namespace; its address stays taken until then, unless asked for', async () => {
+  const net = await createNetwork({ name: 'drain', ipam: { config: [{ subnet: '10.213.70.0/24' }] } });
+  const veths = async () => (await hostLinks()).filter((l) => l !== net.bridgeName && l !== `${prefix}0`);
+  const a = containerId();
+  const first = await startContainer({ containerId: a, name: '/first', networks: [{ network: 'drain' }] });
+  assert.equal(first.endpoints.drain!.ipAddress, '10.213.70.2');
+  const veth = await veths();
+  assert.equal(veth.length, 1);
+  await driver.detach(a);
+  // Namespace still mounted: the device stays and so does its address.
+  assert.deepEqual(await veths(), veth);
+  const b = containerId();
+  const second = await startContainer({ containerId: b, name: '/second', networks: [{ network: 'drain' }] });
+  assert.equal(second.endpoints.drain!.ipAddress, '10.213.70.3', 'a draining address is not handed out');
+  await driver.removeNetns(a);
+  await driver.settled();
+  assert.equal((await veths()).length, 1, 'only the second container\'s veth is left');
+  const c = containerId();
+  const third = await startContainer({ containerId: c, name: '/third', networks: [{ network: 'drain' }] });
+  assert.equal(third.endpoints.drain!.ipAddress, '10.213.70.2', 'free again once the device is gone');
+
+  // A static address whose holder is still draining is taken back at once.
+  await driver.detach(b);
+  const d = containerId();
+  const fourth = await startContainer({ containerId: d, name: '/fourth', networks: [{ network: 'drain', ipv4: '10.213.70.3' }] });
+  assert.equal(fourth.endpoints.drain!.ipAddress, '10.213.70.3');
+  await inNs(fourth.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', third.endpoints.drain!.ipAddress]);
+  await driver.removeNetns(b);
+  await stopContainer(c);
+  await stopContainer(d);
+  assert.deepEqual(await veths(), []);
+});
+
 netTest('connect and disconnect a running container', async () => {
   await createNetwork({ name: 'front' });
   await createNetwork({ name: 'back', internal: true });
@@ -427,6 +465,77 @@ netTest('remove refuses a network in use and leaves no rules, bridges or veths b
   assert.ok(!table.includes(net.bridgeName));
   assert.doesNotMatch(table, / \. tcp \. /, 'no port elements remain');
   assert.deepEqual(await driver.prune(), []);
+});
+
+netTest('namespaces made ahead: taken by a start, topped up, dropped at shutdown, kept when taken', async () => {
+  await driver.shutdown();
+  driver = newDriver(2);
+  await driver.init();
+  await driver.settled();
+  const netnsDir = join(root, 'exec', 'network', 'netns');
+  const readyFiles = async () => (await readdir(netnsDir)).filter((f) => f.startsWith('ready-')).sort();
+  const made = await readyFiles();
+  assert.equal(made.length, 4, 'two on the default bridge, two with only loopback');
+  const bridge = driver.get('bridge');
+
+  const a = containerId();
+  const ca = await startContainer({ containerId: a, name: '/ahead', networks: [{ network: 'bridge' }], ports: [{ containerPort: 80, protocol: 'tcp', hostIp: '127.0.0.1', hostPort: 0 }] });
+  assert.equal(ca.netnsPath, join(netnsDir, a));
+  assert.ok(made.includes(await readlink(ca.netnsPath)), 'the container path links to a namespace made ahead');
+  const ep = ca.endpoints.bridge!;
+  assert.equal(ep.macAddress, macForIPv4(parseAddress(ep.ipAddress)!));
+  const links = await nsLinks(ca.netnsPath);
+  assert.deepEqual(links.map((l) => l.ifname), ['lo', 'eth0']);
+  assert.ok(links[1]!.addr_info.some((x) => x.local === ep.ipAddress));
+  const routes = JSON.parse(await inNs(ca.netnsPath, ['ip', '-j', 'route', 'show', 'default'])) as { gateway: string; dev: string }[];
+  assert.deepEqual(routes.map((r) => [r.gateway, r.dev]), [[bridge.gateway, 'eth0']]);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', bridge.gateway]);
+  const table = await runTool('nft', ['list', 'table', 'inet', prefix]);
+  assert.ok(table.includes(`${ep.ipAddress} . 80`), 'published port points at the address made ahead');
+  // connect/disconnect work through the container's link.
+  await createNetwork({ name: 'extra' });
+  const extra = await driver.connect({ containerId: a, name: '/ahead', netnsPath: ca.netnsPath, network: 'extra' });
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'eth1', 'lo']);
+  await inNs(ca.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', driver.get('extra').gateway]);
+  assert.equal(extra.ifName, 'eth1');
+  await driver.disconnect(a, 'extra');
+  assert.deepEqual((await nsLinks(ca.netnsPath)).map((l) => l.ifname).sort(), ['eth0', 'lo']);
+  await driver.remove('extra');
+
+  const n = containerId();
+  const cn = await startContainer({ containerId: n, name: '/nothing', networks: [{ network: 'none' }] });
+  assert.ok(made.includes(await readlink(cn.netnsPath)));
+  assert.deepEqual((await nsLinks(cn.netnsPath)).map((l) => l.ifname), ['lo']);
+
+  // A static MAC cannot use one: the ordinary path.
+  const m = containerId();
+  const cm = await startContainer({ containerId: m, name: '/mac', networks: [{ network: 'bridge', mac: '02:42:00:00:00:42' }] });
+  await assert.rejects(readlink(cm.netnsPath), { code: 'EINVAL' });
+  assert.equal(cm.endpoints.bridge!.macAddress, '02:42:00:00:00:42');
+  await inNs(cm.netnsPath, ['busybox', 'ping', '-c', '1', '-W', '2', ep.ipAddress]);
+
+  await driver.settled();
+  assert.equal((await readyFiles()).length, 4, 'not topped up before the engine says the containers started');
+  driver.replenish();
+  await driver.settled();
+  assert.equal((await readyFiles()).length, 6, 'topped up: four ready, two taken');
+
+  // A restart drops what nobody took and keeps what containers use.
+  await driver.shutdown();
+  assert.deepEqual((await readyFiles()).sort(), [await readlink(ca.netnsPath), await readlink(cn.netnsPath)].sort());
+  driver = newDriver(2);
+  await driver.init();
+  assert.equal(driver.containerNetworks(a).endpoints.bridge!.ipAddress, ep.ipAddress);
+  await stopContainer(a);
+  await stopContainer(n);
+  await stopContainer(m);
+  await assert.rejects(readlink(ca.netnsPath), { code: 'ENOENT' });
+  assert.deepEqual((await readyFiles()).length, 4, 'the taken ones are gone, the ready ones stay');
+  await driver.shutdown();
+  assert.deepEqual(await readyFiles(), []);
+  assert.deepEqual(await hostLinks(), [`${prefix}0`], 'no veth left');
+  driver = newDriver();
+  await driver.init();
 });
 
 netTest('allocations survive a daemon restart', async () => {

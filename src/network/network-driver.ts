@@ -12,13 +12,17 @@
  * Lifecycle, as the engine uses it:
  *   init()                       once at start; creates the predefined networks, repairs state after a restart
  *   createNetns(id) -> path      an empty namespace (loopback up) for the runtime to join
+ *   setup(...) -> path           createNetns + attach in one step; usually takes a namespace made ahead
  *   attach(...)                  endpoints, addresses, DNS names and published ports, before the process starts
  *   connect/disconnect(...)      one network more or less on a running container
  *   detach(id)                   after the container stopped: releases addresses, ports, names, devices
  *   removeNetns(id)              deletes the namespace file
+ *   settled()                    waits for the background work below
  *   shutdown()                   leaves everything in place for running containers
- * Every call that changes state has finished all its kernel work when its promise settles; a failed
- * attach or connect leaves nothing behind.
+ * Every call that changes state has finished its kernel work when its promise settles, except what
+ * is left to the background at a container's end so that it costs the exit nothing: its host-side
+ * veths go with its namespace (their addresses stay reserved until then, see veth-drain.ts), and a
+ * namespace made ahead is unmounted after its link went. A failed attach or connect leaves nothing behind.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -31,7 +35,8 @@ import { Aardvark, type DnsNetwork } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
-import { deleteHostVeths, PLUMB_SCRIPT, plumbEnv, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
+import { ToolShell } from './tool-shell.js';
+import { deleteHostVeths, plumb, plumbCommands, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
 import { claimPrefix, releasePrefix, SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
 import type { Protocol } from './host-ports.js';
@@ -53,6 +58,8 @@ import {
   type ParsedPool,
 } from './network-record.js';
 import { portClash, reservePorts } from './port-reservation.js';
+import { VethDrain, type DrainingVeth } from './veth-drain.js';
+import { ReadyPool, type ReadyNetns } from './ready-pool.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
@@ -69,6 +76,8 @@ import type {
 } from './network-types.js';
 
 const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
+/** Names of namespace files made ahead of time (container ids are hex, so never clash). */
+const READY_PREFIX = 'ready-';
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export class NetworkDriver {
@@ -88,6 +97,13 @@ export class NetworkDriver {
   readonly #ports = new Map<string, StoredPort[]>();
   readonly #pendingNames = new Set<string>();
   readonly #removing = new Set<string>();
+  readonly #drain: VethDrain;
+  readonly #shell = new ToolShell();
+  /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
+  readonly #ready: ReadyPool;
+  readonly #readyBare: ReadyPool;
+  /** Whether released veths are left to go with their namespace (see veth-drain.ts). */
+  #drainWithNetns = false;
   #initialized = false;
 
   constructor(opts: NetworkDriverOptions) {
@@ -109,7 +125,11 @@ export class NetworkDriver {
     const stateDir = join(opts.execRoot, 'network');
     this.#firewall = new Firewall(opts.prefix, this.#tools.nft);
     this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', opts.dnsPort ?? 53);
-    this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools);
+    this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools, this.#shell);
+    this.#drain = new VethDrain(this.#tools.ip);
+    const size = opts.readyNamespaces ?? 2;
+    this.#ready = new ReadyPool(size, () => this.#makeReady(true));
+    this.#readyBare = new ReadyPool(size, () => this.#makeReady(false));
   }
 
   // ---------------------------------------------------------------- start-up and recovery
@@ -130,7 +150,7 @@ export class NetworkDriver {
     // Endpoints whose namespace is gone (container ended while the daemon was down, or a reboot).
     const mounted = await mountPoints();
     for (const [containerId, eps] of this.#endpoints) {
-      const path = eps.values().next().value!.netnsPath;
+      const path = await this.#netns.target(eps.values().next().value!.netnsPath);
       if (!mounted.has(path)) {
         log.info('releasing network endpoints of a vanished namespace', { container: containerId });
         this.#forget(containerId);
@@ -155,6 +175,8 @@ export class NetworkDriver {
     for (const n of this.#networks.values()) {
       if (n.driver === 'bridge' && !links.has(n.bridgeName)) await createBridge(this.#tools.ip, this.#bridgeSpec(n));
     }
+    // Draining by watching /sys/class/net needs a sysfs of the daemon's own namespace.
+    this.#drainWithNetns = existsSync(`/sys/class/net/${this.defaultBridgeName}`);
     await enableIPv4Forwarding();
     const brnf = await readFile('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').catch(() => '0');
     if (brnf.trim() !== '1') {
@@ -162,7 +184,12 @@ export class NetworkDriver {
     }
     await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
     await this.#aardvark.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
+    // Namespaces made ahead by an earlier run that no container took (their veths go with them).
+    for (const name of await this.#netns.unadopted()) if (name.startsWith(READY_PREFIX)) await this.#netns.remove(name);
     this.#initialized = true;
+    this.#ready.reset();
+    this.#readyBare.reset();
+    this.#refill();
   }
 
   /**
@@ -172,6 +199,7 @@ export class NetworkDriver {
    */
   async shutdown(): Promise<void> {
     this.#initialized = false;
+    await this.#removeReady();
     if ((await readdir(this.#netns.dir).catch(() => ['?'])).length === 0) await this.#netns.unmountDir().catch(() => {});
     releasePrefix(this.prefix);
   }
@@ -182,7 +210,9 @@ export class NetworkDriver {
    * (the next init recreates their bridges). For tests and uninstall.
    */
   async destroy(): Promise<void> {
-    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth));
+    this.#initialized = false;
+    await this.#removeReady();
+    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)).concat(this.#drain.takeAll());
     for (const containerId of [...this.#endpoints.keys()]) this.#forget(containerId);
     await deleteHostVeths(veths, this.#tools.ip);
     for (const f of await readdir(this.#netns.dir).catch(() => [] as string[])) await this.#netns.remove(f);
@@ -351,6 +381,7 @@ export class NetworkDriver {
         log.warn('removing network rules failed; rebuilding the table', { network: n.name, error: errorMessage(err) });
         await this.#firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), [...this.#ports.values()].flat().map(toFirewallPort));
       });
+      await this.#drain.flush((v) => v.networkId === n.id);
       await deleteBridge(this.#tools.ip, n.bridgeName);
       this.#records.deleteNetwork(n.id);
       this.#networks.delete(n.id);
@@ -448,10 +479,21 @@ export class NetworkDriver {
     }
     if (new Set(nets.map((x) => x.net.id)).size !== nets.length) throw invalidArgument('a container can join each network only once');
     if (nets.length === 0 || special.length) {
-      if (createNetns) await this.#netns.create(spec.containerId);
+      if (createNetns) {
+        const bare = this.#readyBare.take('');
+        if (bare) {
+          await this.#netns.adopt(spec.containerId, bare.name).catch(async (err) => {
+            await this.#netns.remove(bare.name).catch(() => {});
+            throw err;
+          });
+        } else {
+          await this.#netns.create(spec.containerId);
+        }
+      }
       return { endpoints: {}, ports: [] };
     }
     for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+    await this.#reclaimDraining(nets.map(({ req, net }) => ({ net, ipv4: req.ipv4, ipv6: req.ipv6 })));
 
     // Ports are probed first (asynchronously); addresses are then picked and everything is committed in
     // one synchronous step, so concurrent attaches never see each other half-done.
@@ -459,6 +501,8 @@ export class NetworkDriver {
     let eps: Endpoint[];
     let ports: StoredPort[];
     let primary: Endpoint | undefined;
+    let ready: ReadyNetns | undefined;
+    const readyFits = createNetns && nets.length === 1 && !nets[0]!.req.ipv4 && !nets[0]!.req.ipv6 && !nets[0]!.req.mac;
     for (let attempt = 0; ; attempt++) {
       ports = publishes ? await this.#reservePorts(spec, nets.find(({ net }) => !net.internal)!.net) : [];
       if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
@@ -469,10 +513,16 @@ export class NetworkDriver {
         continue; // a random port picked by a concurrent attach too: pick again
       }
       for (const { net } of nets) if (!this.#networks.has(net.id) || this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
-      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`));
+      ready = readyFits ? this.#ready.take(nets[0]!.net.id) : undefined;
+      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`, ready));
       primary = eps.find((e) => this.#isGatewayCandidate(e));
       for (const p of ports) p.containerIp = primary!.ipv4;
-      this.#commit(eps, ports);
+      try {
+        this.#commit(eps, ports);
+      } catch (err) {
+        if (ready) void this.#discardReady([ready]);
+        throw err;
+      }
       break;
     }
     const dnsEp = eps.find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
@@ -483,10 +533,13 @@ export class NetworkDriver {
       dns: dnsEp ? this.#dnsRoute(dnsEp) : undefined,
     };
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    const adopted = ready;
     const work = await Promise.allSettled([
-      createNetns
-        ? this.#netns.create(spec.containerId, { text: PLUMB_SCRIPT, env: plumbEnv(plan, this.#tools, this.#hostNs) })
-        : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
+      adopted
+        ? this.#netns.adopt(spec.containerId, adopted.name)
+        : createNetns
+          ? plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(spec.containerId, { argv, input }))
+          : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
       ports.length ? this.#firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
     ]);
@@ -494,6 +547,7 @@ export class NetworkDriver {
     if (failed) {
       await this.#rollback(spec.containerId, eps, ports, dnsNets);
       if (createNetns) await this.#netns.remove(spec.containerId).catch(() => {});
+      if (adopted) await this.#netns.remove(adopted.name).catch(() => {});
       throw failed.reason;
     }
     return this.containerNetworks(spec.containerId);
@@ -505,6 +559,7 @@ export class NetworkDriver {
     const net = this.get(spec.network);
     if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
     if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
+    await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
     const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
     if (current.some((e) => e.networkId === net.id)) throw forbidden(`endpoint with name ${stripSlash(spec.name)} already exists in network ${net.name}`);
     const used = new Set(current.map((e) => e.ifName));
@@ -570,11 +625,38 @@ export class NetworkDriver {
     if (eps.length === 0 && ports.length === 0) return;
     this.#forget(containerId);
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
+    const veths: DrainingVeth[] = eps.map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: e.ipv6 }));
+    if (this.#drainWithNetns) this.#drain.add(veths);
     await Promise.all([
-      deleteHostVeths(eps.map((e) => e.hostVeth), this.#tools.ip),
+      this.#drainWithNetns ? Promise.resolve() : deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip),
       ports.length ? this.#removePortRules(ports) : Promise.resolve(),
       ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
     ]);
+  }
+
+  /**
+   * Resolves once background work has finished: the host-side devices of every container detached so
+   * far are gone (they go with their namespaces, shortly after removeNetns) and no namespace is being
+   * made ahead.
+   */
+  async settled(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
+    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#netns.settled()]);
+    await this.#drain.settled();
+  }
+
+  /** Static addresses asked for again while their last holder's device is still draining: delete it now. */
+  async #reclaimDraining(wanted: { net: NetworkRecord; ipv4?: string; ipv6?: string }[]): Promise<void> {
+    const keys = new Set<string>();
+    for (const w of wanted) {
+      for (const a of [w.ipv4, w.ipv6]) {
+        const parsed = a ? parseAddress(a) : null;
+        if (parsed) keys.add(`${w.net.id} ${parsed.value}`);
+      }
+    }
+    if (keys.size === 0) return;
+    const held = (v: DrainingVeth, a: string) => !!a && keys.has(`${v.networkId} ${parseAddress(a)?.value}`);
+    await this.#drain.flush((v) => held(v, v.ipv4) || held(v, v.ipv6));
   }
 
   /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
@@ -657,8 +739,17 @@ export class NetworkDriver {
     this.#ports.delete(containerId);
   }
 
-  #newEndpoint(spec: { containerId: string; name: string; netnsPath: string; dns?: string[] }, net: NetworkRecord, req: AttachNetwork, order: number, ifName: string): Endpoint {
-    const addr = assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
+  #newEndpoint(
+    spec: { containerId: string; name: string; netnsPath: string; dns?: string[] },
+    net: NetworkRecord,
+    req: AttachNetwork,
+    order: number,
+    ifName: string,
+    ready?: ReadyNetns,
+  ): Endpoint {
+    const addr = ready
+      ? { ipv4: ready.ipv4, ipv4PrefixLen: ready.ipv4PrefixLen, ipv6: '', ipv6PrefixLen: 0 }
+      : assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
     if (req.mac && !/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(req.mac)) throw invalidArgument(`invalid MAC address ${req.mac}`);
     return {
       containerId: spec.containerId,
@@ -669,12 +760,75 @@ export class NetworkDriver {
       containerName: stripSlash(spec.name),
       order,
       ifName,
-      hostVeth: `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`,
-      mac: req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
+      hostVeth: ready?.hostVeth ?? this.#newVethName(),
+      mac: ready?.mac ?? req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
       netnsPath: spec.netnsPath,
       aliases: [...new Set(req.aliases ?? [])],
       ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
     };
+  }
+
+  #newVethName(): string {
+    return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
+  }
+
+  /**
+   * Tops up the namespaces made ahead, in the background. The engine calls it once a container's
+   * process exists: a refill during a start would take CPU from it (2 vCPUs on the test VM).
+   */
+  replenish(): void {
+    this.#refill();
+  }
+
+  #refill(): void {
+    setImmediate(() => {
+      this.#ready.refill();
+      this.#readyBare.refill();
+    });
+  }
+
+  /**
+   * One namespace made ahead: on the default bridge (eth0 with the lowest free address, its MAC and
+   * default route, host end on the bridge), or with only loopback. None while the driver is not
+   * running, or when the default bridge has IPv6 (left to the ordinary path) or no free address.
+   */
+  #makeReady(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
+    if (!this.#initialized) return undefined;
+    const name = `${READY_PREFIX}${hex(8)}`;
+    const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
+    let plan: PlumbPlan = { loopbackUp: true, add: [] };
+    if (onBridge) {
+      const net = this.#byName('bridge');
+      if (!net || net.driver !== 'bridge' || net.enableIPv6 || net.internal) return undefined;
+      let addr;
+      try {
+        addr = assignAddresses(net, {}, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
+      } catch {
+        return undefined; // full: containers get the error from the ordinary path
+      }
+      Object.assign(entry, { networkId: net.id, hostVeth: this.#newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
+      const ep = { ifName: 'eth0', hostVeth: entry.hostVeth, bridge: net.bridgeName, mac: entry.mac, mtu: bridgeSettings(net).mtu, ipv4: { address: entry.ipv4, prefixLen: entry.ipv4PrefixLen } };
+      plan = { loopbackUp: true, add: [ep], routes: { ifName: 'eth0', gateway4: net.gateway } };
+    }
+    const cmds = plumbCommands(plan, this.#tools, this.#hostNs);
+    const after = cmds.hostInput ? [{ argv: [this.#tools.ip, '-batch', '-'], input: cmds.hostInput }] : [];
+    return { entry, done: this.#netns.createAhead(name, { argv: cmds.nsArgv, input: cmds.nsInput }, after) };
+  }
+
+  /** Removes namespaces made ahead (their veths go with them). */
+  async #discardReady(entries: ReadyNetns[]): Promise<void> {
+    for (const e of entries) await this.#netns.remove(e.name).catch(() => {});
+    const veths = entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' }));
+    if (this.#drainWithNetns) this.#drain.add(veths);
+    else await deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip);
+  }
+
+  async #removeReady(): Promise<void> {
+    const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
+    await this.#discardReady(entries);
+    await this.#netns.settled();
+    await this.#drain.settled();
+    this.#shell.close();
   }
 
   #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
@@ -684,8 +838,8 @@ export class NetworkDriver {
       const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
       if (ip) used.add(parseAddress(ip)!.value);
     }
-    for (const aux of Object.values(net.auxAddresses ?? {})) {
-      const a = parseAddress(aux);
+    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]) {
+      const a = parseAddress(held);
       if (a?.family === family) used.add(a.value);
     }
     return used;

@@ -29,6 +29,8 @@ export interface NetworkDriverOptions {
   tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
   /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
   subnetLockPath?: string;
+  /** Network namespaces kept ready, for the default bridge and with only loopback, each (default 2; 0 turns it off). */
+  readyNamespaces?: number;
 }
 
 export interface AttachNetwork {

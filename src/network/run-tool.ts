@@ -17,8 +17,11 @@ export class ToolError extends BerthError {
 }
 
 export interface ToolOptions {
-  /** Written to the tool's stdin, then stdin is closed. */
-  input?: string;
+  /**
+   * Written to the tool's stdin, then stdin is closed. A promise lets the tool start (and pay its
+   * start-up) while its input is still being worked out; if it rejects, stdin is closed empty.
+   */
+  input?: string | Promise<string>;
   env?: Record<string, string>;
   timeoutMs?: number;
 }
@@ -43,7 +46,8 @@ export function runTool(cmd: string, args: readonly string[], opts: ToolOptions 
     });
     if (opts.input !== undefined) {
       child.stdin!.on('error', () => {}); // the tool may exit before reading everything; 'close' reports it
-      child.stdin!.end(opts.input);
+      if (typeof opts.input === 'string') child.stdin!.end(opts.input);
+      else opts.input.then((text) => child.stdin!.end(text), () => child.stdin!.end());
     }
   });
 }

@@ -6,6 +6,7 @@ import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
 
@@ -181,6 +182,8 @@ describe('networking', () => {
     await ok(d, ['run', '-d', '--name', 'tmpc', '--network', 'tmpnet', '-p', '127.0.0.1::80', image, 'sleep', '60']);
     assert.equal(ports(), 1, 'the container has a veth on the bridge');
     await ok(d, ['rm', '-f', 'tmpc']);
+    // The veth goes with the container's namespace, which the kernel frees in the background.
+    for (let i = 0; i < 100 && ports() > 0; i++) await sleep(20);
     assert.equal(ports(), 0, 'the veth is gone');
     await ok(d, ['network', 'rm', 'tmpnet']);
     assert.ok(!links().includes(bridge), 'the bridge is gone');

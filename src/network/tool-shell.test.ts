@@ -1,0 +1,23 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ToolShell } from './tool-shell.js';
+import { ToolError } from './run-tool.js';
+
+test('the tool shell runs steps with their input, in order, and stops at the first failure', async () => {
+  const shell = new ToolShell();
+  try {
+    assert.equal(await shell.run([{ argv: ['cat'], input: "it's\nEOF\n$HOME `x`" }, { argv: ['echo', 'a b', "c'd"] }]), "it's\nEOF\n$HOME `x`\na b c'd\n");
+    const failed = await shell.run([{ argv: ['sh', '-c', 'echo oops >&2; exit 3'] }, { argv: ['echo', 'not reached'] }]).catch((e: unknown) => e);
+    assert.ok(failed instanceof ToolError);
+    assert.equal(failed.exitCode, 3);
+    assert.equal(failed.stderr, 'oops\n');
+    // Jobs queue up; each gets its own output.
+    const outs = await Promise.all([1, 2, 3].map((i) => shell.run([{ argv: ['echo', String(i)] }])));
+    assert.deepEqual(outs, ['1\n', '2\n', '3\n']);
+    // A shell that died is replaced for the next job.
+    await assert.rejects(shell.run([{ argv: ['sh', '-c', 'kill -9 $PPID'] }]), ToolError);
+    assert.equal(await shell.run([{ argv: ['echo', 'again'] }]), 'again\n');
+  } finally {
+    shell.close();
+  }
+});
