@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { formatRfc3339Nano, parseLogLine, parseRfc3339Nano, readLogChunks, readLogRecords, type LogRecord } from './log-file.js';
+import { formatLogTimestamp, parseLogLine, parseRfc3339Nano, readLogChunks, readLogRecords, type LogRecord } from './log-file.js';
 import { removeDir, tempDir } from './test-support.js';
 
 const dirs: string[] = [];
@@ -29,9 +29,9 @@ test('RFC 3339 with nanoseconds and offsets', () => {
   assert.equal(parseRfc3339Nano('2026-11-22T01:57:19.005229612Z'), ns);
   assert.equal(parseRfc3339Nano('2026-11-22T01:57:19Z'), 1795312639000000000n);
   assert.equal(parseRfc3339Nano('yesterday'), undefined);
-  assert.equal(formatRfc3339Nano(ns ?? 0n), '2026-11-22T01:57:19.005229612Z');
-  assert.equal(formatRfc3339Nano(1795312639100000000n), '2026-11-22T01:57:19.1Z');
-  assert.equal(formatRfc3339Nano(1795312639000000000n), '2026-11-22T01:57:19Z');
+  assert.equal(formatLogTimestamp(ns ?? 0n), '2026-11-22T01:57:19.005229612Z');
+  assert.equal(formatLogTimestamp(1795312639100000000n), '2026-11-22T01:57:19.100000000Z');
+  assert.equal(formatLogTimestamp(1795312639000000000n), '2026-11-22T01:57:19.000000000Z');
 });
 
 test('parses lines: stream, partial flag, raw bytes including spaces; rejects garbage', () => {

@@ -44,12 +44,10 @@ export function parseRfc3339Nano(s: string): bigint | undefined {
   return (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n + ns;
 }
 
-/** Docker's timestamp form: UTC, nanoseconds, trailing zeros removed (Go's RFC3339Nano). */
-export function formatRfc3339Nano(ns: bigint): string {
-  const ms = Number(ns / 1_000_000n);
-  const base = new Date(ms).toISOString().slice(0, 19);
-  const frac = (ns % 1_000_000_000n).toString().padStart(9, '0').replace(/0+$/, '');
-  return `${base}${frac ? '.' + frac : ''}Z`;
+/** The form of `docker logs -t`: UTC and always nine fractional digits, so the columns line up. */
+export function formatLogTimestamp(ns: bigint): string {
+  const base = new Date(Number(ns / 1_000_000n)).toISOString().slice(0, 19);
+  return `${base}.${(ns % 1_000_000_000n).toString().padStart(9, '0')}Z`;
 }
 
 /**

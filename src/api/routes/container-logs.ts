@@ -5,7 +5,7 @@ import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers.js';
 import { isRunningLike } from '../../engine/container-model.js';
 import { invalidArgument } from '../../lib/errors.js';
-import { readLogBatches, readLogChunks, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
+import { readLogBatches, readLogChunks, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
 import { readLastRecords } from '../../runtime/log-tail.js';
@@ -143,7 +143,7 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
         close();
         frame = { header: type, start: parts.length };
       }
-      if (timestamps) parts.push(Buffer.from(formatRfc3339Nano(rec.timeNs) + ' '));
+      if (timestamps) parts.push(Buffer.from(formatLogTimestamp(rec.timeNs) + ' '));
       parts.push(rec.data);
       if (!rec.partial) parts.push(NEWLINE);
     }

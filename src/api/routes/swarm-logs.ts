@@ -11,7 +11,7 @@ import type { ContainerService } from '../../engine/containers.js';
 import type { SwarmService } from '../../engine/swarm/swarm.js';
 import { isRunningLike } from '../../engine/container-model.js';
 import type { TaskRecord } from '../../engine/swarm/swarm-model.js';
-import { readLogRecords, formatRfc3339Nano, type LogRecord } from '../../runtime/log-file.js';
+import { readLogRecords, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 
@@ -65,7 +65,7 @@ async function streamLogs(
   const wanted = (rec: LogRecord) => (rec.stream === 'stdout' ? stdout : stderr) && (since === undefined || rec.timeNs > since);
   const emit = async (src: Source, rec: LogRecord) => {
     const parts: Buffer[] = [];
-    if (timestamps) parts.push(Buffer.from(formatRfc3339Nano(rec.timeNs) + ' '));
+    if (timestamps) parts.push(Buffer.from(formatLogTimestamp(rec.timeNs) + ' '));
     if (details) parts.push(Buffer.from(contextDetails(src.task) + ' '));
     parts.push(rec.data);
     if (!rec.partial) parts.push(NEWLINE);
