@@ -177,7 +177,11 @@ describe('docker CLI: swarm', () => {
       const r = await d.docker(['service', 'logs', 'hello']);
       return r.stdout.trim().split('\n').length === 2 && r.stderr.trim().split('\n').length === 2 ? r : undefined;
     });
-    const tasks = await tasksOf(d, 'hello');
+    // The output can be read before the task's end is recorded.
+    const tasks = await eventually('both tasks complete', async () => {
+      const ts = await tasksOf(d, 'hello');
+      return ts.length === 2 && ts.every((t) => t.Status.State === 'complete') ? ts : undefined;
+    });
     for (const t of tasks) {
       assert.match(logs.stdout, new RegExp(`^hello\\.${t.Slot}\\.${t.ID.slice(0, 12)}@\\S+\\s+\\| hi from \\w+$`, 'm'));
       assert.match(logs.stderr, new RegExp(`^hello\\.${t.Slot}\\.${t.ID.slice(0, 12)}@\\S+\\s+\\| oops$`, 'm'));
@@ -220,7 +224,8 @@ describe('docker CLI: swarm', () => {
     assert.equal(rm.code, 0, rm.stderr);
     assert.equal((await d.docker(['service', 'ls', '-q'])).stdout.trim(), '');
     await eventually('no task containers left', async () => (await d.docker(['ps', '-aq', '--filter', 'is-task=true'])).stdout.trim() === '');
-    assert.deepEqual((await d.request('GET', '/tasks')).json(), []);
+    // Like dockerd's, a removed service's task records go once their containers are gone.
+    await eventually('no task records left', async () => (await d.request('GET', '/tasks')).json().length === 0);
 
     await d.docker(['service', 'create', '-d', '--name', 'left-behind', image, 'sh', '-c', LOOP]);
     await runningTasks(d, 'left-behind', 1);
