@@ -12,6 +12,12 @@ import { BerthError, errorMessage, internal } from '../lib/errors.js';
 
 type Compression = 'gzip' | 'zstd' | 'none';
 
+/**
+ * Output chunk size: each gunzip call is a thread-pool round trip and each chunk a trip through
+ * the hash, the tar parser and a write, so big chunks (fed by big input chunks) cost least.
+ */
+const OUT_CHUNK = 1024 * 1024;
+
 export function sniffCompression(head: Buffer): Compression | 'bzip2' | 'xz' {
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
   if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) return 'zstd';
@@ -27,7 +33,7 @@ export function sniffCompression(head: Buffer): Compression | 'bzip2' | 'xz' {
  * a failing source) arrive as errors on the returned stream; destroying it stops the source.
  */
 export function decompressLayer(mediaType: string, src: Readable): Readable {
-  const out = new PassThrough({ highWaterMark: 256 * 1024 });
+  const out = new PassThrough({ highWaterMark: OUT_CHUNK });
   // The source's own errors (network, digest) pass unchanged; the decoder's mean a bad layer.
   let srcError: unknown;
   src.once('error', (err) => (srcError = err));
@@ -52,7 +58,7 @@ export function decompressLayer(mediaType: string, src: Readable): Readable {
       return;
     }
     const decoder: Duplex =
-      kind === 'gzip' ? zlib.createGunzip({ chunkSize: 128 * 1024 }) : kind === 'zstd' ? new ZstdDecoder() : new PassThrough();
+      kind === 'gzip' ? zlib.createGunzip({ chunkSize: OUT_CHUNK }) : kind === 'zstd' ? new ZstdDecoder() : new PassThrough();
     // out stays outside the pipeline so errors reach it wrapped (a pipeline would destroy it
     // with the raw error first); a consumer that stops early tears the pipeline down.
     pipeline(src, decoder, (err) => {

@@ -126,6 +126,34 @@ test('OCI whiteouts become overlay whiteouts and opaque dirs', async (t) => {
   assert.equal((await fs.lstat(join(dir, 'var'))).mode & 0o777, 0o700);
 });
 
+test('symlinks (created in the thread pool) land in tar order, replacing and replaced', async (t) => {
+  const root = await tempDir(t);
+  const store = new LayerStore(root, { sync: false });
+  const entries: FixtureEntry[] = [{ name: 'bin/', type: 'directory' }];
+  for (let i = 0; i < 40; i++) entries.push({ name: `bin/a${i}`, type: 'symlink', linkname: 'busybox', uid: 3, gid: 4, mtime: T1 });
+  entries.push(
+    { name: 'bin/a3', type: 'symlink', linkname: 'other' }, // a symlink replaces a symlink
+    { name: 'file', data: 'x' },
+    { name: 'file', type: 'symlink', linkname: 'bin' }, // a symlink replaces a file
+    { name: 'dir/inner/', type: 'directory' },
+    { name: 'dir', type: 'symlink', linkname: 'bin' }, // and a directory made here
+    { name: 'bin/a5', data: 'a file again' }, // a file replaces a symlink
+    { name: 'bin/a6/x', data: 'through a symlink' }, // refused: its parent is a symlink
+  );
+  await assert.rejects(unpackTar(store, await makeTar(entries)), /parent "bin\/a6" is a symlink/);
+
+  const ok = await unpackTar(store, await makeTar(entries.slice(0, -1)));
+  assert.equal(await fs.readlink(join(ok.dir, 'bin/a0')), 'busybox');
+  assert.equal(await fs.readlink(join(ok.dir, 'bin/a39')), 'busybox');
+  assert.equal(await fs.readlink(join(ok.dir, 'bin/a3')), 'other');
+  assert.equal(await fs.readlink(join(ok.dir, 'file')), 'bin');
+  assert.equal(await fs.readlink(join(ok.dir, 'dir')), 'bin');
+  assert.equal(await fs.readFile(join(ok.dir, 'bin/a5'), 'utf8'), 'a file again');
+  const st = await fs.lstat(join(ok.dir, 'bin/a20'));
+  assert.deepEqual([st.uid, st.gid, st.mtimeMs], [3, 4, T1.getTime()]);
+  assert.equal(ok.size, 'a file again'.length);
+});
+
 test('xattrs that would steer overlayfs are dropped', async (t) => {
   const root = await tempDir(t);
   const store = new LayerStore(root, { sync: false });

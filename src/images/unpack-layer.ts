@@ -187,7 +187,7 @@ class Extraction {
         this.#parents(name, parts);
         const abs = this.#abs(rel);
         // The target is stored as text and never followed here: it may point anywhere.
-        this.#create(rel, false, () => fs.symlinkSync(h.linkname!, abs));
+        await this.#createAsync(rel, () => fs.promises.symlink(h.linkname!, abs));
         fs.lchownSync(abs, uid, gid);
         fs.lutimesSync(abs, mtime, mtime);
         break;
@@ -283,11 +283,31 @@ class Extraction {
     } catch (err) {
       if (!isCode(err, 'EEXIST')) throw err;
     }
+    if (this.#makeRoom(rel, isDir)) make();
+  }
+
+  /**
+   * #create for a make that runs in the thread pool. Symlinks use it: busybox-like layers hold
+   * hundreds, and creating an inode right after many were deleted (an image removed, then pulled
+   * again) can take a few hundred microseconds on ext4, which must not stall the other layers.
+   */
+  async #createAsync(rel: string, make: () => Promise<void>): Promise<void> {
+    try {
+      await make();
+      return;
+    } catch (err) {
+      if (!isCode(err, 'EEXIST')) throw err;
+    }
+    if (this.#makeRoom(rel, false)) await make();
+  }
+
+  /** The name is taken: keep an existing directory for a directory (false), else remove what is there. */
+  #makeRoom(rel: string, isDir: boolean): boolean {
     const st = fs.lstatSync(this.#abs(rel));
-    if (isDir && st.isDirectory()) return;
+    if (isDir && st.isDirectory()) return false;
     if (st.isFile() && st.nlink === 1) this.size -= st.size; // it no longer takes space
     this.#remove(rel);
-    make();
+    return true;
   }
 
   /** Delete an extracted path and forget everything pending under it. */
