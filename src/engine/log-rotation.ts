@@ -5,7 +5,7 @@
  * own: its reopen at the limit would replace the live file and lose what Berth had not yet rotated.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
+import { rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { log } from '../lib/log.js';
 
@@ -86,6 +86,12 @@ export class LogRotator {
       await rename(this.path, `${this.path}.1`);
     }
     // conmon keeps writing to the renamed file until it reopens the path.
-    await this.reopen();
+    try {
+      await this.reopen();
+    } finally {
+      // A container that exited meanwhile never reopens: the live file must still exist, as
+      // dockerd's does. Appending nothing creates it and never truncates what conmon wrote.
+      await writeFile(this.path, '', { flag: 'a' });
+    }
   }
 }
