@@ -4,7 +4,6 @@
  * Layer directories appear atomically and are keyed by chainID, so a pull killed at any point leaves
  * either nothing visible or reusable layers, and pulling again finishes the job.
  */
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { invalidArgument } from '../lib/errors.js';
 import { sha256Of, hexOf, type Digest } from '../lib/digest.js';
 import type { Descriptor, ImageConfig, Platform } from '../lib/oci.js';
@@ -12,13 +11,17 @@ import type { RegistryClient, ResolvedImage } from '../registry/registry-client.
 import type { AuthConfig } from '../registry/auth-config.js';
 import { familiarString, fullName, type Reference } from '../registry/reference.js';
 import { chainIds as computeChainIds } from '../images/layer-store.js';
-import { decompressLayer } from '../images/decompress.js';
 import type { ImageService } from './images.js';
 import type { LayerRecord } from '../state/image-records.js';
 import { ProgressThrottle, type ProgressSink } from './progress.js';
 import { refKey } from './image-lookup.js';
+import { LayerPullPool } from './layer-pull-pool.js';
+import { transferLayer } from './layer-transfer.js';
 
 const MAX_CONCURRENT_DOWNLOADS = 3;
+
+/** Layers are fetched and unpacked in worker threads, one layer per thread while they suffice. */
+const workers = new LayerPullPool(MAX_CONCURRENT_DOWNLOADS);
 
 export interface PullRequest {
   ref: Reference;
@@ -161,56 +164,28 @@ async function fetchLayer(
   signal: AbortSignal,
 ): Promise<number> {
   const id = shortId(desc.digest);
-  const blob = (await registry.openBlob(resolved, desc, signal)) as Readable;
   const downloading = new ProgressThrottle(progress, id, 'Downloading', desc.size);
-  let received = 0;
-  const counter = new Transform({
-    transform(chunk: Buffer, _enc, cb: TransformCallback) {
-      received += chunk.length;
-      downloading.update(received);
-      cb(null, chunk);
-    },
-    flush(cb) {
-      downloading.update(received, true);
-      progress({ status: 'Verifying Checksum', progressDetail: {}, id });
-      progress({ status: 'Download complete', progressDetail: {}, id });
-      cb();
-    },
-  });
-  // Download, decompression and unpacking run as one stream: extraction overlaps the download.
-  blob.once('error', (err) => counter.destroy(err));
-  const downloaded = new Promise<void>((resolve, reject) => {
-    counter.once('error', reject);
-    counter.once('end', resolve);
-    // Torn down from downstream (the unpack gave up): no 'end' will come.
-    counter.once('close', () => reject(new Error('layer download interrupted')));
-    blob.once('error', reject);
-  });
-  blob.pipe(counter);
-  const tar = decompressLayer(desc.mediaType, counter);
-  // The unpacker starts listening only after some async set-up; a failure before that (a short
-  // layer failing its digest) must reach it through the stream's state, not crash the daemon.
-  tar.on('error', () => {});
-  const onAbort = () => blob.destroy(signal.reason instanceof Error ? signal.reason : new Error('pull cancelled'));
-  signal.addEventListener('abort', onAbort, { once: true });
-  let result: { size: number };
-  try {
-    // Both must settle: the unpack removes its temp dir before it reports, and the caller cleans
-    // up after this returns. The download's error (a digest mismatch) says more than the unpack's.
-    const [dl, unpacked] = await Promise.allSettled([downloaded, images.layers.unpack(chainId, diffId, tar)]);
-    if (dl.status === 'rejected' && unpacked.status === 'rejected') throw preferred(dl.reason, unpacked.reason);
-    if (unpacked.status === 'rejected') throw unpacked.reason;
-    if (dl.status === 'rejected') throw dl.reason;
-    result = unpacked.value;
-  } catch (err) {
-    blob.destroy();
-    throw err;
-  } finally {
-    signal.removeEventListener('abort', onAbort);
+  const onBytes = (received: number) => downloading.update(received);
+  const onDownloaded = () => {
+    downloading.update(desc.size, true);
+    progress({ status: 'Verifying Checksum', progressDetail: {}, id });
+    progress({ status: 'Download complete', progressDetail: {}, id });
+  };
+  let size: number | undefined;
+  const request = await registry.planBlob(resolved, desc, signal);
+  if (request) {
+    const done = await workers.run({ request, desc, chainId, diffId, store: images.layers.location }, { onBytes, onDownloaded }, signal);
+    if (done !== 'fallback') size = done.size;
+  }
+  if (size === undefined) {
+    // Foreign layers, and blobs the registry did not simply serve (an expired token, an error
+    // to report): the registry client's own request, and the same transfer on this thread.
+    const blob = await registry.openBlob(resolved, desc, signal);
+    size = await transferLayer(blob, { mediaType: desc.mediaType, unpack: (tar) => images.layers.unpack(chainId, diffId, tar), onBytes, onDownloaded, signal });
   }
   progress({ status: 'Extracting', progressDetail: { current: desc.size, total: desc.size }, id });
   progress({ status: 'Pull complete', progressDetail: {}, id });
-  return result.size;
+  return size;
 }
 
 function shortId(d: string): string {
@@ -240,10 +215,4 @@ async function runLimited<T>(items: T[], limit: number, fn: (item: T) => Promise
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failed) throw failed.err;
-}
-
-/** Of two failures, the one that names the cause: not a cancellation or an interruption. */
-function preferred(download: unknown, unpack: unknown): unknown {
-  const msg = (e: unknown) => (e instanceof Error ? e.message : String(e));
-  return /interrupted|cancel|abort|premature/i.test(msg(download)) && !/interrupted|cancel|abort|premature/i.test(msg(unpack)) ? unpack : download;
 }

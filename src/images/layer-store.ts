@@ -43,13 +43,20 @@ interface LayerRecord {
 }
 
 export class LayerStore {
+  readonly #root: string;
   readonly #dir: string;
   readonly #sync: boolean;
 
   constructor(root: string, opts: LayerStoreOptions = {}) {
+    this.#root = root;
     this.#dir = join(root, 'layers');
     this.#sync = opts.sync ?? true;
     mkdirSync(this.#dir, { recursive: true }); // once, at startup
+  }
+
+  /** What it takes to open this store again, e.g. in a worker thread: `new LayerStore(root, opts)`. */
+  get location(): { root: string; opts: LayerStoreOptions } {
+    return { root: this.#root, opts: { sync: this.#sync } };
   }
 
   #layerDir(chainId: Digest): string {

@@ -16,10 +16,11 @@ import { hostPlatform, selectManifest } from './platform.js';
 import { familiarName, familiarString, type Reference } from './reference.js';
 import { describeRequest, errorFromResponse, readLimited, RegistryStatusError } from './registry-errors.js';
 import { isDockerHub, RegistryHosts, type RegistryOptions } from './registry-hosts.js';
-import { RegistrySession, type SessionContext } from './registry-session.js';
+import { RegistrySession, type PlannedRequest, type SessionContext } from './registry-session.js';
 import { TokenCache, TokenError } from './token-auth.js';
 
 export type { RegistryOptions } from './registry-hosts.js';
+export type { PlannedRequest } from './registry-session.js';
 
 export interface ResolveOptions {
   auth?: AuthConfig | undefined;
@@ -155,17 +156,18 @@ export class RegistryClient {
    */
   async openBlob(img: ResolvedImage, desc: Descriptor, signal?: AbortSignal): Promise<Readable> {
     const res = (await this.#foreignLayer(desc, signal)) ?? (await this.#blobResponse(img.session, desc, signal));
-    const length = res.headers['content-length'];
-    if (length !== undefined && Number(length) !== desc.size) {
-      res.destroy();
-      throw verificationFailed(desc, new Error(`Content-Length ${length}, expected ${desc.size}`));
-    }
-    const verifier = new BlobVerifier(desc);
-    pipeline(res, verifier, () => {
-      // Errors reach the consumer through `verifier`; pipeline already destroyed both ends.
-    });
-    if (signal) addAbortSignal(signal, verifier);
-    return verifier;
+    return verifiedBlob(res, desc, signal);
+  }
+
+  /**
+   * The GET openBlob would send for a blob, as data, so another thread can fetch and verify it
+   * (with verifiedBlob) while this one stays free. Undefined for foreign layers, which only
+   * openBlob fetches. Any answer but 200 should be retried through openBlob, which handles a
+   * token that expired meanwhile and reports errors.
+   */
+  async planBlob(img: ResolvedImage, desc: Descriptor, signal?: AbortSignal): Promise<PlannedRequest | undefined> {
+    if (desc.mediaType === MediaType.dockerForeignLayerGzip && desc.urls?.length) return undefined;
+    return img.session.plan('GET', img.session.url(`/v2/${img.session.repository}/blobs/${desc.digest}`), { signal });
   }
 
   /** Foreign (non-distributable) layers come from their own URLs, unauthenticated, when they can. */
@@ -242,4 +244,22 @@ function translatePullError(err: unknown, ref: Reference, session: RegistrySessi
     return denied(session?.authScheme === 'bearer' ? 'denied: requested access to the resource is denied' : err.detail);
   }
   return err;
+}
+
+/**
+ * A 200 blob response as the blob's verified bytes: the Content-Length must match the descriptor,
+ * and the stream fails unless its size and digest do. Aborting `signal` closes the connection.
+ */
+export function verifiedBlob(res: IncomingMessage, desc: Descriptor, signal?: AbortSignal): Readable {
+  const length = res.headers['content-length'];
+  if (length !== undefined && Number(length) !== desc.size) {
+    res.destroy();
+    throw verificationFailed(desc, new Error(`Content-Length ${length}, expected ${desc.size}`));
+  }
+  const verifier = new BlobVerifier(desc);
+  pipeline(res, verifier, () => {
+    // Errors reach the consumer through `verifier`; pipeline already destroyed both ends.
+  });
+  if (signal) addAbortSignal(signal, verifier);
+  return verifier;
 }

@@ -18,6 +18,17 @@ export interface SessionContext {
   tokens: TokenCache;
 }
 
+/** A registry request as plain data (it can be posted to a worker thread): see RegistrySession.plan. */
+export interface PlannedRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  tlsVerify: boolean;
+  tls: HostTls | undefined;
+  maxRedirects: number;
+  headersTimeoutMs: number;
+}
+
 export interface SessionOptions {
   /** Repository path; token scope is `repository:<path>:pull`. Undefined for a login check. */
   repository?: string | undefined;
@@ -122,6 +133,20 @@ export class RegistrySession {
       if (this.#challenge?.scheme === 'bearer') this.#ctx.tokens.invalidate(this.#tokenKey(this.#challenge));
       this.#challenge = challenge;
     }
+  }
+
+  /**
+   * The request request() would send first (its headers with the Authorization it would carry),
+   * for a caller that sends it from another thread. A 401 there means: retry through request().
+   */
+  async plan(method: string, url: URL, opts: { signal?: AbortSignal | undefined } = {}): Promise<PlannedRequest> {
+    const headers: Record<string, string> = { ...this.#headers };
+    const authorization = await this.#authorization(opts.signal);
+    if (authorization !== undefined) headers.authorization = authorization;
+    return {
+      method, url: url.href, headers, tlsVerify: this.endpoint.tlsVerify, tls: this.endpoint.tls,
+      maxRedirects: 5, headersTimeoutMs: REQUEST_HEADERS_TIMEOUT_MS,
+    };
   }
 
   #worthRetrying(challenge: Challenge): boolean {
