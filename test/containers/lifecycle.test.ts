@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
+import { demuxChecked } from '../harness/multiplexed.js';
 
 let image = '';
 
@@ -33,24 +34,6 @@ async function inspect(d: TestDaemon, id: string) {
   const r = await d.request('GET', `/containers/${id}/json`);
   assert.equal(r.status, 200, r.text());
   return r.json();
-}
-
-/** Splits a multiplexed body into stdout and stderr, checking every frame header. */
-function demux(buf: Buffer): { stdout: string; stderr: string } {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  let i = 0;
-  while (i < buf.length) {
-    assert.ok(i + 8 <= buf.length, 'truncated frame header');
-    const type = buf[i]!;
-    assert.deepEqual([...buf.subarray(i + 1, i + 4)], [0, 0, 0]);
-    const len = buf.readUInt32BE(i + 4);
-    const payload = buf.subarray(i + 8, i + 8 + len);
-    assert.equal(payload.length, len, 'truncated frame');
-    (type === 1 ? out : type === 2 ? err : assert.fail(`unexpected stream type ${type}`)).push(payload);
-    i += 8 + len;
-  }
-  return { stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
 }
 
 describe('containers', () => {
@@ -164,11 +147,11 @@ describe('run, observe, stop', () => {
     assert.equal(await waitExit(d, id), 0);
     const r = await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`);
     assert.equal(r.status, 200);
-    assert.deepEqual(demux(r.body), { stdout: 'out1\nout2\n', stderr: 'err1\n' });
+    assert.deepEqual(demuxChecked(r.body), { stdout: 'out1\nout2\n', stderr: 'err1\n' });
     assert.equal(r.headers['content-type'], 'application/vnd.docker.multiplexed-stream');
-    assert.deepEqual(demux((await d.request('GET', `/containers/${id}/logs?stderr=1`)).body), { stdout: '', stderr: 'err1\n' });
-    assert.deepEqual(demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=1`)).body).stdout, 'out2\n');
-    const ts = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&timestamps=1`)).body).stdout;
+    assert.deepEqual(demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1`)).body), { stdout: '', stderr: 'err1\n' });
+    assert.deepEqual(demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=1`)).body).stdout, 'out2\n');
+    const ts = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&timestamps=1`)).body).stdout;
     assert.match(ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z out1\n/);
     assert.equal((await d.request('GET', `/containers/${id}/logs`)).status, 400);
 
@@ -179,7 +162,7 @@ describe('run, observe, stop', () => {
 
     const follower = await run(d, ['sh', '-c', 'for i in 1 2 3; do echo line$i; sleep 0.3; done']);
     const followed = await d.request('GET', `/containers/${follower}/logs?stdout=1&follow=1`);
-    assert.equal(demux(followed.body).stdout, 'line1\nline2\nline3\n', 'follow reads to the end and stops at exit');
+    assert.equal(demuxChecked(followed.body).stdout, 'line1\nline2\nline3\n', 'follow reads to the end and stops at exit');
   });
 
   it('kill takes names and numbers; a stopped container cannot be killed', async () => {
@@ -258,7 +241,7 @@ describe('runtime defaults', () => {
     ].join('; ');
     const id = await run(d, ['sh', '-c', script]);
     assert.equal(await waitExit(d, id), 0);
-    const lines = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body).stdout.trim().split('\n');
+    const lines = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body).stdout.trim().split('\n');
     const short = id.slice(0, 12);
     assert.equal(lines[0], short);
     assert.equal(lines[1], short);
@@ -278,14 +261,14 @@ describe('runtime defaults', () => {
       User: 'berth', WorkingDir: '/tmp', Env: ['GREETING=hi'], HostConfig: { CapDrop: ['ALL'], CapAdd: ['NET_BIND_SERVICE'], ReadonlyRootfs: true },
     });
     assert.equal(await waitExit(d, id), 0);
-    const out = demux((await d.request('GET', `/containers/${id}/logs?stdout=1`)).body).stdout.trim().split('\n');
+    const out = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1`)).body).stdout.trim().split('\n');
     assert.deepEqual(out.slice(0, 4), ['1000', '1000', '/tmp', 'hi']);
     assert.equal(out[4], 'CapEff:\t0000000000000000', 'a non-root user has no effective capabilities');
     assert.equal(out[5], 'ro');
     const priv = await run(d, ['sh', '-c', 'grep CapEff /proc/self/status'], { HostConfig: { Privileged: true } });
     await waitExit(d, priv);
     // Every capability the daemon itself holds (this host withholds CAP_SYS_RESOURCE), so CAP_SYS_ADMIN (bit 21) too.
-    const privCaps = BigInt('0x' + /CapEff:\t([0-9a-f]+)/.exec(demux((await d.request('GET', `/containers/${priv}/logs?stdout=1`)).body).stdout)![1]!);
+    const privCaps = BigInt('0x' + /CapEff:\t([0-9a-f]+)/.exec(demuxChecked((await d.request('GET', `/containers/${priv}/logs?stdout=1`)).body).stdout)![1]!);
     const ownCaps = BigInt('0x' + /CapBnd:\t([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]!);
     assert.equal(privCaps & (1n << 21n), 1n << 21n);
     assert.equal(privCaps, ownCaps & privCaps);
@@ -310,7 +293,7 @@ describe('runtime defaults', () => {
     const r = await run(d, ['sh', '-c', 'echo via-runc'], { HostConfig: { Runtime: 'runc' } });
     assert.equal(await waitExit(d, r), 0);
     assert.equal((await inspect(d, r)).HostConfig.Runtime, 'runc');
-    assert.equal(demux((await d.request('GET', `/containers/${r}/logs?stdout=1`)).body).stdout, 'via-runc\n');
+    assert.equal(demuxChecked((await d.request('GET', `/containers/${r}/logs?stdout=1`)).body).stdout, 'via-runc\n');
     assert.equal((await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { Runtime: 'nope' } } })).status, 400);
   });
 });

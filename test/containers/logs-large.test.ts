@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
+import { demuxChecked } from '../harness/multiplexed.js';
 
 const LINES = 200_000;
 const LONG = 100_000;
@@ -26,25 +27,6 @@ function expected(): { stdout: string; stderr: string } {
     if (i === LINES / 2) out.push('y'.repeat(LONG) + '\n');
   }
   return { stdout: out.join(''), stderr: err.join('') };
-}
-
-/** Splits a multiplexed body into stdout and stderr, checking every frame header. */
-function demux(buf: Buffer): { stdout: string; stderr: string } {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  let i = 0;
-  while (i < buf.length) {
-    assert.ok(i + 8 <= buf.length, 'truncated frame header');
-    const type = buf[i]!;
-    assert.deepEqual([...buf.subarray(i + 1, i + 4)], [0, 0, 0]);
-    const len = buf.readUInt32BE(i + 4);
-    assert.ok(len > 0, 'empty frame');
-    const payload = buf.subarray(i + 8, i + 8 + len);
-    assert.equal(payload.length, len, 'truncated frame');
-    (type === 1 ? out : type === 2 ? err : assert.fail(`unexpected stream type ${type}`)).push(payload);
-    i += 8 + len;
-  }
-  return { stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
 }
 
 describe('large logs', () => {
@@ -74,12 +56,12 @@ describe('large logs', () => {
     const want = expected();
     const both = await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`, { timeoutMs: 120_000 });
     assert.equal(both.status, 200);
-    const got = demux(both.body);
+    const got = demuxChecked(both.body);
     assert.equal(got.stdout.length, want.stdout.length);
     assert.ok(got.stdout === want.stdout, 'stdout intact');
     assert.ok(got.stderr === want.stderr, 'stderr intact');
-    assert.deepEqual(demux((await d.request('GET', `/containers/${id}/logs?stderr=1`, { timeoutMs: 120_000 })).body), { stdout: '', stderr: want.stderr });
-    const out = demux((await d.request('GET', `/containers/${id}/logs?stdout=1`, { timeoutMs: 120_000 })).body);
+    assert.deepEqual(demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1`, { timeoutMs: 120_000 })).body), { stdout: '', stderr: want.stderr });
+    const out = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1`, { timeoutMs: 120_000 })).body);
     assert.ok(out.stdout === want.stdout && out.stderr === '', 'stdout alone');
     // The CLI's own demultiplexing agrees.
     const cli = await d.docker(['logs', id], { timeoutMs: 120_000 });
@@ -101,17 +83,17 @@ describe('large logs', () => {
     const id = await runToExit(d, { HostConfig: { NetworkMode: 'none', LogConfig: { Type: 'k8s-file', Config: { 'max-size': '1m', 'max-file': '3' } } } });
     const logPath = (await d.request('GET', `/containers/${id}/json`)).json().LogPath as string;
     assert.ok(existsSync(`${logPath}.1`), 'rotated');
-    const whole = demux((await d.request('GET', `/containers/${id}/logs?stdout=1`, { timeoutMs: 120_000 })).body).stdout;
+    const whole = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1`, { timeoutMs: 120_000 })).body).stdout;
     assert.ok(expected().stdout.endsWith(whole), 'what is left is the end of the output, in order');
     // One line more than the live file holds: the tail must start in the rotated file.
     const live = readFileSync(logPath).toString().split('\n').length - 1;
     const n = live + 1000;
-    const tail = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=${n}`, { timeoutMs: 120_000 })).body).stdout;
+    const tail = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=${n}`, { timeoutMs: 120_000 })).body).stdout;
     assert.ok(whole.endsWith(tail), 'the tail is the end of the whole');
     assert.ok(tail.split('\n').length - 1 > live, 'the tail goes back past the live file');
     // The streams come through two pipes, so only each one's own order is known; the tail counts the selected streams.
-    assert.equal(demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=3`)).body).stdout, `o${LINES - 4}\no${LINES - 3}\no${LINES - 2}\n`);
-    assert.equal(demux((await d.request('GET', `/containers/${id}/logs?stderr=1&tail=2`)).body).stderr, `e${LINES - 1001}\ne${LINES - 1}\n`);
+    assert.equal(demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=3`)).body).stdout, `o${LINES - 4}\no${LINES - 3}\no${LINES - 2}\n`);
+    assert.equal(demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1&tail=2`)).body).stderr, `e${LINES - 1001}\ne${LINES - 1}\n`);
   });
 
   it('a client hanging up mid-read: the daemon lets go of the log file and serves the next read whole', async () => {
@@ -132,7 +114,7 @@ describe('large logs', () => {
     // Bounded wait for the daemon to notice and close the file.
     for (let i = 0; i < 200 && openFds(d.pid).includes(logPath); i++) await new Promise((r) => setTimeout(r, 25));
     assert.ok(!openFds(d.pid).includes(logPath), 'the log file is closed after the hang-up');
-    const again = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`, { timeoutMs: 120_000 })).body);
+    const again = demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`, { timeoutMs: 120_000 })).body);
     assert.ok(again.stdout === expected().stdout, 'a later read is whole');
   });
 });
