@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-exec node bin/berthd "$@"
+exec bin/berthd "$@"

@@ -129,7 +129,6 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
 
   async function launch(o: DaemonOptions): Promise<void> {
     const args = [
-      berthd,
       '-H', `unix://${socket}`,
       '--data-root', dataRoot,
       '--exec-root', execRoot,
@@ -138,8 +137,9 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
       '--network-prefix', networkPrefix,
       ...(o.args ?? []),
     ];
-    writeFileSync(logFile, `--- harness: starting ${process.execPath} ${args.join(' ')}\n`, { flag: 'a' });
-    const p = spawnLogged(process.execPath, args, { logFile, env: { ...process.env, ...(o.env ?? {}) } });
+    writeFileSync(logFile, `--- harness: starting ${berthd} ${args.join(' ')}\n`, { flag: 'a' });
+    // Run as an executable, so the node flags in its first line apply.
+    const p = spawnLogged(berthd, args, { logFile, env: { ...process.env, ...(o.env ?? {}) } });
     writeFileSync(logFile, `--- harness: berthd pid ${p.pid}\n`, { flag: 'a' });
     proc = p;
     const timeout = o.readyTimeoutMs ?? 15_000;

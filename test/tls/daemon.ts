@@ -41,12 +41,12 @@ export async function startDaemon(opts: { args?: string[]; env?: NodeJS.ProcessE
   const logFile = join(dir, 'berthd.log');
   const fd = openSync(logFile, 'a');
   const args = [
-    BERTHD, '-H', `unix://${socket}`, '--data-root', join(dir, 'data'), '--exec-root', join(dir, 'exec'),
+    '-H', `unix://${socket}`, '--data-root', join(dir, 'data'), '--exec-root', join(dir, 'exec'),
     '--pidfile', join(dir, 'berthd.pid'), '--config-file', join(dir, 'daemon.json'), '--network-prefix', networkPrefix, ...(opts.args ?? []),
   ];
   let proc: ChildProcess;
   try {
-    proc = spawn(process.execPath, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } });
+    proc = spawn(BERTHD, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } });
   } finally {
     closeSync(fd);
   }
