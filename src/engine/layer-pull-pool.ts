@@ -2,12 +2,15 @@
  * A few worker threads that pull layers whole (layer-pull-worker.ts): fetch, verify, decompress,
  * hash and unpack. Hashing, gunzip callbacks, tar parsing and the garbage of ~1 MiB buffers are
  * most of a pull's CPU; here the layers of a pull share the machine's cores instead of queueing
- * on the main thread. Workers start on the first pull and stay (unref'd, so they never keep the
- * process alive); a job goes to the least busy one. A worker that dies fails its jobs.
+ * on the main thread. Workers start when a pull needs them and end after a few idle seconds: each
+ * holds a heap of its own (tens of MiB after a big pull), which an idle daemon should not keep.
+ * They are unref'd, so they never keep the process alive; a job goes to the least busy one. A
+ * worker that dies fails its jobs.
  */
 import { Worker } from 'node:worker_threads';
 import { BerthError } from '../lib/errors.js';
 import type { Digest } from '../lib/digest.js';
+import { releaseFreedMemory } from '../lib/malloc-trim.js';
 import type { Descriptor } from '../lib/oci.js';
 import type { LayerStoreOptions } from '../images/layer-store.js';
 import type { PlannedRequest } from '../registry/registry-client.js';
@@ -35,7 +38,11 @@ interface Pending {
 interface Slot {
   worker: Worker;
   jobs: Map<number, Pending>;
+  idle?: NodeJS.Timeout;
 }
+
+/** How long a worker with nothing to do is kept for the next pull (the layers of one pull, or pulls in a row). */
+const IDLE_MS = 3_000;
 
 export class LayerPullPool {
   readonly #max: number;
@@ -72,10 +79,31 @@ export class LayerPullPool {
   }
 
   #pick(): Slot {
-    const idle = this.#slots.find((s) => s.jobs.size === 0);
-    if (idle) return idle;
-    if (this.#slots.length < this.#max) return this.#spawn();
-    return this.#slots.reduce((a, b) => (b.jobs.size < a.jobs.size ? b : a));
+    const slot =
+      this.#slots.find((s) => s.jobs.size === 0) ??
+      (this.#slots.length < this.#max ? this.#spawn() : this.#slots.reduce((a, b) => (b.jobs.size < a.jobs.size ? b : a)));
+    clearTimeout(slot.idle);
+    slot.idle = undefined;
+    return slot;
+  }
+
+  /** A job ended: a worker left with none ends after IDLE_MS unless a job comes first. */
+  #jobEnded(slot: Slot): void {
+    if (slot.jobs.size > 0) return;
+    clearTimeout(slot.idle);
+    slot.idle = setTimeout(() => {
+      if (slot.jobs.size > 0) return;
+      this.#remove(slot);
+      // Once the last one is gone, what the workers' buffers took can go back to the system.
+      void slot.worker.terminate().then(() => {
+        if (this.#slots.length === 0) releaseFreedMemory();
+      });
+    }, IDLE_MS).unref();
+  }
+
+  #remove(slot: Slot): void {
+    const i = this.#slots.indexOf(slot);
+    if (i >= 0) this.#slots.splice(i, 1);
   }
 
   #spawn(): Slot {
@@ -96,20 +124,23 @@ export class LayerPullPool {
         case 'done':
           slot.jobs.delete(m.job);
           p.resolve({ size: m.size });
+          this.#jobEnded(slot);
           break;
         case 'fallback':
           slot.jobs.delete(m.job);
           p.resolve('fallback');
+          this.#jobEnded(slot);
           break;
         case 'error':
           slot.jobs.delete(m.job);
           p.reject(fromWire(m.error));
+          this.#jobEnded(slot);
           break;
       }
     });
     const fail = (err: unknown) => {
-      const i = this.#slots.indexOf(slot);
-      if (i >= 0) this.#slots.splice(i, 1);
+      clearTimeout(slot.idle);
+      this.#remove(slot);
       const jobs = [...slot.jobs.values()];
       slot.jobs.clear();
       const reason = new BerthError('internal', `layer pull worker failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
