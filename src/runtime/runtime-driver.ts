@@ -22,7 +22,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { BerthError, conflict, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { writeBundleConfig } from './bundle.js';
-import { detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
+import { controllerDir, detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
 import { ConmonLauncher, LauncherError, makeFifo } from './conmon-launcher.js';
 import { conmonEnv, SyncPipeReader } from './conmon-sync.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
@@ -397,10 +397,16 @@ export class RuntimeDriver {
     await runRuntime(rt, ['pause', id]);
     // The v1 freezer goes FREEZING → FROZEN on its own time and the runtime may return in between
     // (seen with crun on a loaded host). Callers expect "paused" right after pause, so wait for it,
-    // briefly and with backoff: there is no change notification for v1 freezer.state.
+    // briefly and with backoff: there is no change notification for v1 freezer.state. The cgroup's
+    // own file says it without a `<runtime> state` process per look.
+    const frozen = freezerReader(this.cgroupLayout, meta.cgroupsPath);
     for (let delay = 1; delay <= 256; delay *= 2) {
-      const s = await runtimeState(rt, id);
-      if (!s || s.status !== 'running') return;
+      if (frozen) {
+        if ((await frozen()) !== false) return;
+      } else {
+        const s = await runtimeState(rt, id);
+        if (!s || s.status !== 'running') return;
+      }
       await new Promise((r) => setTimeout(r, delay));
     }
     log.warn('container still freezing after pause', { id });
@@ -610,6 +616,25 @@ export class RuntimeDriver {
     await removeFlatDir(join(rt.root, id));
     return true;
   }
+}
+
+/**
+ * Reads whether a cgroup is frozen: v1 freezer.state FROZEN, v2 cgroup.events "frozen 1".
+ * Undefined when no freezer directory is known here; the reader gives undefined when the file
+ * cannot be read (cgroup gone: the container is not running, nothing to wait for).
+ */
+function freezerReader(layout: CgroupLayout, cgroupsPath: string): (() => Promise<boolean | undefined>) | undefined {
+  const dir = controllerDir(layout, 'freezer', cgroupsPath);
+  if (!dir) return undefined;
+  const v2 = layout.kind === 'v2';
+  return async () => {
+    try {
+      const text = await readFile(join(dir, v2 ? 'cgroup.events' : 'freezer.state'), 'utf8');
+      return v2 ? /^frozen 1$/m.test(text) : text.trim() === 'FROZEN';
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 /**
