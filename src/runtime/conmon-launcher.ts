@@ -30,8 +30,13 @@ export interface ConmonLaunch {
   syncFifo: string;
 }
 
-/** The launcher could not run the job (shell gone or stuck); the caller may fall back to spawn(). */
-export class LauncherError extends Error {}
+/** The launcher could not run the job (shell gone or stuck). */
+export class LauncherError extends Error {
+  /** True when no shell ever ran (sh could not be started): nothing was launched, spawn() may be used. */
+  constructor(message: string, readonly notStarted = false) {
+    super(message);
+  }
+}
 
 const TIMEOUT_MS = 30_000;
 
@@ -88,6 +93,7 @@ export class ConmonLauncher {
         clearTimeout(timer);
         sh.stdout.off('data', onData);
         sh.off('exit', onExit);
+        sh.off('error', onError);
         if (err) reject(err);
         else resolve(status);
       };
@@ -101,7 +107,8 @@ export class ConmonLauncher {
         if (text) log.warn('conmon launcher', { output: text });
         done(null, Number(out.slice(at + 1 + marker.length, end)));
       };
-      const onExit = () => done(new LauncherError(`the conmon launcher ended: ${out}`));
+      const onExit = () => done(new LauncherError(`the conmon launcher ended: ${out}`, sh.pid === undefined));
+      const onError = (err: Error) => done(new LauncherError(`the conmon launcher could not start: ${err.message}`, sh.pid === undefined));
       const timer = setTimeout(() => {
         if (this.#sh === sh) this.#sh = undefined;
         sh.kill('SIGKILL');
@@ -109,6 +116,7 @@ export class ConmonLauncher {
       }, TIMEOUT_MS);
       sh.stdout.on('data', onData);
       sh.once('exit', onExit);
+      sh.once('error', onError);
       sh.stdin.write(script);
     });
   }

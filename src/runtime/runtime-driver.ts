@@ -334,6 +334,11 @@ export class RuntimeDriver {
     } catch (err) {
       closeSync(fd);
       if (!(err instanceof LauncherError)) throw err;
+      if (err.notStarted) {
+        log.warn('conmon launcher unavailable, using spawn()', { err });
+        this.#launcher = undefined;
+        return undefined;
+      }
       // The job's fate is unknown (a conmon may be running): fail this create, not guess.
       log.warn('conmon launcher failed', { id, err });
       throw internal(`OCI runtime create failed: ${err.message}`);
