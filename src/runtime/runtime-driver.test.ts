@@ -222,6 +222,44 @@ describe('runtime driver (crun)', () => {
     assert.deepEqual(a, b);
   });
 
+  test('create returns with conmon.pid naming a detached conmon; fast exits in parallel never read as 255', async () => {
+    // conmon's first process writes conmon.pid, unordered with its daemon's pid report: waitExit
+    // reading "no conmon" right after create settled 255 under load.
+    const cs = await Promise.all(Array.from({ length: 8 }, () => createContainer(['true'])));
+    for (const c of cs) {
+      const conmonPid = Number(await readFile(join(driver.stateDir, 'containers', c.id, 'conmon.pid'), 'utf8'));
+      const stat = await readFile(`/proc/${conmonPid}/stat`, 'utf8');
+      assert.match(stat, /^\d+ \(conmon\) [RSD] /);
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      assert.notEqual(ppid, process.pid, 'conmon must not be a child of the daemon');
+    }
+    const exits = await Promise.all(
+      cs.map(async (c) => {
+        await driver.start(c.id);
+        return driver.waitExit(c.id);
+      }),
+    );
+    assert.deepEqual(exits.map((e) => e.exitCode), cs.map(() => 0));
+    await Promise.all(cs.map((c) => driver.cleanup(c.id)));
+    for (const c of cs) created.delete(c.id);
+  });
+
+  test('without the launcher (spawn), containers run the same', async () => {
+    const d = new RuntimeDriver({ stateDir: driver.stateDir, defaultRuntime: 'crun', launcher: false });
+    await d.init();
+    try {
+      const c = await createContainer(['sh', '-c', 'echo spawned; exit 3'], {}, {}, d);
+      const exited = d.waitExit(c.id);
+      await d.start(c.id);
+      assert.equal((await exited).exitCode, 3);
+      assert.equal(await logText(c.logPath), 'spawned\n');
+      await d.cleanup(c.id);
+      created.delete(c.id);
+    } finally {
+      d.close();
+    }
+  });
+
   test('memory and pids limits reach the cgroup and stats', async () => {
     const c = await createContainer(['sleep', '100'], { resources: { memory: 64 * 1024 * 1024, pidsLimit: 50 } });
     const exited = driver.waitExit(c.id);

@@ -17,12 +17,13 @@ import { spawn } from 'node:child_process';
 import { constants, openSync, closeSync, unlinkSync, writeSync } from 'node:fs';
 import { access, mkdir, open, readdir, readFile, rm, rmdir, unlink, writeFile, rename } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
-import type { Socket } from 'node:net';
-import type { Readable } from 'node:stream';
+import { Socket } from 'node:net';
+import { PassThrough, type Readable } from 'node:stream';
 import { BerthError, conflict, internal, invalidArgument, notFound, unavailable } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { writeBundleConfig } from './bundle.js';
-import { detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
+import { controllerDir, detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
+import { ConmonLauncher, LauncherError, makeFifo } from './conmon-launcher.js';
 import { conmonEnv, SyncPipeReader } from './conmon-sync.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
 import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
@@ -42,6 +43,14 @@ export interface RuntimeDriverOptions {
   /** Binary paths; default: looked up in PATH. */
   conmonPath?: string;
   runtimePaths?: Partial<Record<RuntimeName, string>>;
+  /** false: start conmon with spawn() (a fork of berthd) instead of the launcher shell. */
+  launcher?: boolean;
+}
+
+/** A started conmon: its sync pipe, and when its first process (which writes conmon.pid) is gone. */
+interface Launched {
+  pipe: Readable;
+  firstExited: Promise<void>;
 }
 
 export interface CreateOptions {
@@ -117,12 +126,15 @@ export class RuntimeDriver {
   #seccompCache: SeccompBpfCache | undefined;
   /** The conmon this instance started last for each id (see #onConmonGone). */
   #conmonRuns = new Map<string, object>();
+  /** Starts conmon without forking berthd; undefined: spawn() (option `launcher: false`). */
+  #launcher: ConmonLauncher | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.#opts = opts;
     this.stateDir = opts.stateDir;
     this.defaultRuntime = opts.defaultRuntime;
     this.#exits = new ExitWatcher(join(opts.stateDir, 'exits'));
+    if (opts.launcher !== false) this.#launcher = new ConmonLauncher();
   }
 
   get #exitsDir() {
@@ -171,6 +183,7 @@ export class RuntimeDriver {
   /** Stops watching; containers keep running. */
   close(): void {
     this.#exits.close();
+    this.#launcher?.close();
   }
 
   get cgroupLayout(): CgroupLayout {
@@ -241,6 +254,9 @@ export class RuntimeDriver {
     spec.linux = { ...spec.linux, cgroupsPath: meta.cgroupsPath };
     const seccomp = runtimeName === 'crun' && this.#seccompCache ? this.#seccompCache.apply(spec) : { spec };
 
+    // A late EOF of an earlier run's conmon must not settle this run's waiters (its exit file is
+    // removed just below).
+    this.#conmonRuns.delete(c.id);
     await mkdir(dir, { recursive: true });
     await Promise.all([
       writeBundleConfig(c.bundleDir, seccomp.spec),
@@ -248,7 +264,7 @@ export class RuntimeDriver {
       // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
       removeFile(this.#exits.pathOf(c.id)),
       removeFile(join(this.#socketsDir, c.id)),
-      ...['oom', 'pid', 'conmon.pid'].map((f) => removeFile(join(dir, f))),
+      ...['oom', 'pid', 'conmon.pid', 'sync'].map((f) => removeFile(join(dir, f))),
       ...['attach', 'ctl', 'winsz'].map((f) => removeFile(join(c.bundleDir, f))),
     ]);
     this.#meta.set(c.id, meta);
@@ -269,35 +285,28 @@ export class RuntimeDriver {
     if (c.stdin && !c.stdinOnce) args.push('--leave-stdin-open');
     if (c.tty) args.push('-t');
 
-    // conmon's own messages (rare) go to a file: a pipe would tie the daemonized conmon to berthd.
-    const errFd = openSync(join(dir, 'conmon.log'), 'a');
+    const syncFifo = join(dir, 'sync');
+    const launched = (await this.#launchByShell(c.id, args, dir, syncFifo)) ?? this.#launchBySpawn(c.id, args, dir);
     let first;
     try {
-      const child = spawn(this.#conmonPath, args, {
-        stdio: ['ignore', 'ignore', errFd, 'pipe'],
-        env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
-        detached: true,
-        cwd: dir, // conmon also drops an `oom` file in its working directory
-      });
-      child.unref();
-      // A spawn failure (ENOENT...) also closes the pipe: reported below as "no pid".
-      child.on('error', (err) => log.error('conmon spawn failed', { id: c.id, err }));
-      const pipe = child.stdio[3] as Readable;
-      const sync = new SyncPipeReader(pipe);
-      first = await sync.next();
+      const sync = new SyncPipeReader(launched.pipe);
+      // Both: the pid, and conmon's first process gone, so conmon.pid names the daemon (its first
+      // process writes that file, unordered with the daemon's report; waitExit reads it).
+      [first] = await Promise.all([sync.next(), launched.firstExited]);
       // conmon holds its end until it exits: EOF tells us conmon is gone even if it died without
       // writing an exit file (killed). Unref'd, so it never keeps berthd alive.
       if (first && first.data > 0) {
+        const pipe = launched.pipe;
         (pipe as Socket).unref();
         const run = {};
         this.#conmonRuns.set(c.id, run);
         pipe.once('close', () => void this.#onConmonGone(c.id, run));
         pipe.resume();
       } else {
-        pipe.destroy();
+        launched.pipe.destroy();
       }
     } finally {
-      closeSync(errFd);
+      await removeFile(syncFifo).catch(() => undefined);
     }
     if (!first || first.data <= 0) {
       const conmonLog = await readFile(join(dir, 'conmon.log'), 'utf8').catch(() => '');
@@ -309,6 +318,64 @@ export class RuntimeDriver {
       await this.#seccompCache.remember(seccomp.missKey, rt.root, c.id).catch((err) => log.warn('seccomp filter not cached', { id: c.id, err }));
     }
     return { pid: first.data };
+  }
+
+  /**
+   * conmon through the long-lived launcher shell (conmon-launcher.ts): no fork of berthd.
+   * Undefined when that is not possible here (no libc for mkfifo, no shell): spawn() then.
+   */
+  async #launchByShell(id: string, args: string[], dir: string, syncFifo: string): Promise<Launched | undefined> {
+    if (!this.#launcher || !makeFifo(syncFifo)) return undefined;
+    // Non-blocking: opening a FIFO's read end does not wait for a writer then (libuv adds O_CLOEXEC).
+    const fd = openSync(syncFifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    let status: number;
+    try {
+      status = await this.#launcher.launch({ conmonPath: this.#conmonPath, args, cwd: dir, stderrPath: join(dir, 'conmon.log'), syncFifo });
+    } catch (err) {
+      closeSync(fd);
+      if (!(err instanceof LauncherError)) throw err;
+      if (err.notStarted) {
+        log.warn('conmon launcher unavailable, using spawn()', { err });
+        this.#launcher = undefined;
+        return undefined;
+      }
+      // The job's fate is unknown (a conmon may be running): fail this create, not guess.
+      log.warn('conmon launcher failed', { id, err });
+      throw internal(`OCI runtime create failed: ${err.message}`);
+    }
+    if (status !== 0) {
+      // No conmon holds the FIFO (or none ever did, and epoll would never report the end).
+      closeSync(fd);
+      const empty = new PassThrough();
+      empty.end();
+      return { pipe: empty, firstExited: Promise.resolve() };
+    }
+    return { pipe: new Socket({ fd, readable: true, writable: false }), firstExited: Promise.resolve() };
+  }
+
+  /** conmon by spawn(): a fork of berthd. Its stderr goes to a file: a pipe would tie the daemonized conmon to berthd. */
+  #launchBySpawn(id: string, args: string[], dir: string): Launched {
+    const errFd = openSync(join(dir, 'conmon.log'), 'a');
+    try {
+      const child = spawn(this.#conmonPath, args, {
+        stdio: ['ignore', 'ignore', errFd, 'pipe'],
+        env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
+        detached: true,
+        cwd: dir, // conmon also drops an `oom` file in its working directory
+      });
+      child.unref();
+      const firstExited = new Promise<void>((resolve) => {
+        // A spawn failure (ENOENT...) also closes the pipe: reported as "no pid".
+        child.once('error', (err) => {
+          log.error('conmon spawn failed', { id, err });
+          resolve();
+        });
+        child.once('exit', () => resolve());
+      });
+      return { pipe: child.stdio[3] as Readable, firstExited };
+    } finally {
+      closeSync(errFd);
+    }
   }
 
   async start(id: string): Promise<void> {
@@ -335,10 +402,16 @@ export class RuntimeDriver {
     await runRuntime(rt, ['pause', id]);
     // The v1 freezer goes FREEZING → FROZEN on its own time and the runtime may return in between
     // (seen with crun on a loaded host). Callers expect "paused" right after pause, so wait for it,
-    // briefly and with backoff: there is no change notification for v1 freezer.state.
+    // briefly and with backoff: there is no change notification for v1 freezer.state. The cgroup's
+    // own file says it without a `<runtime> state` process per look.
+    const frozen = freezerReader(this.cgroupLayout, meta.cgroupsPath);
     for (let delay = 1; delay <= 256; delay *= 2) {
-      const s = await runtimeState(rt, id);
-      if (!s || s.status !== 'running') return;
+      if (frozen) {
+        if ((await frozen()) !== false) return;
+      } else {
+        const s = await runtimeState(rt, id);
+        if (!s || s.status !== 'running') return;
+      }
       await new Promise((r) => setTimeout(r, delay));
     }
     log.warn('container still freezing after pause', { id });
@@ -386,7 +459,9 @@ export class RuntimeDriver {
   async waitExit(id: string): Promise<ExitStatus> {
     await this.#mustMeta(id);
     const waiting = this.#exits.wait(id);
-    void this.#conmonAlive(id).then(async (alive) => {
+    // A conmon this instance started is followed by its sync pipe's EOF (#onConmonGone); only an
+    // adopted one (daemon restart) needs the pid file and /proc.
+    if (!this.#conmonRuns.has(id)) void this.#conmonAlive(id).then(async (alive) => {
       if (alive) return;
       const rec = await this.#exits.read(id);
       this.#exits.settle(id, rec ?? { exitCode: 255, exitedAt: new Date() });
@@ -400,8 +475,10 @@ export class RuntimeDriver {
   async #onConmonGone(id: string, run: object): Promise<void> {
     // Cleaned up meanwhile, or already re-created (restart): this conmon's end means nothing now.
     if (this.#conmonRuns.get(id) !== run) return;
-    this.#conmonRuns.delete(id);
     const rec = await this.#exits.read(id).catch(() => undefined);
+    // Checked again after the read: a cleanup meanwhile may have removed the exit file.
+    if (this.#conmonRuns.get(id) !== run) return;
+    this.#conmonRuns.delete(id);
     if (rec) return; // the watcher delivers it
     log.warn('conmon exited without an exit file', { id });
     this.#exits.settle(id, { exitCode: 255, exitedAt: new Date() });
@@ -517,6 +594,9 @@ export class RuntimeDriver {
       if (busy.length > 0) log.warn('cgroup still busy after cleanup', { id, busy });
       await Promise.all(['attach', 'ctl', 'winsz'].map((f) => removeFile(join(meta.bundleDir, f))));
     }
+    // Before the exit file goes: conmon's EOF arriving after that would read "no exit file" and
+    // settle 255 (#onConmonGone).
+    this.#conmonRuns.delete(id);
     await Promise.all([
       removeFile(this.#exits.pathOf(id)),
       removeFile(join(this.#socketsDir, id)),
@@ -524,7 +604,6 @@ export class RuntimeDriver {
       removeFlatDir(this.#containerDir(id)),
     ]);
     this.#meta.delete(id);
-    this.#conmonRuns.delete(id);
   }
 
   /**
@@ -542,6 +621,25 @@ export class RuntimeDriver {
     await removeFlatDir(join(rt.root, id));
     return true;
   }
+}
+
+/**
+ * Reads whether a cgroup is frozen: v1 freezer.state FROZEN, v2 cgroup.events "frozen 1".
+ * Undefined when no freezer directory is known here; the reader gives undefined when the file
+ * cannot be read (cgroup gone: the container is not running, nothing to wait for).
+ */
+function freezerReader(layout: CgroupLayout, cgroupsPath: string): (() => Promise<boolean | undefined>) | undefined {
+  const dir = controllerDir(layout, 'freezer', cgroupsPath);
+  if (!dir) return undefined;
+  const v2 = layout.kind === 'v2';
+  return async () => {
+    try {
+      const text = await readFile(join(dir, v2 ? 'cgroup.events' : 'freezer.state'), 'utf8');
+      return v2 ? /^frozen 1$/m.test(text) : text.trim() === 'FROZEN';
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 /**
