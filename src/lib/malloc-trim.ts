@@ -4,19 +4,15 @@
  * malloc arenas outlive them) glibc keeps the freed pages mapped, and a daemon's resident memory
  * stays at its peak. Does nothing where libc cannot be called.
  */
-import { createRequire } from 'node:module';
+import { loadLibc } from './libc.js';
 
 let trim: (() => void) | null | undefined;
 
 function load(): (() => void) | null {
   if (trim !== undefined) return trim;
-  try {
-    const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
-    const fn = koffi.load('libc.so.6').func('int malloc_trim(size_t pad)');
-    trim = () => void fn(0);
-  } catch {
-    trim = null;
-  }
+  const c = loadLibc();
+  const fn = c?.lib.func('int malloc_trim(size_t pad)');
+  trim = fn ? () => void fn(0) : null;
   return trim;
 }
 

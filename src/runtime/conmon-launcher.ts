@@ -15,9 +15,9 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { log } from '../lib/log.js';
 import { conmonEnv } from './conmon-sync.js';
+import { loadLibc } from '../lib/libc.js';
 
 export interface ConmonLaunch {
   conmonPath: string;
@@ -47,13 +47,8 @@ let mkfifoFn: ((path: string, mode: number) => number) | null | undefined;
 /** mkfifo(3) through libc (koffi): no mkfifo(1) process. False where libc is not callable. */
 export function makeFifo(path: string): boolean {
   if (mkfifoFn === undefined) {
-    try {
-      const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
-      mkfifoFn = koffi.load('libc.so.6').func('int mkfifo(const char *path, unsigned int mode)') as (path: string, mode: number) => number;
-    } catch (err) {
-      log.warn('libc not callable, conmon started by spawn()', { err });
-      mkfifoFn = null;
-    }
+    const c = loadLibc();
+    mkfifoFn = c ? (c.lib.func('int mkfifo(const char *path, unsigned int mode)') as (path: string, mode: number) => number) : null;
   }
   if (!mkfifoFn) return false;
   return mkfifoFn(path, 0o600) === 0;

@@ -8,10 +8,9 @@
  * are used as before.
  */
 import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { constants } from 'node:os';
 import { promisify } from 'node:util';
-import { log } from '../lib/log.js';
+import { loadLibc } from '../lib/libc.js';
 
 const run = promisify(execFile);
 const MNT_DETACH = 2;
@@ -25,22 +24,17 @@ interface Libc {
 
 let libc: Libc | null | undefined;
 
-function loadLibc(): Libc | null {
+function libcCalls(): Libc | null {
   if (libc !== undefined) return libc;
-  try {
-    const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
-    const lib = koffi.load('libc.so.6');
-    const umount2 = lib.func('int umount2(const char *target, int flags)');
-    libc = {
-      mount: lib.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
-      umount2: (target, flags) =>
-        new Promise((resolve, reject) => umount2.async(target, flags, (err: unknown, res: number) => (err ? reject(err) : resolve(res)))),
-      errno: () => koffi.errno(),
-    };
-  } catch (err) {
-    log.warn('libc not callable, mounting through mount(8)', { err });
-    libc = null;
-  }
+  const c = loadLibc();
+  if (!c) return (libc = null);
+  const umount2 = c.lib.func('int umount2(const char *target, int flags)');
+  libc = {
+    mount: c.lib.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
+    umount2: (target, flags) =>
+      new Promise((resolve, reject) => umount2.async(target, flags, (err: unknown, res: number) => (err ? reject(err) : resolve(res)))),
+    errno: () => c.koffi.errno(),
+  };
   return libc;
 }
 
@@ -57,7 +51,7 @@ function syscallError(call: string, target: string, errno: number): NodeJS.Errno
 
 /** `mount -t <fstype> <source> -o <data> <target>`, without flags. */
 export async function mount(source: string, target: string, fstype: string, data: string): Promise<void> {
-  const c = loadLibc();
+  const c = libcCalls();
   if (!c) {
     await run('mount', ['-t', fstype, source, '-o', data, target]);
     return;
@@ -67,7 +61,7 @@ export async function mount(source: string, target: string, fstype: string, data
 
 /** `umount <target>`, or with `lazy` `umount -l <target>` (detached now, released when unused). */
 export async function unmount(target: string, opts: { lazy?: boolean } = {}): Promise<void> {
-  const c = loadLibc();
+  const c = libcCalls();
   if (!c) {
     await run('umount', opts.lazy ? ['-l', target] : [target]);
     return;
