@@ -2,7 +2,7 @@
  * A few worker threads that pull layers whole (layer-pull-worker.ts): fetch, verify, decompress,
  * hash and unpack. Hashing, gunzip callbacks, tar parsing and the garbage of ~1 MiB buffers are
  * most of a pull's CPU; here the layers of a pull share the machine's cores instead of queueing
- * on the main thread. Workers start when a pull needs them and end after a few idle seconds: each
+ * on the main thread. Workers start when a pull needs them and end after half a minute idle: each
  * holds a heap of its own (tens of MiB after a big pull), which an idle daemon should not keep.
  * They are unref'd, so they never keep the process alive; a job goes to the least busy one. A
  * worker that dies fails its jobs.
@@ -41,8 +41,8 @@ interface Slot {
   idle?: NodeJS.Timeout;
 }
 
-/** How long a worker with nothing to do is kept for the next pull (the layers of one pull, or pulls in a row). */
-const IDLE_MS = 3_000;
+/** How long an idle worker is kept for the next pull: starting three workers costs a pull 0.2–0.3 s, and pulls come in bursts (compose, CI). */
+const IDLE_MS = 30_000;
 
 export class LayerPullPool {
   readonly #max: number;
