@@ -93,7 +93,10 @@ describe('large logs', () => {
     assert.ok(tail.split('\n').length - 1 > live, 'the tail goes back past the live file');
     // The streams come through two pipes, so only each one's own order is known; the tail counts the selected streams.
     assert.equal(demuxChecked((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=3`)).body).stdout, `o${LINES - 4}\no${LINES - 3}\no${LINES - 2}\n`);
-    assert.equal(demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1&tail=2`)).body).stderr, `e${LINES - 1001}\ne${LINES - 1}\n`);
+    // stderr lines are sparse: how many of them the kept files still hold depends on when rotation ran.
+    const keptErr = demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1`, { timeoutMs: 120_000 })).body).stderr;
+    assert.ok(keptErr.endsWith(`e${LINES - 1}\n`), 'the last stderr line is kept');
+    assert.equal(demuxChecked((await d.request('GET', `/containers/${id}/logs?stderr=1&tail=2`)).body).stderr, keptErr.split('\n').slice(-3).join('\n'));
   });
 
   it('a client hanging up mid-read: the daemon lets go of the log file and serves the next read whole', async () => {
