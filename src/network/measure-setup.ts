@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../state/db.js';
 import { NetworkDriver, type AttachSpec } from './network-driver.js';
+import { purgeHostState } from './purge-host-state.js';
 
 const count = Number(process.argv[2] ?? 20);
 const stats = (xs: number[]) => {
@@ -24,11 +25,12 @@ async function main(): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'berth-net-measure-'));
   await writeFile(join(root, 'resolv.conf'), 'nameserver 127.0.0.1\n');
   const db = openDatabase(join(root, 'berth.db'));
+  const prefix = `bm${randomBytes(2).toString('hex')}`;
   const driver = new NetworkDriver({
     db,
     execRoot: join(root, 'exec'),
     dataRoot: join(root, 'data'),
-    prefix: `bm${randomBytes(2).toString('hex')}`,
+    prefix,
     hostResolvConf: join(root, 'resolv.conf'),
   });
   try {
@@ -72,6 +74,8 @@ async function main(): Promise<void> {
     await driver.remove('measure');
   } finally {
     await driver.destroy();
+    // The default bridge outlives a daemon by design; a measurement leaves nothing behind.
+    await purgeHostState({ prefix, execRoot: join(root, 'exec') });
     db.close();
     await rm(root, { recursive: true, force: true });
   }
