@@ -123,7 +123,7 @@ async function main(): Promise<void> {
     await closeListeners(listeners);
     health.stop();
     swarm.close();
-    runtime.close();
+    await runtime.close();
     await network.shutdown().catch((err) => log.warn('network shutdown failed', { err }));
     registry.close();
     db.close();

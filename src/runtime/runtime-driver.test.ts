@@ -37,7 +37,7 @@ before(async () => {
 
 after(async () => {
   for (const id of created) await driver.cleanup(id).catch((err) => console.error('cleanup', id, err));
-  driver?.close();
+  await driver?.close();
   await removeDir(base);
 });
 
@@ -80,6 +80,24 @@ async function logText(path: string): Promise<string> {
 describe('runtime driver (crun)', () => {
   test('after init, no controller is left on a hybrid cgroup2 tree (crun needs that)', async () => {
     assert.deepEqual(await controllersOnUnified(driver.cgroupLayout), []);
+  });
+
+  test('while a driver runs, a controller-less cgroup hierarchy holds favordynmods; close unmounts it', async (t) => {
+    const [major = 0] = (await readFile('/proc/sys/kernel/osrelease', 'utf8')).split('.').map(Number);
+    if (major < 6) return t.skip('favordynmods needs Linux 6.0');
+    const dir = join(base, 'state-dynmods');
+    const d = new RuntimeDriver({ stateDir: dir, defaultRuntime: 'crun' });
+    const mounted = async () => (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').find((l) => l.split(' ')[4] === join(dir, 'cgroup-dynmods'));
+    await d.init();
+    try {
+      const line = await mounted();
+      assert.ok(line, 'hierarchy mounted');
+      assert.match(line, / - cgroup cgroup \S*favordynmods/);
+      assert.match(line, /name=berth-dynmods/);
+    } finally {
+      await d.close();
+    }
+    assert.equal(await mounted(), undefined);
   });
 
   test('echo hi: output in the log, exit code 0', async () => {
@@ -180,7 +198,7 @@ describe('runtime driver (crun)', () => {
     await first.start(c.id);
     // start returns once the process is released, maybe before it printed: wait for the line.
     for await (const r of readLogRecords(c.logPath, { follow: true, signal: AbortSignal.timeout(30_000) })) if (r.text.includes('before')) break;
-    first.close(); // "forget" the first driver entirely
+    await first.close(); // "forget" the first driver entirely
 
     const second = new RuntimeDriver({ stateDir, defaultRuntime: 'crun' });
     await second.init();
@@ -197,7 +215,7 @@ describe('runtime driver (crun)', () => {
     } finally {
       created.delete(c.id);
       await second.cleanup(c.id).catch(() => undefined);
-      second.close();
+      await second.close();
     }
   });
 
@@ -256,7 +274,7 @@ describe('runtime driver (crun)', () => {
       await d.cleanup(c.id);
       created.delete(c.id);
     } finally {
-      d.close();
+      await d.close();
     }
   });
 

@@ -23,6 +23,7 @@ import { BerthError, conflict, internal, invalidArgument, notFound, unavailable 
 import { log } from '../lib/log.js';
 import { writeBundleConfig } from './bundle.js';
 import { controllerDir, detectCgroupLayout, fixHybridLayout, readCgroupStats, removeCgroup, controllersOnUnified, type CgroupLayout, type CgroupStats } from './cgroups.js';
+import { favorCgroupMoves } from './cgroup-dynmods.js';
 import { ConmonLauncher, LauncherError, makeFifo } from './conmon-launcher.js';
 import { conmonEnv, SyncPipeReader } from './conmon-sync.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
@@ -128,6 +129,7 @@ export class RuntimeDriver {
   #conmonRuns = new Map<string, object>();
   /** Starts conmon without forking berthd; undefined: spawn() (option `launcher: false`). */
   #launcher: ConmonLauncher | undefined;
+  #releaseCgroupMoves: (() => Promise<void>) | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.#opts = opts;
@@ -177,13 +179,17 @@ export class RuntimeDriver {
     }
     this.#layout = layout;
     if (this.#unusable.has(this.defaultRuntime)) throw unavailable(this.#unusable.get(this.defaultRuntime) ?? 'default runtime unusable');
+    this.#releaseCgroupMoves = await favorCgroupMoves(join(this.stateDir, 'cgroup-dynmods'));
     this.#exits.start();
   }
 
   /** Stops watching; containers keep running. */
-  close(): void {
+  async close(): Promise<void> {
     this.#exits.close();
     this.#launcher?.close();
+    const release = this.#releaseCgroupMoves;
+    this.#releaseCgroupMoves = undefined;
+    await release?.();
   }
 
   get cgroupLayout(): CgroupLayout {
