@@ -1,9 +1,13 @@
 /**
- * The last records of a k8s-file log, read backwards from its end: `docker logs --tail 10` on a
- * large log costs a read or two instead of a pass over the whole file.
+ * The last lines of a k8s-file log, read backwards from the end of its newest file: `docker logs
+ * --tail 10` on a large log costs a read or two instead of a pass over every file.
+ *
+ * `--tail` counts lines of output, not conmon's records: a line conmon wrote as P records before
+ * its F record (a long line, or a write cut by a pipe read) counts once and comes out whole, even
+ * when a rotation put its beginning in the older file.
  */
 import { open, type FileHandle } from 'node:fs/promises';
-import { parseLogLine, type LogRecord } from './log-file.js';
+import { parseLogLine, type LogRecord, type LogStream } from './log-file.js';
 
 export interface TailOptions {
   signal?: AbortSignal;
@@ -12,28 +16,65 @@ export interface TailOptions {
 }
 
 /**
- * The last `count` records that `keep` accepts, oldest first: the records readLogRecords would
- * give, filtered, then the last `count` of them. Bytes after the last newline (a line still being
- * written) are no record, as there. A missing file has none. The records are views into the
- * chunks read, so a long tail holds its chunks.
+ * Once `count` lines are found, how far further back (bytes of records) the beginnings of the
+ * oldest ones are looked for. A line's P records normally sit right before its end; one whose
+ * beginning lies further back than this, past other output, is shown from where the search stopped.
  */
-export async function readLastRecords(path: string, count: number, keep: (rec: LogRecord) => boolean, opts: TailOptions = {}): Promise<LogRecord[]> {
+const CONTINUATION_BYTES = 1024 * 1024;
+
+/**
+ * The records of the last `count` lines that `keep` accepts, oldest first, across `files` (oldest
+ * file first, as logFiles gives them; missing ones have none). Lines are told apart per stream: a
+ * P record belongs to the next record of its own stream. A trailing run of P records (a prompt, a
+ * line still being written) is a line. The records are views into the chunks read.
+ */
+export async function readLastLines(files: string[], count: number, keep: (rec: LogRecord) => boolean, opts: TailOptions = {}): Promise<LogRecord[]> {
   if (count <= 0) return [];
+  const newestFirst: LogRecord[] = [];
+  let lines = 0;
+  // Per stream, whether the oldest record taken so far may still have P records before it that belong to its line.
+  const open = new Map<LogStream, boolean>();
+  let searched = 0;
+  outer: for (const file of [...files].reverse()) {
+    for await (const rec of recordsBackwards(file, opts)) {
+      if (!keep(rec)) continue;
+      const continues = rec.partial && open.get(rec.stream) === true;
+      if (lines >= count) {
+        searched += rec.data.length + 1;
+        if (continues) newestFirst.push(rec);
+        else open.set(rec.stream, false);
+        if (![...open.values()].some(Boolean) || searched > CONTINUATION_BYTES) break outer;
+        continue;
+      }
+      if (!continues) lines++;
+      newestFirst.push(rec);
+      // Whatever was taken, a P record of this stream before it belongs to the same line.
+      open.set(rec.stream, true);
+    }
+    if (opts.signal?.aborted) break;
+  }
+  return newestFirst.reverse();
+}
+
+/**
+ * A file's records, newest first. Bytes after the last newline (a line still being written) are
+ * no record, as in readLogRecords; unparsable lines are skipped; a missing file has none.
+ */
+async function* recordsBackwards(path: string, opts: TailOptions): AsyncGenerator<LogRecord> {
   const chunkSize = opts.chunkSize ?? 256 * 1024;
   let fh: FileHandle;
   try {
     fh = await open(path, 'r');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw err;
   }
   try {
-    const newestFirst: LogRecord[] = [];
     let end = (await fh.stat()).size;
     // The line cut by the last read's start: its end (with its newline), waiting for its beginning.
     let head: Buffer = Buffer.alloc(0);
-    while (end > 0 && newestFirst.length < count) {
-      if (opts.signal?.aborted) break;
+    while (end > 0) {
+      if (opts.signal?.aborted) return;
       const start = Math.max(0, end - chunkSize);
       const buf = await readAt(fh, start, end - start);
       end = start;
@@ -48,12 +89,11 @@ export async function readLastRecords(path: string, count: number, keep: (rec: L
       // Lines end at a newline: bytes after the file's last one are in none.
       const ends: number[] = [];
       for (let nl = data.indexOf(0x0a, from); nl >= 0; nl = data.indexOf(0x0a, nl + 1)) ends.push(nl);
-      for (let i = ends.length - 1; i >= 0 && newestFirst.length < count; i--) {
+      for (let i = ends.length - 1; i >= 0; i--) {
         const rec = parseLogLine(data.subarray(i === 0 ? from : ends[i - 1]! + 1, ends[i]));
-        if (rec && keep(rec)) newestFirst.push(rec);
+        if (rec) yield rec;
       }
     }
-    return newestFirst.reverse();
   } finally {
     await fh.close();
   }

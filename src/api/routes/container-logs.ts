@@ -8,7 +8,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import { readLogBatches, readLogChunks, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
-import { readLastRecords } from '../../runtime/log-tail.js';
+import { readLastLines } from '../../runtime/log-tail.js';
 import { versionAtLeast } from '../api-version.js';
 import { logFiles, logLimits } from '../../engine/log-rotation.js';
 
@@ -158,12 +158,8 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
       const chunks = allChunks(c.logPath, maxFiles, pool, { follow: !!exited, until: exited, signal: abort.signal });
       await copyLog(res, chunks, pool, { stdout, stderr, framed: !tty });
     } else if (tail >= 0) {
-      // Read backwards from the newest file: only the last N records are read and held.
-      let ring: LogRecord[] = [];
-      for (const f of logFiles(c.logPath, maxFiles).reverse()) {
-        if (ring.length >= tail || abort.signal.aborted) break;
-        ring = (await readLastRecords(f, tail - ring.length, wanted, { signal: abort.signal })).concat(ring);
-      }
+      // Read backwards from the newest file: only the last N lines are read and held.
+      const ring = await readLastLines(logFiles(c.logPath, maxFiles), tail, wanted, { signal: abort.signal });
       for (let i = 0; i < ring.length; i += WRITE_RECORDS) await write(ring.slice(i, i + WRITE_RECORDS));
       if (follow && exited) {
         // Continue after what was just read: records newer than the last one shown.
