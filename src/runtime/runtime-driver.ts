@@ -129,7 +129,7 @@ export class RuntimeDriver {
   #conmonRuns = new Map<string, object>();
   /** Starts conmon without forking berthd; undefined: spawn() (option `launcher: false`). */
   #launcher: ConmonLauncher | undefined;
-  #releaseCgroupMoves: (() => Promise<void>) | undefined;
+  #releaseCgroupMoves: (() => void) | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.#opts = opts;
@@ -189,7 +189,7 @@ export class RuntimeDriver {
     this.#launcher?.close();
     const release = this.#releaseCgroupMoves;
     this.#releaseCgroupMoves = undefined;
-    await release?.();
+    release?.();
   }
 
   get cgroupLayout(): CgroupLayout {
