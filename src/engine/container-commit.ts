@@ -53,17 +53,23 @@ export async function commitContainer(containers: ContainerService, req: CommitR
   if (!parent) throw internal(`image ${c.imageId} of container ${c.name} is gone`);
   const parentConfig = images.config(parent);
 
-  const layer = await containers.withLock(c.id, async () => {
-    const pause = req.pause && c.state.status === 'running';
-    if (pause) await containers.pause(c.id);
-    try {
-      // A running container left unpaused may write meanwhile: only a tar, hashed as it is
-      // unpacked, then describes the stored layer exactly.
-      return await commitLayer(containers, c, c.state.status !== 'running');
-    } finally {
-      if (pause && c.state.status === 'paused') await containers.unpause(c.id).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
-    }
-  });
+  // Alongside an exit's release: a container that just exited is committed while its overlay's
+  // unmount still flushes the upper dir to disk.
+  const layer = await containers.withLock(
+    c.id,
+    async () => {
+      const pause = req.pause && c.state.status === 'running';
+      if (pause) await containers.pause(c.id);
+      try {
+        // A running container left unpaused may write meanwhile: only a tar, hashed as it is
+        // unpacked, then describes the stored layer exactly.
+        return await commitLayer(containers, c, c.state.status !== 'running');
+      } finally {
+        if (pause && c.state.status === 'paused') await containers.unpause(c.id).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
+      }
+    },
+    { alongsideRelease: true },
+  );
 
   const config = mergeConfig(userConfig, c.config);
   const created = new Date().toISOString();

@@ -232,21 +232,35 @@ describe('commit', () => {
     assert.match(cli.stderr, /add is not a valid change command/);
   });
 
-  it('streams a 50 MiB change into a layer quickly', async (t) => {
+  it('a commit sent the moment the container exits holds its files; a start and a removal sent with it wait their turn', async () => {
+    const d = daemon();
+    const id = await runShell(d, image, 'i=0; while [ $i -lt 8 ]; do head -c 1048576 /dev/urandom > /f$i; i=$((i+1)); done; md5sum /f* > /sums');
+    containers.push(id);
+    assert.equal(await waitExit(d, id), 0);
+    // The exit's release (unmount, runtime state) may still run: commit goes alongside it, start after.
+    const [committed, started] = await Promise.all([d.request('POST', `/commit?container=${id}`, { timeoutMs: 60_000 }), d.request('POST', `/containers/${id}/start`)]);
+    assert.equal(committed.status, 201, committed.text());
+    assert.equal(started.status, 204, started.text());
+    assert.equal(await waitExit(d, id), 0);
+    const removed = await d.request('DELETE', `/containers/${id}`);
+    assert.equal(removed.status, 204, removed.text());
+    const check = await runShell(d, committed.json().Id, 'md5sum -c /sums');
+    containers.push(check);
+    assert.equal(await waitExit(d, check), 0, await logsOf(d, check));
+    assert.equal((await logsOf(d, check)).split('\n').filter((l) => l.endsWith(': OK')).length, 8);
+  });
+
+  it('streams a 50 MiB change into a layer without holding it in memory', async (t) => {
     const d = daemon();
     const id = await runShell(d, image, 'head -c 52428800 /dev/urandom > /big && touch /ready; exec sleep 1000');
     containers.push(id);
     await waitForPath(d, id, '/ready');
     const rssBefore = daemonRss(d.pid);
-    const start = performance.now();
     const r = await d.request('POST', `/commit?container=${id}`, { timeoutMs: 60_000 });
-    const ms = performance.now() - start;
     assert.equal(r.status, 201, r.text());
-    t.diagnostic(`commit of 50 MiB: ${ms.toFixed(0)} ms; berthd RSS ${rssBefore} → ${daemonRss(d.pid)} KiB`);
+    t.diagnostic(`berthd RSS ${rssBefore} → ${daemonRss(d.pid)} KiB`);
     const img = await inspect(d, 'images', r.json().Id);
     assert.ok(img.Size - baseImage.Size >= 50 * 1024 * 1024, `layer size ${img.Size - baseImage.Size}`);
-    // A shared test machine is slow and noisy: the bound only catches a buffering or quadratic regression.
-    assert.ok(ms < 10_000, `commit took ${ms} ms`);
     // Streamed, not buffered: the daemon did not grow by the layer's size.
     assert.ok(daemonRss(d.pid) - rssBefore < 40 * 1024, 'berthd grew by more than 40 MiB during the commit');
   });
