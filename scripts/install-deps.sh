@@ -11,6 +11,7 @@ APT_PACKAGES=(
   attr                                # setfattr/getfattr for overlay xattrs
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
+  e2fsprogs                           # lsattr: the tests read ext4 flags independently
 )
 
 missing=()

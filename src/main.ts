@@ -6,6 +6,7 @@ import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, ConfigError, USAGE, type DaemonConfig } from './config.js';
 import { log, setLogLevel } from './lib/log.js';
+import { markTopDir } from './lib/fs-topdir.js';
 import { openDatabase } from './state/db.js';
 import { ImageRecords } from './state/image-records.js';
 import { ContentStore } from './images/content-store.js';
@@ -67,6 +68,12 @@ async function main(): Promise<void> {
   // No syncfs per layer: a kill -9 loses nothing in the page cache, and the flush costs seconds per
   // large layer. Only a power loss could leave a recorded layer with unflushed files.
   const layers = new LayerStore(config.dataRoot, { sync: false });
+  // Each layer and each container is a tree of its own, made and deleted whole: the file system may
+  // place them apart, away from inodes it freed moments ago (lib/fs-topdir.ts).
+  for (const dir of [join(config.dataRoot, 'layers'), join(config.dataRoot, 'containers')]) {
+    mkdirSync(dir, { recursive: true });
+    markTopDir(dir);
+  }
   await content.cleanIngest();
   await layers.cleanTemp();
 
