@@ -128,6 +128,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     await closeListeners(listeners);
+    await containers.finishReleases();
     health.stop();
     swarm.close();
     await runtime.close();

@@ -29,17 +29,21 @@ export interface CreateRequest {
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
+/** How long an exited container's rootfs stays mounted when nothing asks for its unmount (#release). */
+const UNMOUNT_GRACE_MS = 2_000;
+
+/** An exit's release under way: `now()` has the unmount start at once, and resolves once all is released. */
+interface Release {
+  done: Promise<void>;
+  now: () => Promise<void>;
+}
 
 export class ContainerService {
   readonly #byId = new Map<string, ContainerRecord>();
   readonly #byName = new Map<string, string>();
   readonly #locks = new Map<string, Promise<unknown>>();
-  /**
-   * What an exit releases (runtime state, network, rootfs mount), by container, while it runs.
-   * Lock holders wait for it unless they only read the upper dir: unmounting an overlay syncs its
-   * upper file system, which for a container that just wrote 50 MiB takes ~100 ms of disk.
-   */
-  readonly #releasing = new Map<string, Promise<void>>();
+  /** What an exit releases (runtime state, network, rootfs mount), by container, until it is done. */
+  readonly #releasing = new Map<string, Release>();
   /** Bumped by every save and removal: views derived from records (the list's JSON) compare it. */
   #revision = 0;
   readonly #revisions = new WeakMap<ContainerRecord, number>();
@@ -126,14 +130,14 @@ export class ContainerService {
 
   /**
    * Serializes operations on one container (start vs remove, stop vs kill...). After an exit they
-   * also wait for its release to end, except with `alongsideRelease` (commit: it reads the upper
-   * dir only, which no release touches).
+   * also wait for its release to end, and have its unmount run at once, except with
+   * `alongsideRelease` (commit: it reads the upper dir only, which no release touches).
    */
   async withLock<T>(id: string, fn: () => Promise<T>, opts: { alongsideRelease?: boolean } = {}): Promise<T> {
     const prev = this.#locks.get(id) ?? Promise.resolve();
     const next = prev
       .catch(() => undefined)
-      .then(() => (opts.alongsideRelease ? undefined : this.#releasing.get(id)))
+      .then(() => (opts.alongsideRelease ? undefined : this.#releasing.get(id)?.now()))
       .then(fn);
     this.#locks.set(id, next);
     try {
@@ -265,17 +269,16 @@ export class ContainerService {
     // Waiters hear of the exit at once; releasing the runtime state and the mount follows.
     this.waiters.exited(id, { StatusCode: exit.exitCode });
     const release = await this.withLock(id, async () => {
-      // The process is gone: runtime state, network and rootfs mount are released side by side.
-      const released = Promise.all([
-        this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })),
-        c.state.status !== 'running' ? unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err })) : undefined,
-      ]).then(() => {
-        if (this.#releasing.get(id) === released) this.#releasing.delete(id);
+      const r = this.#release(c);
+      this.#releasing.set(id, r);
+      void r.done.then(() => {
+        if (this.#releasing.get(id) === r) this.#releasing.delete(id);
       });
-      this.#releasing.set(id, released);
-      return { released }; // not the promise itself: the lock is not held until it settles
+      return r; // not a promise: the lock is not held until the release ends
     });
-    await release.released;
+    // A restart or a removal needs the mount gone; otherwise the unmount follows on its own.
+    if (!restart && !autoRemove) return;
+    await release.now();
     if (restart) {
       const delay = Math.min(100 * 2 ** Math.min(c.restartCount - 1, 10), 60_000);
       setTimeout(() => {
@@ -287,6 +290,41 @@ export class ContainerService {
     } else if (autoRemove) {
       await this.remove(id, { force: true, volumes: false }).catch((err) => log.warn('auto-remove failed', { id, err }));
     }
+  }
+
+  /**
+   * Releases what an exited container held: its runtime state and network at once, its rootfs
+   * mount after UNMOUNT_GRACE_MS unless an operation on the container asks for it sooner (now()).
+   * Unmounting an overlay syncs the whole upper file system (~100 ms after a container wrote 50
+   * MiB); a commit or a copy out of a container that just exited then runs without that flush
+   * competing for the disk.
+   */
+  #release(c: ContainerRecord): Release {
+    const id = c.id;
+    let unmountNow!: () => void;
+    const asked = new Promise<void>((resolve) => (unmountNow = resolve));
+    const timer = setTimeout(unmountNow, UNMOUNT_GRACE_MS).unref();
+    // Started again meanwhile (a start queued before this exit's turn): the mount is in use.
+    const unmounted =
+      c.state.status === 'running'
+        ? (clearTimeout(timer), undefined)
+        : asked.then(() => {
+            clearTimeout(timer);
+            return unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
+          });
+    const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted]).then(() => undefined);
+    return {
+      done,
+      now: () => {
+        unmountNow();
+        return done;
+      },
+    };
+  }
+
+  /** Ends every release still under way (at shutdown: no mount is left behind for an exited container). */
+  async finishReleases(): Promise<void> {
+    await Promise.all([...this.#releasing.values()].map((r) => r.now()));
   }
 
   #shouldRestart(c: ContainerRecord): boolean {
@@ -449,6 +487,9 @@ export class ContainerService {
             await this.withLock(c.id, () => this.#startProcess(c));
           } else if (c.state.status === 'removing') {
             await this.remove(c.id, { force: true, volumes: false });
+          } else {
+            // Exited while the previous daemon still meant to unmount its rootfs (#release): do it now.
+            await unmountRootfs(rootfsPaths(this.containerDir(c.id)));
           }
         } catch (err) {
           log.warn('container recovery failed', { id: c.id, err });

@@ -3,6 +3,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 
 describe('daemon restart', () => {
@@ -57,5 +58,40 @@ describe('daemon restart', () => {
     await d.restart();
     assert.equal((await d.request('GET', '/containers/acked/json')).status, 200);
     assert.equal((await d.request('GET', '/images/acked-tag:v1/json')).status, 200);
+  });
+
+  it("an exited container's rootfs is unmounted: on its own after the exit, by a stop of the daemon right after one, and at the start after a kill -9", async (t) => {
+    const d = daemon();
+    const image = reg().seeded.refs.busybox;
+    assert.equal((await d.docker(['pull', '-q', image])).code, 0);
+    const mounted = (id: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === `${d.dataRoot}/containers/${id}/merged`);
+    const runToExit = async (name: string) => {
+      const r = await d.docker(['run', '-d', '--name', name, image, 'sh', '-c', 'echo x > /written']);
+      assert.equal(r.code, 0, r.stderr);
+      const id = r.stdout.trim();
+      assert.equal((await d.docker(['wait', id])).stdout.trim(), '0');
+      return id;
+    };
+
+    const alone = await runToExit('unmounted-alone');
+    for (let i = 0; i < 100 && mounted(alone); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(!mounted(alone), 'unmounted with no operation asking for it');
+
+    const stopped = await runToExit('unmounted-at-stop');
+    await d.stop();
+    assert.ok(!mounted(stopped), 'a graceful stop ends the release first');
+    await d.restart();
+
+    const killed = await runToExit('unmounted-after-kill');
+    if (!mounted(killed)) t.diagnostic('already unmounted before the kill: the last check proves nothing this time');
+    await d.kill9();
+    await d.restart();
+    assert.ok(!mounted(killed), 'the next daemon unmounts it');
+    // Each kept what it wrote, and starts again.
+    for (const name of ['unmounted-alone', 'unmounted-at-stop', 'unmounted-after-kill']) {
+      assert.match((await d.docker(['diff', name])).stdout, /^A \/written$/m, name);
+      const r = await d.docker(['start', '-a', name]);
+      assert.equal(r.code, 0, r.stderr);
+    }
   });
 });
