@@ -53,8 +53,8 @@ export async function commitContainer(containers: ContainerService, req: CommitR
   if (!parent) throw internal(`image ${c.imageId} of container ${c.name} is gone`);
   const parentConfig = images.config(parent);
 
-  // Alongside an exit's release: a container that just exited is committed while its overlay's
-  // unmount still flushes the upper dir to disk.
+  // Alongside an exit's release: a container that just exited is committed without waiting for
+  // its rootfs unmount and the flush of the upper file system that comes with it.
   const layer = await containers.withLock(
     c.id,
     async () => {

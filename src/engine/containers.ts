@@ -296,22 +296,22 @@ export class ContainerService {
    * Releases what an exited container held: its runtime state and network at once, its rootfs
    * mount after UNMOUNT_GRACE_MS unless an operation on the container asks for it sooner (now()).
    * Unmounting an overlay syncs the whole upper file system (~100 ms after a container wrote 50
-   * MiB); a commit or a copy out of a container that just exited then runs without that flush
-   * competing for the disk.
+   * MiB); a commit of a container that just exited then runs without that flush competing for
+   * the disk.
    */
   #release(c: ContainerRecord): Release {
     const id = c.id;
-    let unmountNow!: () => void;
-    const asked = new Promise<void>((resolve) => (unmountNow = resolve));
-    const timer = setTimeout(unmountNow, UNMOUNT_GRACE_MS).unref();
-    // Started again meanwhile (a start queued before this exit's turn): the mount is in use.
-    const unmounted =
-      c.state.status === 'running'
-        ? (clearTimeout(timer), undefined)
-        : asked.then(() => {
-            clearTimeout(timer);
-            return unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
-          });
+    let unmountNow = (): void => undefined;
+    let unmounted: Promise<void> | undefined;
+    // Unless started again meanwhile (a start queued before this exit's turn): the mount is in use.
+    if (c.state.status !== 'running') {
+      const asked = new Promise<void>((resolve) => (unmountNow = resolve));
+      const timer = setTimeout(unmountNow, UNMOUNT_GRACE_MS).unref();
+      unmounted = asked.then(() => {
+        clearTimeout(timer);
+        return unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
+      });
+    }
     const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted]).then(() => undefined);
     return {
       done,

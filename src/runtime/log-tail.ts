@@ -43,7 +43,7 @@ export async function readLastLines(files: string[], count: number, keep: (rec: 
         searched += rec.data.length + 1;
         if (continues) newestFirst.push(rec);
         else open.set(rec.stream, false);
-        if (![...open.values()].some(Boolean) || searched > CONTINUATION_BYTES) break outer;
+        if (!(open.get('stdout') || open.get('stderr')) || searched > CONTINUATION_BYTES) break outer;
         continue;
       }
       if (!continues) lines++;
