@@ -39,6 +39,11 @@ import { SwarmRecords } from './state/swarm-records.js';
 import { SwarmService } from './engine/swarm/swarm.js';
 import { taskImagePuller } from './engine/swarm/swarm-pull.js';
 import { swarmRoutes } from './api/routes/swarm.js';
+import { VolumeRecords } from './state/volume-records.js';
+import { LocalDriver } from './engine/volumes/local-driver.js';
+import { VolumeService } from './engine/volumes/volume-service.js';
+import { volumeRoutes } from './api/routes/volumes.js';
+import { isRunningLike } from './engine/container-model.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -87,7 +92,14 @@ async function main(): Promise<void> {
   const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
   await runtime.init();
   engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
-  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
+  // Volume users are the containers whose mount points name the volume (containers is set just below).
+  const volumes = new VolumeService({
+    records: new VolumeRecords(db),
+    driver: new LocalDriver(join(config.dataRoot, 'volumes')),
+    events,
+    users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
+  });
+  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes);
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid);
@@ -100,6 +112,7 @@ async function main(): Promise<void> {
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();
+  await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
   const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;
@@ -110,6 +123,7 @@ async function main(): Promise<void> {
   containerRoutes(router, engine, containers);
   containerLogRoutes(router, containers, config.logOpts);
   networkRoutes(router, networks);
+  volumeRoutes(router, volumes);
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
   const execs = new ExecService(containers, containers.processes as RuntimeProcesses, events);
   containers.execIds = (id) => execs.idsFor(id);

@@ -70,6 +70,7 @@ export function networkSettingsJson(c: ContainerRecord, version: string): Record
 }
 
 export function mountsJson(c: ContainerRecord): Record<string, unknown>[] {
+  if (c.mountPoints) return mountPointsJson(c.mountPoints);
   const out: Record<string, unknown>[] = [];
   for (const b of c.hostConfig.Binds ?? []) {
     const [src = '', dst = '', mode = ''] = b.split(':');
@@ -80,6 +81,20 @@ export function mountsJson(c: ContainerRecord): Record<string, unknown>[] {
   }
   for (const dst of Object.keys(c.hostConfig.Tmpfs ?? {})) out.push({ Type: 'tmpfs', Source: '', Destination: dst, Mode: '', RW: true, Propagation: '' });
   return out;
+}
+
+/** dockerd's MountPoint JSON: Name and Driver for volumes only. HostConfig.Tmpfs is not listed (as dockerd). */
+function mountPointsJson(points: NonNullable<ContainerRecord['mountPoints']>): Record<string, unknown>[] {
+  return points.map((m) => ({
+    Type: m.Type,
+    ...(m.Name ? { Name: m.Name } : {}),
+    Source: m.Source,
+    Destination: m.Destination,
+    ...(m.Driver ? { Driver: m.Driver } : {}),
+    Mode: m.Mode,
+    RW: m.RW,
+    Propagation: m.Propagation,
+  }));
 }
 
 export function inspectContainer(c: ContainerRecord, images: ImageService, version: string, dataRoot: string, size?: { rw: number; rootFs: number }, execIds: string[] = []): Record<string, unknown> {
@@ -159,7 +174,7 @@ function hostConfigJson(c: ContainerRecord): Record<string, unknown> {
     RestartPolicy: { Name: h.RestartPolicy?.Name || 'no', MaximumRetryCount: h.RestartPolicy?.MaximumRetryCount ?? 0 },
     AutoRemove: h.AutoRemove ?? false,
     VolumeDriver: '',
-    VolumesFrom: null,
+    VolumesFrom: (h.VolumesFrom as string[] | undefined) ?? null,
     ConsoleSize: h.ConsoleSize ?? [0, 0],
     CapAdd: h.CapAdd ?? null,
     CapDrop: h.CapDrop ?? null,

@@ -58,7 +58,7 @@ const UNSUPPORTED_HOST_FIELDS = [
   'BlkioWeight', 'BlkioWeightDevice', 'BlkioDeviceReadBps', 'BlkioDeviceWriteBps', 'BlkioDeviceReadIOps',
   'BlkioDeviceWriteIOps', 'CpuRealtimePeriod', 'CpuRealtimeRuntime', 'CpusetMems', 'DeviceCgroupRules',
   'DeviceRequests', 'KernelMemory', 'KernelMemoryTCP', 'MemoryReservation', 'OomKillDisable', 'VolumeDriver',
-  'VolumesFrom', 'Links', 'UsernsMode', 'Cgroup', 'CgroupParent', 'IOMaximumBandwidth', 'IOMaximumIOps',
+  'Links', 'UsernsMode', 'Cgroup', 'CgroupParent', 'IOMaximumBandwidth', 'IOMaximumIOps',
   'CpuCount', 'CpuPercent', 'GroupAdd', 'StorageOpt', 'PidMode', 'UTSMode', 'IpcMode', 'CgroupnsMode',
 ];
 

@@ -4,6 +4,7 @@
  * Everything Berth derives or observes lives in camelCase fields beside it.
  */
 import type { ContainerConfig } from '../lib/oci.js';
+import type { MountPointRecord } from './volumes/volume-model.js';
 
 export interface HealthState {
   status: 'starting' | 'healthy' | 'unhealthy' | 'none';
@@ -105,6 +106,8 @@ export interface ContainerRecord {
   hostnamePath: string;
   hostsPath: string;
   resolvConfPath: string;
+  /** Volumes, binds and Mounts resolved at create (dockerd's MountPoints); absent in older records. */
+  mountPoints?: MountPointRecord[];
 }
 
 export const shortId = (id: string) => id.slice(0, 12);

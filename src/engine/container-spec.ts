@@ -9,6 +9,7 @@ import type { ContainerRecord, MountSpec } from './container-model.js';
 import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../runtime/build-spec.js';
 import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js';
 import { resolveUser } from './container-rootfs.js';
+import { specMounts } from './volumes/spec-mounts.js';
 
 const ULIMIT_NAMES: Record<string, string> = {
   core: 'RLIMIT_CORE', cpu: 'RLIMIT_CPU', data: 'RLIMIT_DATA', fsize: 'RLIMIT_FSIZE', locks: 'RLIMIT_LOCKS',
@@ -51,8 +52,11 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   else if (ctx.netnsPath) namespaces.push({ type: 'network', path: ctx.netnsPath });
 
   const mounts: ContainerMount[] = [];
-  for (const b of hc.Binds ?? []) mounts.push(parseBind(b));
-  for (const m of hc.Mounts ?? []) mounts.push(mountFromSpec(m));
+  if (c.mountPoints) mounts.push(...(await specMounts(c.mountPoints)));
+  else {
+    for (const b of hc.Binds ?? []) mounts.push(parseBind(b));
+    for (const m of hc.Mounts ?? []) mounts.push(mountFromSpec(m));
+  }
   for (const [dst, opts] of Object.entries(hc.Tmpfs ?? {})) {
     mounts.push({ destination: dst, type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'noexec', ...(opts ? opts.split(',') : [])] });
   }

@@ -20,6 +20,8 @@ import { Waiters, type WaitCondition, type WaitResult } from './container-waiter
 import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
 import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
 import { Trash } from './container-trash.js';
+import type { VolumeService } from './volumes/volume-service.js';
+import type { MountSpecInput } from './volumes/mount-points.js';
 
 export interface CreateRequest {
   name?: string;
@@ -60,6 +62,8 @@ export class ContainerService {
     readonly events: EventBus,
     readonly dataRoot: string,
     readonly defaultRuntime: 'crun' | 'runc',
+    /** Volumes and mount points (issue 17); absent in tests that build the service without them. */
+    readonly volumes?: VolumeService,
   ) {
     this.#trash = new Trash(join(dataRoot, 'trash'));
     images.usage = (imageId) => {
@@ -163,6 +167,18 @@ export class ContainerService {
     // On the host's network the container shares the host's name, as with dockerd.
     config.Hostname ||= hc.NetworkMode === 'host' ? hostname() : shortId(id);
     if (!hc.RestartPolicy) hc.RestartPolicy = { Name: 'no', MaximumRetryCount: 0 };
+    const mountPoints = this.volumes?.resolveMounts({
+      binds: hc.Binds ?? [],
+      mounts: (hc.Mounts ?? []) as MountSpecInput[],
+      volumesFrom: (hc.VolumesFrom as string[] | null | undefined) ?? [],
+      imageVolumes: Object.keys(config.Volumes ?? {}),
+      tmpfs: Object.keys(hc.Tmpfs ?? {}),
+      mountPointsOf: (ref) => {
+        const from = this.find(ref);
+        if (!from) throw invalidArgument(`No such container: ${ref}`);
+        return from.mountPoints ?? [];
+      },
+    });
     const c: ContainerRecord = {
       id,
       name,
@@ -180,6 +196,7 @@ export class ContainerService {
       hostnamePath: join(dir, 'hostname'),
       hostsPath: join(dir, 'hosts'),
       resolvConfPath: join(dir, 'resolv.conf'),
+      ...(mountPoints ? { mountPoints } : {}),
     };
     if (config.Healthcheck?.Test?.length && config.Healthcheck.Test[0] !== 'NONE') {
       c.state.health = { status: 'starting', failingStreak: 0, log: [] };
@@ -215,7 +232,7 @@ export class ContainerService {
       } catch (err) {
         // As dockerd: an AutoRemove container that fails to start is removed (`docker run --rm`
         // waits for condition=removed). Outside the lock, which remove() takes too.
-        if (c.hostConfig.AutoRemove) setImmediate(() => void this.remove(c.id, { force: true, volumes: false }).catch((e) => log.warn('auto-remove after a failed start failed', { id: c.id, err: e })));
+        if (c.hostConfig.AutoRemove) setImmediate(() => void this.remove(c.id, { force: true, volumes: true }).catch((e) => log.warn('auto-remove after a failed start failed', { id: c.id, err: e })));
         throw err;
       }
     });
@@ -231,13 +248,17 @@ export class ContainerService {
     let mountFailed = false;
     const mounted = mountRootfs(paths, lowers, { volatile: !!c.hostConfig.AutoRemove });
     mounted.catch(() => (mountFailed = true));
+    // Volumes mount (and copy up the image's content) once the rootfs is there, alongside the network set-up.
+    const volumes = this.volumes;
+    const ready = volumes && c.mountPoints?.some((m) => m.Type === 'volume') ? mounted.then(() => volumes.mountFor(c, paths.merged)).then(() => undefined) : mounted;
     try {
-      const { pid } = await this.processes.start(c, paths.merged, mounted);
+      const { pid } = await this.processes.start(c, paths.merged, ready);
       c.state = { ...c.state, status: 'running', pid, exitCode: 0, error: '', oomKilled: false, startedAt: new Date().toISOString(), finishedAt: ZERO_TIME };
       if (c.state.health) c.state.health = { status: 'starting', failingStreak: 0, log: [] };
       this.save(c);
       this.events.publish('container', 'start', c.id, this.attrs(c));
     } catch (err) {
+      await volumes?.unmountFor(c).catch(() => undefined);
       if (mountFailed) {
         // As before the mount ran in parallel: a failed mount leaves the record as it was.
         await this.processes.cleanup(c).catch(() => undefined);
@@ -288,7 +309,7 @@ export class ContainerService {
         }).catch((err) => log.warn('restart failed', { id, err }));
       }, delay).unref();
     } else if (autoRemove) {
-      await this.remove(id, { force: true, volumes: false }).catch((err) => log.warn('auto-remove failed', { id, err }));
+      await this.remove(id, { force: true, volumes: true }).catch((err) => log.warn('auto-remove failed', { id, err }));
     }
   }
 
@@ -312,7 +333,7 @@ export class ContainerService {
         return unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
       });
     }
-    const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted]).then(() => undefined);
+    const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted, this.volumes?.unmountFor(c)]).then(() => undefined);
     return {
       done,
       now: () => {
@@ -456,6 +477,7 @@ export class ContainerService {
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
       await this.#trash.discard(this.containerDir(c.id));
       forgetRootfs(rootfsPaths(this.containerDir(c.id)));
+      await this.volumes?.containerRemoved(c, { anonymous: opts.volumes }).catch((err) => log.warn('releasing volumes failed', { id: c.id, err }));
       this.events.publish('container', 'destroy', c.id, this.attrs(c));
       this.waiters.removed(c.id, { StatusCode: c.state.exitCode });
     });

@@ -89,4 +89,12 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX swarm_tasks_service ON swarm_tasks(service_id);
   `,
+  // 5: volumes (issue 17): one JSON document per named or anonymous volume of the local driver
+  `
+  CREATE TABLE volumes (
+    name TEXT PRIMARY KEY,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  `,
 ];
