@@ -1,0 +1,188 @@
+/**
+ * Volumes in containers, through the docker CLI and docker-py: named and anonymous volumes, image
+ * VOLUMEs, copy-up (owners, modes, symlinks, FIFOs), nocopy, the local driver's tmpfs and bind
+ * options, --volumes-from, Mounts of type volume with Subpath, rm -v and auto-remove.
+ */
+import { describe, it, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { haveDockerPy, runDockerPy } from '../harness/python.js';
+import { busyboxLayer, BUSYBOX_CONFIG } from '../fixtures/busybox.js';
+import { buildLayer } from '../fixtures/layer.js';
+import { assembleManifest } from '../fixtures/image.js';
+import { pushImage } from '../fixtures/push-image.js';
+
+/** busybox plus /srv/app (1000:1000, 0750) with a 0640 file, a symlink, a FIFO and a 0700 dir; VOLUME /srv/app. */
+async function volumeImage() {
+  const [base, app] = await Promise.all([
+    busyboxLayer('gzip'),
+    buildLayer([
+      { type: 'dir', path: 'srv/' },
+      { type: 'dir', path: 'srv/app/', uid: 1000, gid: 1000, mode: 0o750 },
+      { type: 'file', path: 'srv/app/conf', content: 'setting=1\n', uid: 1000, gid: 1000, mode: 0o640 },
+      { type: 'symlink', path: 'srv/app/link', target: '/etc/passwd' },
+      { type: 'fifo', path: 'srv/app/pipe' },
+      { type: 'dir', path: 'srv/app/private/', uid: 1000, gid: 1000, mode: 0o700 },
+    ]),
+  ]);
+  return assembleManifest({ format: 'docker', layers: [base, app], config: { ...BUSYBOX_CONFIG, Volumes: { '/srv/app': {} } } });
+}
+
+describe('volumes in containers', () => {
+  const daemon = useDaemon();
+  const reg = useSeededRegistry('open');
+  let busybox = '';
+  let volimg = '';
+  before(async () => {
+    const { registry, seeded } = reg();
+    busybox = seeded.refs.busybox;
+    volimg = `${registry.host}/volimg:latest`;
+    await pushImage(registry, 'volimg', 'latest', await volumeImage());
+    for (const ref of [busybox, volimg]) assert.equal((await daemon().docker(['pull', '-q', ref])).code, 0);
+  });
+
+  const mountpoint = async (name: string) => (await daemon().request('GET', `/volumes/${name}`)).json().Mountpoint as string;
+  const volumeNames = async () => (await daemon().request('GET', '/volumes')).json().Volumes.map((v: { Name: string }) => v.Name) as string[];
+
+  it('a named volume outlives its containers (rm -v and --rm keep it); Mounts shows it in inspect and ps', async () => {
+    const d = daemon();
+    const w = await d.docker(['run', '--name', 'writer', '-v', 'keepme:/data', busybox, 'sh', '-c', 'echo hello > /data/f; chmod 600 /data/f; chown 1000:1000 /data/f']);
+    assert.equal(w.code, 0, w.stderr);
+    const ins = (await d.request('GET', '/containers/writer/json')).json();
+    const src = await mountpoint('keepme');
+    assert.deepEqual(ins.Mounts, [{ Type: 'volume', Name: 'keepme', Source: src, Destination: '/data', Driver: 'local', Mode: 'z', RW: true, Propagation: '' }]);
+    const ps = await d.docker(['ps', '-a', '--filter', 'name=writer', '--format', '{{.Mounts}}']);
+    assert.equal(ps.stdout.trim(), 'keepme');
+    assert.equal((await d.docker(['rm', '-v', 'writer'])).code, 0);
+    const st = lstatSync(join(src, 'f'));
+    assert.deepEqual([st.uid, st.gid, st.mode & 0o777], [1000, 1000, 0o600]);
+    const r = await d.docker(['run', '--rm', '-v', 'keepme:/data:ro', busybox, 'sh', '-c', 'cat /data/f; touch /data/g 2>/dev/null || echo refused']);
+    assert.equal(r.stdout, 'hello\nrefused\n', r.stderr);
+    assert.ok((await volumeNames()).includes('keepme'));
+  });
+
+  it('anonymous volumes (-v /path, image VOLUME) go with rm -v and --rm, not with a plain rm; copy-up keeps owners, modes, symlinks, FIFOs', async () => {
+    const d = daemon();
+    const before = new Set(await volumeNames());
+    const c = await d.docker(['create', '-v', '/scratch', volimg, 'sh', '-c', 'echo in > /scratch/x; ls /srv/app']);
+    assert.equal(c.code, 0, c.stderr);
+    const id = c.stdout.trim();
+    assert.equal((await d.docker(['start', '-a', id])).stdout, 'conf\nlink\npipe\nprivate\n');
+    const mounts = (await d.request('GET', `/containers/${id}/json`)).json().Mounts as { Name: string; Destination: string; Mode: string; Source: string }[];
+    assert.deepEqual(mounts.map((m) => [m.Destination, m.Mode]).sort(), [['/scratch', ''], ['/srv/app', '']], 'the CLI sends -v /path as Config.Volumes, like an image VOLUME');
+    for (const m of mounts) assert.match(m.Name, /^[0-9a-f]{64}$/);
+    const app = mounts.find((m) => m.Destination === '/srv/app')!.Source;
+    const root = lstatSync(app);
+    assert.deepEqual([root.uid, root.gid, root.mode & 0o7777], [1000, 1000, 0o750], 'the volume root takes the image dir owner and mode');
+    const conf = lstatSync(join(app, 'conf'));
+    assert.deepEqual([conf.uid, conf.gid, conf.mode & 0o7777], [1000, 1000, 0o640]);
+    assert.equal(readFileSync(join(app, 'conf'), 'utf8'), 'setting=1\n');
+    assert.equal(readlinkSync(join(app, 'link')), '/etc/passwd', 'a symlink is copied as a symlink, never followed');
+    assert.ok(lstatSync(join(app, 'pipe')).isFIFO());
+    assert.equal(lstatSync(join(app, 'private')).mode & 0o7777, 0o700);
+    assert.equal((await d.docker(['rm', id])).code, 0);
+    const kept = (await volumeNames()).filter((n) => !before.has(n));
+    assert.equal(kept.length, 2, 'a plain rm keeps anonymous volumes');
+    for (const n of kept) assert.equal((await d.request('DELETE', `/volumes/${n}`)).status, 204);
+
+    const c2 = await d.docker(['create', '-v', '/scratch', '-v', 'named2:/srv/app', volimg, 'true']);
+    const id2 = c2.stdout.trim();
+    assert.equal((await d.docker(['start', '-a', id2])).code, 0);
+    const m2 = (await d.request('GET', `/containers/${id2}/json`)).json().Mounts as { Name: string }[];
+    assert.ok(m2.some((m) => m.Name === 'named2'), 'a named volume replaces the image VOLUME');
+    assert.equal((await d.docker(['rm', '-v', id2])).code, 0);
+    assert.deepEqual((await volumeNames()).filter((n) => !before.has(n)), ['named2'], 'rm -v removes the anonymous volume only');
+    assert.equal(readFileSync(join(await mountpoint('named2'), 'conf'), 'utf8'), 'setting=1\n');
+
+    const rr = await d.docker(['run', '--rm', volimg, 'cat', '/srv/app/conf']);
+    assert.equal(rr.stdout, 'setting=1\n', rr.stderr);
+    assert.deepEqual((await volumeNames()).filter((n) => !before.has(n)), ['named2'], '--rm removes the anonymous volume');
+  });
+
+  it('nocopy leaves a new volume empty; a volume with content is not copied over', async () => {
+    const d = daemon();
+    const r = await d.docker(['run', '--rm', '-v', 'nc:/srv/app:nocopy', volimg, 'ls', '-A', '/srv/app']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, '');
+    writeFileSync(join(await mountpoint('nc'), 'mine'), 'x');
+    const r2 = await d.docker(['run', '--rm', '-v', 'nc:/srv/app', volimg, 'ls', '-A', '/srv/app']);
+    assert.equal(r2.stdout, 'mine\n');
+  });
+
+  it('local driver options: a tmpfs with size= (mounted while used) and a bind of a host directory', async () => {
+    const d = daemon();
+    assert.equal((await d.docker(['volume', 'create', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=size=2m', 'tv'])).code, 0);
+    const opts = (await d.request('GET', '/volumes/tv')).json().Options;
+    assert.deepEqual(opts, { type: 'tmpfs', device: 'tmpfs', o: 'size=2m' });
+    const r = await d.docker(['run', '--rm', '-v', 'tv:/t', busybox, 'sh', '-c', "grep ' /t ' /proc/mounts | cut -d' ' -f3; df -k /t | tail -1 | awk '{print $2}'"]);
+    assert.equal(r.stdout, 'tmpfs\n2048\n', r.stderr);
+    const mp = await mountpoint('tv');
+    assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(` ${mp} `), 'unmounted after the last container stopped');
+
+    const host = mkdtempSync(join(tmpdir(), 'berth-volbind-'));
+    try {
+      writeFileSync(join(host, 'from-host'), 'h\n');
+      assert.equal((await d.docker(['volume', 'create', '--opt', 'type=none', '--opt', `device=${host}`, '--opt', 'o=bind', 'bv'])).code, 0);
+      const b = await d.docker(['run', '--rm', '-v', 'bv:/b', busybox, 'sh', '-c', 'cat /b/from-host; echo c > /b/from-ctr']);
+      assert.equal(b.stdout, 'h\n', b.stderr);
+      assert.equal(readFileSync(join(host, 'from-ctr'), 'utf8'), 'c\n');
+      assert.equal((await d.docker(['volume', 'rm', 'bv'])).code, 0);
+      assert.deepEqual(readdirSync(host).sort(), ['from-ctr', 'from-host'], 'removing a bind volume leaves the host directory alone');
+    } finally {
+      rmSync(host, { recursive: true, force: true });
+    }
+  });
+
+  it('--volumes-from with :ro, and bad specs are a 400', async () => {
+    const d = daemon();
+    assert.equal((await d.docker(['create', '--name', 'datac', '-v', 'shared:/shared', busybox, 'true'])).code, 0);
+    writeFileSync(join(await mountpoint('shared'), 'f'), 'shared\n');
+    const r = await d.docker(['run', '--rm', '--volumes-from', 'datac:ro', busybox, 'sh', '-c', 'cat /shared/f; touch /shared/g 2>/dev/null || echo refused']);
+    assert.equal(r.stdout, 'shared\nrefused\n', r.stderr);
+    const rw = await d.docker(['run', '--rm', '--volumes-from', 'datac', busybox, 'touch', '/shared/g']);
+    assert.equal(rw.code, 0, rw.stderr);
+    assert.ok(existsSync(join(await mountpoint('shared'), 'g')));
+    const bad = await d.request('POST', '/containers/create', { body: { Image: busybox, HostConfig: { Binds: ['vol:/x:bogus'] } } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json().message, 'invalid mode: bogus');
+    const dup = await d.request('POST', '/containers/create', { body: { Image: busybox, HostConfig: { Binds: ['a1:/x', 'a2:/x'] } } });
+    assert.equal(dup.status, 400);
+    assert.equal(dup.json().message, 'Duplicate mount point: /x');
+    const nofrom = await d.request('POST', '/containers/create', { body: { Image: busybox, HostConfig: { VolumesFrom: ['nosuch'] } } });
+    assert.equal(nofrom.status, 400);
+    assert.equal((await d.docker(['rm', 'datac'])).code, 0);
+  });
+
+  it('docker-py: Mounts of type volume (ReadOnly, NoCopy, Labels, DriverConfig) and Subpath', { skip: !haveDockerPy() && 'no .venv with docker-py' }, async () => {
+    const d = daemon();
+    assert.equal((await d.docker(['volume', 'create', 'sp'])).code, 0);
+    writeFileSync(join(await mountpoint('sp'), 'top'), 't');
+    const r = await runDockerPy(
+      d.socket,
+      `
+import docker, json
+from docker.types import Mount
+c = docker.from_env(version='1.45')
+out = c.containers.run(${JSON.stringify(volimg)}, ['sh', '-c', 'ls -A /m; touch /m/x 2>/dev/null || echo ro; mkdir -p /w/sub && echo s > /w/sub/f'],
+  mounts=[Mount('/m', 'pyvol', type='volume', read_only=True, no_copy=True, labels={'via': 'py'}, driver_config=docker.types.DriverConfig('local', {'type': 'tmpfs', 'device': 'tmpfs', 'o': 'size=1m'})),
+          Mount('/w', 'sp', type='volume')], remove=True)
+v = c.volumes.get('pyvol')
+c2 = c.api.create_container(${JSON.stringify(busybox)}, ['cat', '/s/f'], host_config=c.api.create_host_config(mounts=[{'Type': 'volume', 'Source': 'sp', 'Target': '/s', 'VolumeOptions': {'Subpath': 'sub'}}]))
+c.api.start(c2['Id'])
+c.api.wait(c2['Id'])
+sub = c.api.logs(c2['Id']).decode()
+c.api.remove_container(c2['Id'])
+print(json.dumps({'out': out.decode(), 'labels': v.attrs['Labels'], 'options': v.attrs['Options'], 'sub': sub}))
+`,
+    );
+    assert.equal(r.code, 0, r.stderr);
+    const got = JSON.parse(r.stdout);
+    assert.equal(got.out, 'ro\n', 'nocopy: empty; read-only');
+    assert.deepEqual(got.labels, { via: 'py' });
+    assert.deepEqual(got.options, { type: 'tmpfs', device: 'tmpfs', o: 'size=1m' });
+    assert.equal(got.sub, 's\n');
+  });
+});
