@@ -106,6 +106,10 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
       cpuQuota: hc.CpuQuota || undefined,
       cpusetCpus: hc.CpusetCpus || undefined,
       pidsLimit: hc.PidsLimit && hc.PidsLimit > 0 ? hc.PidsLimit : undefined,
+      // Set by `docker update` (create still refuses them): kept for later starts.
+      memoryReservation: (hc.MemoryReservation as number | undefined) || undefined,
+      cpusetMems: (hc.CpusetMems as string | undefined) || undefined,
+      blkioWeight: (hc.BlkioWeight as number | undefined) || undefined,
     },
     sysctls: hc.Sysctls ?? undefined,
     devices,

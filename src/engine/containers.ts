@@ -22,6 +22,7 @@ import type { ContainerProcesses, RuntimeProcesses } from './container-processes
 import { Trash } from './container-trash.js';
 import type { VolumeService } from './volumes/volume-service.js';
 import type { MountSpecInput } from './volumes/mount-points.js';
+import { mergeUpdate, updateResources, type UpdateRequest } from './container-update.js';
 
 export interface CreateRequest {
   name?: string;
@@ -437,6 +438,24 @@ export class ContainerService {
     c.state.status = 'running';
     this.save(c);
     this.events.publish('container', 'unpause', c.id, this.attrs(c));
+  }
+
+  /** POST /containers/{id}/update: kept in the record, and applied to a running container's cgroups at once. */
+  async update(idOrName: string, req: UpdateRequest): Promise<{ Warnings: string[] }> {
+    const c = this.get(idOrName);
+    return this.withLock(c.id, async () => {
+      if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`Cannot update container ${c.id}: container is marked for removal and cannot be "update"`);
+      const next = mergeUpdate(c.id, c.hostConfig, req);
+      if (c.state.status === 'running' || c.state.status === 'paused') {
+        await (this.processes as RuntimeProcesses).runtime.update(c.id, updateResources(next)).catch((err: Error) => {
+          throw new BerthError('internal', `Cannot update container ${c.id}: ${err.message}`);
+        });
+      }
+      c.hostConfig = next;
+      this.save(c);
+      this.events.publish('container', 'update', c.id, this.attrs(c));
+      return { Warnings: [] };
+    });
   }
 
   rename(idOrName: string, newName: string): void {

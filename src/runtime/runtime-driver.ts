@@ -28,7 +28,7 @@ import { ConmonLauncher, LauncherError, makeFifo } from './conmon-launcher.js';
 import { conmonEnv, SyncPipeReader } from './conmon-sync.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
 import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
-import type { OciSpec } from './oci-spec.js';
+import type { OciResources, OciSpec } from './oci-spec.js';
 import { isProcessAlive, readPidFile } from './pid-file.js';
 import { SeccompBpfCache } from './seccomp-cache.js';
 import { clampRlimits, ownHardLimits, type HardLimits } from './rlimits.js';
@@ -426,6 +426,18 @@ export class RuntimeDriver {
   async resume(id: string): Promise<void> {
     const meta = await this.#mustMeta(id);
     await runRuntime(this.#binary(meta.runtime), ['resume', id]);
+  }
+
+  /** `<runtime> update --resources`: new cgroup limits for a running (or paused) container, at once. */
+  async update(id: string, resources: OciResources): Promise<void> {
+    const meta = await this.#mustMeta(id);
+    const file = join(this.stateDir, `update-${id}.json`);
+    await writeFile(file, JSON.stringify(resources));
+    try {
+      await runRuntime(this.#binary(meta.runtime), ['update', '--resources', file, id]);
+    } finally {
+      await unlink(file).catch(() => undefined);
+    }
   }
 
   /** `<runtime> delete`; with force a running container is killed first. */

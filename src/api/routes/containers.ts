@@ -11,6 +11,7 @@ import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import type { WaitCondition } from '../../engine/container-waiters.js';
 import { tryLookupImage } from '../../engine/image-lookup.js';
 import { containerSize } from '../../engine/container-inspect-fs.js';
+import { parseUpdate } from '../../engine/container-update.js';
 
 export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
   r.on('POST', '/containers/create', async (ctx) => {
@@ -49,6 +50,9 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
   r.on('POST', '/containers/:id/unpause', async (ctx) => {
     await containers.unpause(ctx.params.id!);
     sendNoContent(ctx);
+  });
+  r.on('POST', '/containers/:id/update', async (ctx) => {
+    sendJson(ctx, 200, await containers.update(ctx.params.id!, parseUpdate(await readJsonObject(ctx))));
   });
   r.on('POST', '/containers/:id/rename', (ctx) => {
     containers.rename(ctx.params.id!, ctx.query.get('name') ?? '');
