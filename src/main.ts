@@ -43,6 +43,8 @@ import { VolumeRecords } from './state/volume-records.js';
 import { LocalDriver } from './engine/volumes/local-driver.js';
 import { VolumeService } from './engine/volumes/volume-service.js';
 import { volumeRoutes } from './api/routes/volumes.js';
+import { DiskUsageService } from './engine/disk-usage.js';
+import { systemDfRoutes, emptyBuildPruneRoute } from './api/routes/system-df.js';
 import { isRunningLike } from './engine/container-model.js';
 
 async function main(): Promise<void> {
@@ -124,12 +126,15 @@ async function main(): Promise<void> {
   containerLogRoutes(router, containers, config.logOpts);
   networkRoutes(router, networks);
   volumeRoutes(router, volumes);
+  systemDfRoutes(router, new DiskUsageService({ images, containers, volumes }), containers, volumes);
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
   const execs = new ExecService(containers, containers.processes as RuntimeProcesses, events);
   containers.execIds = (id) => execs.idsFor(id);
   execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
   swarmRoutes(router, swarm, containers);
+  // Last: `docker system prune` calls /build/prune and fails on a 404 while no builder answers it.
+  if (!router.has('POST', '/build/prune')) emptyBuildPruneRoute(router);
   const health = new HealthMonitor(containers, runtime);
   health.start();
 

@@ -69,6 +69,11 @@ export class Router {
     }
   }
 
+  /** Whether a handler is registered for the method and path (a route pattern as given to on()). */
+  has(method: Method, path: string): boolean {
+    return this.#fmw.hasRoute(method, path);
+  }
+
   /** Serves a plain request; never throws, handler errors become error responses. */
   handle(req: IncomingMessage, res: ServerResponse): void {
     const method = req.method ?? 'GET';
