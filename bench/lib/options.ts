@@ -83,7 +83,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 9)) throw new Error(`--only wants workload numbers 1-9, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 10)) throw new Error(`--only wants workload numbers 1-10, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
