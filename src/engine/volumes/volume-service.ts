@@ -177,7 +177,11 @@ export class VolumeService {
       const v = this.#volumes.get(mp.Name);
       if (!v) throw notFound(`get ${mp.Name}: no such volume`);
       const users = this.#active.get(v.name) ?? new Set<string>();
-      if (users.size === 0) await this.#deps.driver.mount(v.name, v.options);
+      if (users.size === 0) {
+        // The data dir is made again if something removed it behind our back (a crash mid-removal).
+        this.#deps.driver.create(v.name);
+        await this.#deps.driver.mount(v.name, v.options);
+      }
       users.add(c.id);
       this.#active.set(v.name, users);
       if (mp.CopyData) {
