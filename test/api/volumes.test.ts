@@ -1,18 +1,13 @@
 /** /volumes through the docker CLI and the API: create, list with filters, inspect, remove, prune, events, restarts. */
-import { describe, it, before } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemon, useSeededRegistry, usePulledBusybox } from '../harness/index.js';
 
 describe('volumes API', () => {
   const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
-  });
+  const busybox = usePulledBusybox(daemon, useSeededRegistry('open'));
 
   it('create, inspect, list with filters, remove; an existing name is returned; bad input is refused', async () => {
     const d = daemon();
@@ -75,7 +70,7 @@ describe('volumes API', () => {
     assert.equal((await d.docker(['volume', 'create', 'keep'])).code, 0);
     assert.equal((await d.docker(['volume', 'create', 'named-unused'])).code, 0);
     const anon = (await d.request('POST', '/volumes/create', { body: { Labels: { k: 'v' } } })).json().Name as string;
-    const run = await d.docker(['create', '--name', 'user1', '-v', 'keep:/data', image, 'true']);
+    const run = await d.docker(['create', '--name', 'user1', '-v', 'keep:/data', busybox(), 'true']);
     assert.equal(run.code, 0, run.stderr);
     const id = run.stdout.trim();
     const rm = await d.request('DELETE', '/volumes/keep?force=1');
@@ -101,7 +96,7 @@ describe('volumes API', () => {
 
   it('volumes and their data survive a restart and a kill -9', async () => {
     const d = daemon();
-    const w = await d.docker(['run', '--rm', '-v', 'durable:/data', image, 'sh', '-c', 'echo kept > /data/f']);
+    const w = await d.docker(['run', '--rm', '-v', 'durable:/data', busybox(), 'sh', '-c', 'echo kept > /data/f']);
     assert.equal(w.code, 0, w.stderr);
     await d.kill9();
     await d.restart();
@@ -109,7 +104,7 @@ describe('volumes API', () => {
     assert.equal(readFileSync(join(v.Mountpoint, 'f'), 'utf8'), 'kept\n');
     await d.stop();
     await d.restart();
-    const r = await d.docker(['run', '--rm', '-v', 'durable:/data', image, 'cat', '/data/f']);
+    const r = await d.docker(['run', '--rm', '-v', 'durable:/data', busybox(), 'cat', '/data/f']);
     assert.equal(r.stdout, 'kept\n', r.stderr);
   });
 });

@@ -1,8 +1,8 @@
 /** POST /containers/{id}/update through the docker CLI and docker-py: limits land in the running container's cgroup files at once and stay for later starts. */
-import { describe, it, before } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemon, useSeededRegistry, usePulledBusybox } from '../harness/index.js';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import type { TestDaemon } from '../harness/daemon.js';
 
@@ -19,16 +19,11 @@ const pidOf = async (d: TestDaemon, id: string) => (await d.request('GET', `/con
 
 describe('container update', () => {
   const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
-  });
+  const busybox = usePulledBusybox(daemon, useSeededRegistry('open'));
 
   it('docker update changes a running container\'s cgroups at once and the limits survive a restart', async () => {
     const d = daemon();
-    const run = await d.docker(['run', '-d', '--memory', '32m', image, 'sleep', '1000']);
+    const run = await d.docker(['run', '-d', '--memory', '32m', busybox(), 'sleep', '1000']);
     assert.equal(run.code, 0, run.stderr);
     const id = run.stdout.trim();
     try {
@@ -67,7 +62,7 @@ describe('container update', () => {
 
   it('a stopped container keeps the update for its next start; AutoRemove refuses a restart policy', async () => {
     const d = daemon();
-    const c = await d.docker(['create', image, 'sleep', '1000']);
+    const c = await d.docker(['create', busybox(), 'sleep', '1000']);
     const id = c.stdout.trim();
     try {
       const up = await d.request('POST', `/v1.44/containers/${id}/update`, { body: { Memory: 48 * 1024 * 1024, MemorySwap: -1, Unknown: 1 } });
@@ -75,7 +70,7 @@ describe('container update', () => {
       assert.deepEqual(up.json(), { Warnings: [] });
       assert.equal((await d.docker(['start', id])).code, 0);
       assert.equal(cgroupFile(await pidOf(d, id), 'memory', 'memory.limit_in_bytes', 'memory.max'), String(48 * 1024 * 1024));
-      const rm = await d.docker(['run', '-d', '--rm', image, 'sleep', '1000']);
+      const rm = await d.docker(['run', '-d', '--rm', busybox(), 'sleep', '1000']);
       const rmId = rm.stdout.trim();
       const bad = await d.docker(['update', '--restart', 'always', rmId]);
       assert.notEqual(bad.code, 0);
@@ -93,7 +88,7 @@ describe('container update', () => {
       `
 import docker, json
 c = docker.from_env()
-ctr = c.containers.run(${JSON.stringify(image)}, ['sleep', '1000'], detach=True)
+ctr = c.containers.run(${JSON.stringify(busybox())}, ['sleep', '1000'], detach=True)
 res = ctr.update(mem_limit='40m', memswap_limit='80m', cpu_shares=256)
 ctr.reload()
 print(json.dumps({'id': ctr.id, 'res': res, 'mem': ctr.attrs['HostConfig']['Memory'], 'shares': ctr.attrs['HostConfig']['CpuShares'], 'pid': ctr.attrs['State']['Pid']}))

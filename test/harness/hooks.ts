@@ -48,3 +48,14 @@ export function useSeededRegistry(kind: RegistryKind = 'open', opts: RegistryOpt
     return value;
   };
 }
+
+/** The seeded registry's busybox, pulled into the daemon in `before`: the getter gives its reference. */
+export function usePulledBusybox(daemon: () => TestDaemon, reg: () => SeededRegistry): () => string {
+  let ref = '';
+  before(async () => {
+    ref = reg().seeded.refs.busybox;
+    const r = await daemon().docker(['pull', '-q', ref]);
+    if (r.code !== 0) throw new Error(`docker pull ${ref} failed: ${r.stderr}`);
+  });
+  return () => ref;
+}
