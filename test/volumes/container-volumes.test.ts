@@ -32,17 +32,33 @@ async function volumeImage() {
   return assembleManifest({ format: 'docker', layers: [base, app], config: { ...BUSYBOX_CONFIG, Volumes: { '/srv/app': {} } } });
 }
 
+/** busybox plus VOLUMEs on symlinks that lead out of the root (absolute and relative). */
+async function escapingVolumeImage() {
+  const [base, links] = await Promise.all([
+    busyboxLayer('gzip'),
+    buildLayer([
+      { type: 'dir', path: 'srv/' },
+      { type: 'symlink', path: 'srv/abs', target: '/../../../../../../etc' },
+      { type: 'symlink', path: 'srv/rel', target: '../../../../../../../etc' },
+    ]),
+  ]);
+  return assembleManifest({ format: 'docker', layers: [base, links], config: { ...BUSYBOX_CONFIG, Volumes: { '/srv/abs': {}, '/srv/rel/': {} } } });
+}
+
 describe('volumes in containers', () => {
   const daemon = useDaemon();
   const reg = useSeededRegistry('open');
   let busybox = '';
   let volimg = '';
+  let escimg = '';
   before(async () => {
     const { registry, seeded } = reg();
     busybox = seeded.refs.busybox;
     volimg = `${registry.host}/volimg:latest`;
+    escimg = `${registry.host}/volesc:latest`;
     await pushImage(registry, 'volimg', 'latest', await volumeImage());
-    for (const ref of [busybox, volimg]) assert.equal((await daemon().docker(['pull', '-q', ref])).code, 0);
+    await pushImage(registry, 'volesc', 'latest', await escapingVolumeImage());
+    for (const ref of [busybox, volimg, escimg]) assert.equal((await daemon().docker(['pull', '-q', ref])).code, 0);
   });
 
   const mountpoint = async (name: string) => (await daemon().request('GET', `/volumes/${name}`)).json().Mountpoint as string;
@@ -101,6 +117,24 @@ describe('volumes in containers', () => {
     const rr = await d.docker(['run', '--rm', volimg, 'cat', '/srv/app/conf']);
     assert.equal(rr.stdout, 'setting=1\n', rr.stderr);
     assert.deepEqual((await volumeNames()).filter((n) => !before.has(n)), ['named2'], '--rm removes the anonymous volume');
+  });
+
+  it('copy-up never follows a VOLUME path through a symlink out of the root', async () => {
+    const d = daemon();
+    const c = await d.docker(['create', escimg, 'true']);
+    assert.equal(c.code, 0, c.stderr);
+    const id = c.stdout.trim();
+    await d.docker(['start', '-a', id]);
+    const mounts = (await d.request('GET', `/containers/${id}/json`)).json().Mounts as { Source: string; Destination: string }[];
+    assert.deepEqual(mounts.map((m) => m.Destination).sort(), ['/srv/abs', '/srv/rel']);
+    // Both resolve to the container's /etc, so the runtime made its mount targets for /etc/hostname,
+    // hosts and resolv.conf in one of them: empty files. Nothing of the host's /etc came in.
+    for (const m of mounts) {
+      const names = readdirSync(m.Source);
+      assert.ok(names.every((n) => ['hostname', 'hosts', 'resolv.conf'].includes(n)), `${m.Destination}: ${names.join(' ')}`);
+      for (const n of names) assert.equal(lstatSync(join(m.Source, n)).size, 0);
+    }
+    assert.equal((await d.docker(['rm', '-v', id])).code, 0);
   });
 
   it('nocopy leaves a new volume empty; a volume with content is not copied over', async () => {
