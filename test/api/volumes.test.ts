@@ -31,6 +31,7 @@ describe('volumes API', () => {
     assert.equal(v.Mountpoint, join(d.dataRoot, 'volumes', 'data1', '_data'));
     assert.ok(existsSync(v.Mountpoint));
     assert.match(v.CreatedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.equal(v.Options, null, 'no driver options given');
 
     const ls = await d.docker(['volume', 'ls', '-q', '--filter', 'label=team=a']);
     assert.deepEqual(ls.stdout.trim().split('\n'), ['data1']);

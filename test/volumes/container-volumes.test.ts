@@ -71,6 +71,9 @@ describe('volumes in containers', () => {
     const ins = (await d.request('GET', '/containers/writer/json')).json();
     const src = await mountpoint('keepme');
     assert.deepEqual(ins.Mounts, [{ Type: 'volume', Name: 'keepme', Source: src, Destination: '/data', Driver: 'local', Mode: 'z', RW: true, Propagation: '' }]);
+    const vol = (await d.request('GET', '/volumes/keepme')).json();
+    assert.equal(vol.Labels, null, 'created by -v: no labels, shown as null (dockerd)');
+    assert.equal(vol.Options, null);
     const ps = await d.docker(['ps', '-a', '--filter', 'name=writer', '--format', '{{.Mounts}}']);
     assert.equal(ps.stdout.trim(), 'keepme');
     assert.equal((await d.docker(['rm', '-v', 'writer'])).code, 0);
@@ -166,6 +169,25 @@ describe('volumes in containers', () => {
       assert.equal(readFileSync(join(host, 'from-ctr'), 'utf8'), 'c\n');
       assert.equal((await d.docker(['volume', 'rm', 'bv'])).code, 0);
       assert.deepEqual(readdirSync(host).sort(), ['from-ctr', 'from-host'], 'removing a bind volume leaves the host directory alone');
+    } finally {
+      rmSync(host, { recursive: true, force: true });
+    }
+  });
+
+  it('binds: -v makes a missing host directory, a Mounts bind of a missing source is a 400, a file can be bound', async () => {
+    const d = daemon();
+    const host = mkdtempSync(join(tmpdir(), 'berth-bindsrc-'));
+    try {
+      const made = join(host, 'a', 'b');
+      const r = await d.docker(['run', '--rm', '-v', `${made}:/m`, '-v', '/etc/hostname:/h:ro', busybox, 'sh', '-c', 'touch /m/x && cat /h']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, readFileSync('/etc/hostname', 'utf8'));
+      assert.ok(existsSync(join(made, 'x')));
+      const missing = join(host, 'nope');
+      const c = await d.request('POST', '/containers/create', { body: { Image: busybox, HostConfig: { Mounts: [{ Type: 'bind', Source: missing, Target: '/m' }] } } });
+      assert.equal(c.status, 400);
+      assert.equal(c.json().message, `invalid mount config for type "bind": bind source path does not exist: ${missing}`);
+      assert.ok(!existsSync(missing));
     } finally {
       rmSync(host, { recursive: true, force: true });
     }

@@ -2,8 +2,9 @@
  * Resolves a container's mount points from its create request the way dockerd does: first the
  * volumes of `VolumesFrom` containers, then `Binds` (`-v`), then `Mounts`, each replacing an earlier
  * one at the same destination; last an anonymous volume for each image VOLUME nothing else covers.
- * Pure: the volume service creates the volumes the result names.
+ * The volume service creates the volumes the result names; only a `Mounts` bind's source is looked at here.
  */
+import { existsSync } from 'node:fs';
 import { posix } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
 import type { MountPointRecord } from './volume-model.js';
@@ -77,7 +78,7 @@ function parseBind(raw: string): ResolvedMountPoint {
   const rw = !hasOpt(mode, 'ro');
   const propagation = mode.split(',').find((o) => PROPAGATIONS.has(o));
   if (source.startsWith('/')) {
-    return { Type: 'bind', Name: '', Source: posix.normalize(source), Destination: destination, Driver: '', Mode: mode, RW: rw, Propagation: propagation ?? 'rprivate' };
+    return { Type: 'bind', Name: '', Source: posix.normalize(source), Destination: destination, Driver: '', Mode: mode, RW: rw, Propagation: propagation ?? 'rprivate', CreateSource: true };
   }
   if (propagation) throw invalidArgument(`invalid spec: ${raw}: invalid mount config for type "volume": field BindOptions must not be specified`);
   return { Type: 'volume', Name: source, Source: '', Destination: destination, Driver: 'local', Mode: mode || 'z', RW: rw, Propagation: '', CopyData: !hasOpt(mode, 'nocopy') };
@@ -92,6 +93,7 @@ function parseMount(m: MountSpecInput): ResolvedMountPoint {
     case 'bind': {
       if (!m.Source) throw invalidArgument('invalid mount config for type "bind": field Source must not be empty');
       if (!m.Source.startsWith('/')) throw invalidArgument(`invalid mount config for type "bind": invalid mount path: '${m.Source}' mount path must be absolute`);
+      if (!existsSync(m.Source)) throw invalidArgument(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
       const prop = m.BindOptions?.Propagation || 'rprivate';
       if (!PROPAGATIONS.has(prop)) throw invalidArgument(`invalid mount config for type "bind": invalid propagation mode: ${prop}`);
       return { Type: 'bind', Name: '', Source: posix.normalize(m.Source), Destination: destination, Driver: '', Mode: '', RW: rw, Propagation: prop, NonRecursive: !!m.BindOptions?.NonRecursive };

@@ -1,5 +1,5 @@
 /** A container's resolved mount points as the runtime spec's mounts. */
-import { lstat } from 'node:fs/promises';
+import { lstat, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
 import type { ContainerMount } from '../../runtime/build-spec.js';
@@ -14,6 +14,7 @@ export async function specMounts(points: MountPointRecord[]): Promise<ContainerM
       continue;
     }
     const source = mp.Subpath ? await subpathSource(mp.Source, mp.Subpath) : mp.Source;
+    if (mp.CreateSource) await lstat(source).catch(() => mkdir(source, { recursive: true, mode: 0o755 }));
     out.push({ destination: mp.Destination, type: 'bind', source, options: [mp.NonRecursive ? 'bind' : 'rbind', mp.Propagation || 'rprivate', rw] });
   }
   return out;

@@ -4,15 +4,16 @@ export interface VolumeRecord {
   driver: 'local';
   /** RFC 3339, whole seconds (what `docker volume inspect` shows). */
   createdAt: string;
-  labels: Record<string, string>;
-  /** The driver options given at create (`type`, `device`, `o`). */
-  options: Record<string, string>;
+  /** null when none were given (dockerd shows null then, {} for an empty map given). */
+  labels: Record<string, string> | null;
+  /** The driver options given at create (`type`, `device`, `o`); null when none were given. */
+  options: Record<string, string> | null;
 }
 
 /** dockerd marks a volume created without a name with this label; prune and `rm -v` go by it. */
 export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
 
-export const isAnonymous = (v: VolumeRecord): boolean => Object.hasOwn(v.labels, ANONYMOUS_LABEL);
+export const isAnonymous = (v: VolumeRecord): boolean => !!v.labels && Object.hasOwn(v.labels, ANONYMOUS_LABEL);
 
 /** A volume, bind or tmpfs mount of a container, resolved at create (dockerd's MountPoint). */
 export interface MountPointRecord {
@@ -32,4 +33,6 @@ export interface MountPointRecord {
   TmpfsOptions?: string[];
   /** Bind mounts: recursive or not. */
   NonRecursive?: boolean;
+  /** A `-v /host:/ctr` bind: a missing host directory is made at start (dockerd; `Mounts` refuse it). */
+  CreateSource?: boolean;
 }

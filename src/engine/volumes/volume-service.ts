@@ -76,11 +76,11 @@ export class VolumeService {
   /** Creates a volume, or returns the one of that name (dockerd: creating an existing name returns it). */
   create(req: VolumeCreateRequest): VolumeRecord {
     const driver = req.driver || 'local';
-    const labels = { ...(req.labels ?? {}) };
+    let labels = req.labels ? { ...req.labels } : null;
     let name = req.name ?? '';
     if (!name) {
       name = randomBytes(32).toString('hex');
-      labels[ANONYMOUS_LABEL] = '';
+      labels = { ...labels, [ANONYMOUS_LABEL]: '' };
     }
     if (driver !== 'local') throw notFound(`create ${name}: error looking up volume plugin ${driver}: plugin "${driver}" not found`);
     const existing = this.#volumes.get(name);
@@ -89,9 +89,9 @@ export class VolumeService {
     if (!NAME_RE.test(name)) {
       throw invalidArgument(`create ${name}: ${JSON.stringify(name)} includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed. If you intended to pass a host directory, use absolute path`);
     }
-    const options = { ...(req.driverOpts ?? {}) };
+    const options = req.driverOpts ? { ...req.driverOpts } : null;
     try {
-      this.#deps.driver.validateOptions(options);
+      this.#deps.driver.validateOptions(options ?? {});
     } catch (err) {
       throw invalidArgument(`create ${name}: ${(err as Error).message}`);
     }
@@ -116,7 +116,7 @@ export class VolumeService {
   }
 
   async #destroy(v: VolumeRecord): Promise<void> {
-    await this.#deps.driver.remove(v.name, v.options);
+    await this.#deps.driver.remove(v.name, v.options ?? {});
     this.#deps.records.delete(v.name);
     this.#volumes.delete(v.name);
     this.#active.delete(v.name);
@@ -180,7 +180,7 @@ export class VolumeService {
       if (users.size === 0) {
         // The data dir is made again if something removed it behind our back (a crash mid-removal).
         this.#deps.driver.create(v.name);
-        await this.#deps.driver.mount(v.name, v.options);
+        await this.#deps.driver.mount(v.name, v.options ?? {});
       }
       users.add(c.id);
       this.#active.set(v.name, users);
@@ -203,7 +203,7 @@ export class VolumeService {
       const v = this.#volumes.get(mp.Name);
       if (!v) continue;
       this.#deps.events.publish('volume', 'unmount', v.name, { container: c.id, driver: v.driver });
-      if (users.size === 0) await this.#deps.driver.unmount(v.name, v.options).catch((err) => log.warn('volume unmount failed', { name: v.name, err }));
+      if (users.size === 0) await this.#deps.driver.unmount(v.name, v.options ?? {}).catch((err) => log.warn('volume unmount failed', { name: v.name, err }));
     }
   }
 
@@ -218,7 +218,7 @@ export class VolumeService {
       }
     }
     for (const v of this.#volumes.values()) {
-      if (!this.#active.get(v.name)?.size) await this.#deps.driver.unmount(v.name, v.options).catch(() => undefined);
+      if (!this.#active.get(v.name)?.size) await this.#deps.driver.unmount(v.name, v.options ?? {}).catch(() => undefined);
     }
   }
 
