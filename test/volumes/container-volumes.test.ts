@@ -288,6 +288,9 @@ print(json.dumps({'out': out.decode(), 'labels': v.attrs['Labels'], 'options': v
     const st = await d.request('POST', `/containers/${c.json().Id}/start`);
     assert.equal(st.status, 400);
     assert.match(st.json().message, /subpath crosses a symlink/);
+    const old = await d.request('POST', '/v1.44/containers/create', { body: { Image: busybox, HostConfig: { Mounts: [{ Type: 'volume', Source: 'symvol', Target: '/s', VolumeOptions: { Subpath: 'x' } }] } } });
+    assert.equal(old.status, 400);
+    assert.equal(old.json().message, 'VolumeOptions.Subpath needs API v1.45 or newer');
     const up = await d.request('POST', '/containers/create', { body: { Image: busybox, HostConfig: { Mounts: [{ Type: 'volume', Source: 'symvol', Target: '/s', VolumeOptions: { Subpath: '../x' } }] } } });
     assert.equal(up.status, 400);
     assert.match(up.json().message, /subpath must be a relative path within the volume/);

@@ -12,11 +12,13 @@ import type { WaitCondition } from '../../engine/container-waiters.js';
 import { tryLookupImage } from '../../engine/image-lookup.js';
 import { containerSize } from '../../engine/container-inspect-fs.js';
 import { parseUpdate } from '../../engine/container-update.js';
+import { checkMountsForVersion } from './volumes.js';
 
 export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
   r.on('POST', '/containers/create', async (ctx) => {
     const body = await readJsonObject(ctx);
     const { config, hostConfig, networkingConfig } = parseCreateBody(body);
+    checkMountsForVersion(ctx.version, hostConfig.Mounts);
     const name = queryString(ctx.query, 'name');
     sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
   });

@@ -71,6 +71,14 @@ export function volumeJson(volumes: VolumeService, v: VolumeRecord, usage?: { si
   };
 }
 
+/** Container create: what of the volume fields an API version may not use (dockerd's router checks). */
+export function checkMountsForVersion(version: string, mounts: unknown): void {
+  if (!versionBefore(version, '1.45') || !Array.isArray(mounts)) return;
+  for (const m of mounts as { VolumeOptions?: { Subpath?: string } | null }[]) {
+    if (m?.VolumeOptions?.Subpath) throw invalidArgument('VolumeOptions.Subpath needs API v1.45 or newer');
+  }
+}
+
 function str(v: unknown, what: string): string | undefined {
   if (v === undefined || v === null || v === '') return undefined;
   if (typeof v !== 'string') throw invalidArgument(`invalid JSON: ${what} must be a string`);
