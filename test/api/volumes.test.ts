@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDaemon, useSeededRegistry, usePulledBusybox } from '../harness/index.js';
+import { haveDockerPy, runDockerPy } from '../harness/python.js';
 
 describe('volumes API', () => {
   const daemon = useDaemon();
@@ -107,5 +108,36 @@ describe('volumes API', () => {
     await d.restart();
     const r = await d.docker(['run', '--rm', '-v', 'durable:/data', busybox(), 'cat', '/data/f']);
     assert.equal(r.stdout, 'kept\n', r.stderr);
+  });
+
+  it('docker-py: volumes.create/get/list/prune and remove', { skip: !haveDockerPy() && 'no .venv with docker-py' }, async () => {
+    const d = daemon();
+    const r = await runDockerPy(
+      d.socket,
+      `
+import docker, json
+c = docker.from_env()
+v = c.volumes.create('pyv', driver='local', labels={'a': 'b'}, driver_opts={'type': 'tmpfs', 'device': 'tmpfs', 'o': 'size=1m'})
+same = c.volumes.create('pyv')
+listed = [x.name for x in c.volumes.list(filters={'label': 'a=b'})]
+anon = c.volumes.create()
+pruned = c.volumes.prune()
+v.remove()
+try:
+    c.volumes.get('pyv')
+    gone = False
+except docker.errors.NotFound:
+    gone = True
+print(json.dumps({'labels': v.attrs['Labels'], 'options': v.attrs['Options'], 'same': same.id, 'listed': listed, 'pruned': pruned['VolumesDeleted'], 'anon': anon.name, 'gone': gone}))
+`,
+    );
+    assert.equal(r.code, 0, r.stderr);
+    const got = JSON.parse(r.stdout);
+    assert.deepEqual(got.labels, { a: 'b' });
+    assert.deepEqual(got.options, { type: 'tmpfs', device: 'tmpfs', o: 'size=1m' });
+    assert.equal(got.same, 'pyv');
+    assert.deepEqual(got.listed, ['pyv']);
+    assert.deepEqual(got.pruned, [got.anon], 'prune takes the anonymous volume, not the named one');
+    assert.equal(got.gone, true);
   });
 });
