@@ -91,6 +91,9 @@ describe('volumes API', () => {
     assert.deepEqual(left, ['keep', 'named-unused']);
     const p2 = (await d.request('POST', `/volumes/prune?filters=${encodeURIComponent(JSON.stringify({ all: ['true'] }))}`)).json();
     assert.deepEqual(p2.VolumesDeleted, ['named-unused'], 'a volume a container refers to stays');
+    const ev = await d.request('GET', `/events?since=${Math.floor(Date.now() / 1000) - 5}&until=${Math.ceil(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ type: ['volume'], event: ['prune'] }))}`);
+    const prunes = ev.text().trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(prunes.length >= 2 && prunes.every((e) => /^\d+$/.test(e.Actor.Attributes.reclaimed)), ev.text());
     assert.equal(typeof p2.SpaceReclaimed, 'number');
     assert.equal((await d.docker(['rm', id])).code, 0);
     assert.equal((await d.request('DELETE', '/volumes/keep')).status, 204);

@@ -90,6 +90,10 @@ describe('volumes in containers', () => {
     const c = await d.docker(['create', '-v', '/scratch', volimg, 'sh', '-c', 'echo in > /scratch/x; ls /srv/app']);
     assert.equal(c.code, 0, c.stderr);
     const id = c.stdout.trim();
+    // An xattr on the image's file (set in this daemon's own layer store): copy-up must keep it.
+    const top = (await d.request('GET', `/containers/${id}/json`)).json().GraphDriver.Data.LowerDir.split(':')[0];
+    const setx = await run('setfattr', ['-n', 'user.berth', '-v', 'kept', join(top, 'srv/app/conf')]);
+    assert.equal(setx.code, 0, setx.stderr);
     assert.equal((await d.docker(['start', '-a', id])).stdout, 'conf\nlink\npipe\nprivate\n');
     const mounts = (await d.request('GET', `/containers/${id}/json`)).json().Mounts as { Name: string; Destination: string; Mode: string; Source: string }[];
     assert.deepEqual(mounts.map((m) => [m.Destination, m.Mode]).sort(), [['/scratch', ''], ['/srv/app', '']], 'the CLI sends -v /path as Config.Volumes, like an image VOLUME');
@@ -100,6 +104,8 @@ describe('volumes in containers', () => {
     const conf = lstatSync(join(app, 'conf'));
     assert.deepEqual([conf.uid, conf.gid, conf.mode & 0o7777], [1000, 1000, 0o640]);
     assert.equal(readFileSync(join(app, 'conf'), 'utf8'), 'setting=1\n');
+    const getx = await run('getfattr', ['--only-values', '-n', 'user.berth', join(app, 'conf')]);
+    assert.equal(getx.stdout, 'kept', getx.stderr);
     assert.equal(readlinkSync(join(app, 'link')), '/etc/passwd', 'a symlink is copied as a symlink, never followed');
     assert.ok(lstatSync(join(app, 'pipe')).isFIFO());
     assert.equal(lstatSync(join(app, 'private')).mode & 0o7777, 0o700);

@@ -138,6 +138,7 @@ export class VolumeService {
         log.warn('volume prune: removal failed', { name: v.name, err });
       }
     }
+    this.#deps.events.publish('volume', 'prune', '', { reclaimed: String(reclaimed) });
     return { deleted, reclaimed };
   }
 
