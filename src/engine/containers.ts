@@ -63,8 +63,8 @@ export class ContainerService {
     readonly events: EventBus,
     readonly dataRoot: string,
     readonly defaultRuntime: 'crun' | 'runc',
-    /** Volumes and mount points (issue 17); absent in tests that build the service without them. */
-    readonly volumes?: VolumeService,
+    /** Volumes: mount points resolved at create, mounted at start, released at exit and removal. */
+    readonly volumes: VolumeService,
   ) {
     this.#trash = new Trash(join(dataRoot, 'trash'));
     images.usage = (imageId) => {
@@ -168,7 +168,7 @@ export class ContainerService {
     // On the host's network the container shares the host's name, as with dockerd.
     config.Hostname ||= hc.NetworkMode === 'host' ? hostname() : shortId(id);
     if (!hc.RestartPolicy) hc.RestartPolicy = { Name: 'no', MaximumRetryCount: 0 };
-    const mountPoints = this.volumes?.resolveMounts({
+    const mountPoints = this.volumes.resolveMounts({
       binds: hc.Binds ?? [],
       mounts: (hc.Mounts ?? []) as MountSpecInput[],
       volumesFrom: (hc.VolumesFrom as string[] | null | undefined) ?? [],
@@ -197,7 +197,7 @@ export class ContainerService {
       hostnamePath: join(dir, 'hostname'),
       hostsPath: join(dir, 'hosts'),
       resolvConfPath: join(dir, 'resolv.conf'),
-      ...(mountPoints ? { mountPoints } : {}),
+      mountPoints,
     };
     if (config.Healthcheck?.Test?.length && config.Healthcheck.Test[0] !== 'NONE') {
       c.state.health = { status: 'starting', failingStreak: 0, log: [] };
@@ -250,8 +250,7 @@ export class ContainerService {
     const mounted = mountRootfs(paths, lowers, { volatile: !!c.hostConfig.AutoRemove });
     mounted.catch(() => (mountFailed = true));
     // Volumes mount (and copy up the image's content) once the rootfs is there, alongside the network set-up.
-    const volumes = this.volumes;
-    const ready = volumes && c.mountPoints?.some((m) => m.Type === 'volume') ? mounted.then(() => volumes.mountFor(c, paths.merged)).then(() => undefined) : mounted;
+    const ready = c.mountPoints?.some((m) => m.Type === 'volume') ? mounted.then(() => this.volumes.mountFor(c, paths.merged)).then(() => undefined) : mounted;
     try {
       const { pid } = await this.processes.start(c, paths.merged, ready);
       c.state = { ...c.state, status: 'running', pid, exitCode: 0, error: '', oomKilled: false, startedAt: new Date().toISOString(), finishedAt: ZERO_TIME };
@@ -259,7 +258,7 @@ export class ContainerService {
       this.save(c);
       this.events.publish('container', 'start', c.id, this.attrs(c));
     } catch (err) {
-      await volumes?.unmountFor(c).catch(() => undefined);
+      await this.volumes.unmountFor(c).catch(() => undefined);
       if (mountFailed) {
         // As before the mount ran in parallel: a failed mount leaves the record as it was.
         await this.processes.cleanup(c).catch(() => undefined);
@@ -334,7 +333,7 @@ export class ContainerService {
         return unmountRootfs(rootfsPaths(this.containerDir(id))).catch((err) => log.warn('unmount failed', { id, err }));
       });
     }
-    const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted, this.volumes?.unmountFor(c)]).then(() => undefined);
+    const done = Promise.all([this.processes.cleanup(c).catch((err) => log.warn('container cleanup failed', { id, err })), unmounted, this.volumes.unmountFor(c)]).then(() => undefined);
     return {
       done,
       now: () => {
@@ -496,7 +495,7 @@ export class ContainerService {
       if (this.#byName.get(c.name) === c.id) this.#byName.delete(c.name);
       await this.#trash.discard(this.containerDir(c.id));
       forgetRootfs(rootfsPaths(this.containerDir(c.id)));
-      await this.volumes?.containerRemoved(c, { anonymous: opts.volumes }).catch((err) => log.warn('releasing volumes failed', { id: c.id, err }));
+      await this.volumes.containerRemoved(c, { anonymous: opts.volumes }).catch((err) => log.warn('releasing volumes failed', { id: c.id, err }));
       this.events.publish('container', 'destroy', c.id, this.attrs(c));
       this.waiters.removed(c.id, { StatusCode: c.state.exitCode });
     });
