@@ -199,6 +199,30 @@ describe('volumes in containers', () => {
     }
   });
 
+  it('containers starting together on one tmpfs volume share a single mount; the last to stop unmounts it', async () => {
+    const d = daemon();
+    assert.equal((await d.docker(['volume', 'create', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=size=1m', 'shared-tmpfs'])).code, 0);
+    const mp = await mountpoint('shared-tmpfs');
+    const mounts = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.split(' ')[4] === mp).length;
+    const ids = await Promise.all([0, 1, 2, 3].map(async (i) => {
+      const r = await d.docker(['run', '-d', '-v', 'shared-tmpfs:/t', busybox, 'sh', '-c', `echo ${i} > /t/c${i}; exec sleep 1000`]);
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    }));
+    try {
+      for (let i = 0; i < 100 && readdirSync(mp).length < 4; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(readdirSync(mp).sort(), ['c0', 'c1', 'c2', 'c3'], 'every container wrote into the same tmpfs');
+      assert.equal(mounts(), 1);
+      assert.equal((await d.docker(['stop', '-t', '0', ids[0]!, ids[1]!])).code, 0);
+      assert.equal(mounts(), 1, 'still in use by two');
+      assert.equal((await d.docker(['stop', '-t', '0', ids[2]!, ids[3]!])).code, 0);
+      for (let i = 0; i < 100 && mounts() > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(mounts(), 0);
+    } finally {
+      await d.docker(['rm', '-f', ...ids]);
+    }
+  });
+
   it('--volumes-from with :ro, and bad specs are a 400', async () => {
     const d = daemon();
     assert.equal((await d.docker(['create', '--name', 'datac', '-v', 'shared:/shared', busybox, 'true'])).code, 0);

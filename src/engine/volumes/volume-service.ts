@@ -41,6 +41,8 @@ export class VolumeService {
   readonly #volumes = new Map<string, VolumeRecord>();
   /** Containers that have a volume mounted now (started and not yet released), by volume. */
   readonly #active = new Map<string, Set<string>>();
+  /** The last mount or unmount queued per volume (#serially). */
+  readonly #queues = new Map<string, Promise<void>>();
   readonly #deps: VolumeServiceDeps;
 
   constructor(deps: VolumeServiceDeps) {
@@ -168,44 +170,59 @@ export class VolumeService {
 
   /**
    * Before a container's process starts: mounts what volume options ask for (first user only) and
-   * copies the image's content into empty volumes marked CopyData. Returns whether a mount point
-   * changed (CopyData done), so the caller saves the record.
+   * copies the image's content into empty volumes marked CopyData, turning CopyData off on the mount
+   * point (the caller saves the record).
    */
-  async mountFor(c: VolumeUser, rootfs: string): Promise<boolean> {
-    let changed = false;
+  async mountFor(c: VolumeUser, rootfs: string): Promise<void> {
     for (const mp of c.mountPoints ?? []) {
       if (mp.Type !== 'volume') continue;
       const v = this.#volumes.get(mp.Name);
       if (!v) throw notFound(`get ${mp.Name}: no such volume`);
-      const users = this.#active.get(v.name) ?? new Set<string>();
-      if (users.size === 0) {
-        // The data dir is made again if something removed it behind our back (a crash mid-removal).
-        this.#deps.driver.create(v.name);
-        await this.#deps.driver.mount(v.name, v.options ?? {});
-      }
-      users.add(c.id);
-      this.#active.set(v.name, users);
-      if (mp.CopyData) {
-        if (!mp.Subpath && (await isEmptyDir(mp.Source))) await copyUp(rootfs, mp.Destination, mp.Source);
-        mp.CopyData = false;
-        changed = true;
-      }
+      await this.#serially(v.name, async () => {
+        const users = this.#active.get(v.name) ?? new Set<string>();
+        if (users.size === 0) {
+          // The data dir is made again if something removed it behind our back (a crash mid-removal).
+          this.#deps.driver.create(v.name);
+          await this.#deps.driver.mount(v.name, v.options ?? {});
+        }
+        users.add(c.id);
+        this.#active.set(v.name, users);
+        if (mp.CopyData) {
+          if (!mp.Subpath && (await isEmptyDir(mp.Source))) await copyUp(rootfs, mp.Destination, mp.Source);
+          mp.CopyData = false;
+        }
+      });
       this.#deps.events.publish('volume', 'mount', v.name, { container: c.id, destination: mp.Destination, driver: v.driver, propagation: mp.Propagation, 'read/write': String(mp.RW) });
     }
-    return changed;
   }
 
   /** After a container's process ended: the last user of a volume with options unmounts it. */
   async unmountFor(c: VolumeUser): Promise<void> {
     for (const mp of c.mountPoints ?? []) {
       if (mp.Type !== 'volume') continue;
-      const users = this.#active.get(mp.Name);
-      if (!users?.delete(c.id)) continue;
-      const v = this.#volumes.get(mp.Name);
-      if (!v) continue;
-      this.#deps.events.publish('volume', 'unmount', v.name, { container: c.id, driver: v.driver });
-      if (users.size === 0) await this.#deps.driver.unmount(v.name, v.options ?? {}).catch((err) => log.warn('volume unmount failed', { name: v.name, err }));
+      await this.#serially(mp.Name, async () => {
+        const users = this.#active.get(mp.Name);
+        if (!users?.delete(c.id)) return;
+        const v = this.#volumes.get(mp.Name);
+        if (!v) return;
+        this.#deps.events.publish('volume', 'unmount', v.name, { container: c.id, driver: v.driver });
+        if (users.size === 0) await this.#deps.driver.unmount(v.name, v.options ?? {}).catch((err) => log.warn('volume unmount failed', { name: v.name, err }));
+      });
     }
+  }
+
+  /**
+   * Mounts, unmounts and copy-ups of one volume run one after another: a start must not find a
+   * volume half unmounted by the previous user's exit, nor two starts mount (or fill) it twice.
+   */
+  #serially(name: string, fn: () => Promise<void>): Promise<void> {
+    const next = (this.#queues.get(name) ?? Promise.resolve()).catch(() => undefined).then(fn);
+    this.#queues.set(name, next);
+    const forget = () => {
+      if (this.#queues.get(name) === next) this.#queues.delete(name);
+    };
+    next.then(forget, forget);
+    return next;
   }
 
   /** After a daemon restart: containers still running hold their volumes' mounts; others are released. */
