@@ -7,9 +7,12 @@ import type { NetworkDriver, PortBinding, AttachResult } from '../network/networ
 import type { ContainerRecord } from './container-model.js';
 import type { ContainerNetworking, NetworkPreparation } from './container-processes.js';
 import { invalidArgument } from '../lib/errors.js';
+import { linkHostEntries } from './container-links.js';
+import type { ContainerLookup } from './container-namespaces.js';
 
 interface EndpointRequest {
   Aliases?: string[] | null;
+  Links?: string[] | null;
   IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
   MacAddress?: string;
 }
@@ -50,6 +53,7 @@ export class DriverNetworking implements ContainerNetworking {
   constructor(
     private readonly driver: NetworkDriver,
     private readonly findPid: (idOrName: string) => number,
+    private readonly lookup: ContainerLookup = () => undefined,
   ) {}
 
   async prepare(c: ContainerRecord): Promise<NetworkPreparation> {
@@ -70,7 +74,8 @@ export class DriverNetworking implements ContainerNetworking {
     c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
     const hostNetwork = result.netnsPath === '';
     const resolvConf = await this.driver.resolvConf(names, { dns: hc.Dns ?? undefined, dnsSearch: hc.DnsSearch ?? undefined, dnsOptions: hc.DnsOptions ?? undefined });
-    const hosts = hostNetwork ? undefined : this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts: hc.ExtraHosts ?? [] });
+    const extraHosts = [...(hc.ExtraHosts ?? []), ...linkHostEntries(c, this.lookup)];
+    const hosts = hostNetwork ? undefined : this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts });
     return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
   }
 
@@ -96,7 +101,7 @@ export function toDockerNetwork(r: AttachResult, requested: Record<string, Endpo
     const req = requested[name] ?? {};
     endpoints[name] = {
       IPAMConfig: req.IPAMConfig ?? null,
-      Links: null,
+      Links: req.Links?.length ? req.Links : null,
       Aliases: e.aliases.length ? e.aliases : null,
       MacAddress: e.macAddress,
       DriverOpts: null,
