@@ -32,7 +32,7 @@ import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '.
 import { log } from '../lib/log.js';
 import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
 import { Aardvark, type DnsNetwork } from './aardvark.js';
-import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
+import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type LinkInfo } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
 import { ToolShell } from './tool-shell.js';
@@ -169,7 +169,7 @@ export class NetworkDriver {
       bridge = undefined;
     }
     if (!bridge) {
-      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(), true);
+      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(adoptedSubnet(links.get(this.defaultBridgeName))), true);
       links.set(created.bridgeName, { name: created.bridgeName, kind: 'bridge', addresses: [] });
     }
     for (const n of this.#networks.values()) {
@@ -344,10 +344,11 @@ export class NetworkDriver {
     });
   }
 
-  #defaultBridgeSpec(): NetworkCreateSpec {
+  /** `adopt`: the subnet and gateway of a leftover bridge of the default name, kept as they are. */
+  #defaultBridgeSpec(adopt?: { subnet: string; gateway: string }): NetworkCreateSpec {
     return {
       name: 'bridge',
-      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : undefined,
+      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : adopt ? { config: [adopt] } : undefined,
       options: {
         [Option.defaultBridge]: 'true',
         [Option.icc]: 'true',
@@ -1017,4 +1018,14 @@ function toFirewallPort(p: StoredPort): FirewallPort {
 
 function toPublished(p: StoredPort): PublishedPort {
   return { containerPort: p.containerPort, protocol: p.protocol as Protocol, hostIp: p.hostIp, hostPort: p.hostPort };
+}
+
+/** The IPv4 subnet and gateway of a leftover bridge device, for adopting it with its address. */
+function adoptedSubnet(link: LinkInfo | undefined): { subnet: string; gateway: string } | undefined {
+  if (link?.kind !== 'bridge') return undefined;
+  for (const a of link.addresses) {
+    const c = parseCidr(a, false);
+    if (c?.family === 4) return { subnet: formatCidr(c), gateway: a.slice(0, a.indexOf('/')) };
+  }
+  return undefined;
 }

@@ -1,0 +1,57 @@
+/**
+ * Two daemons with different network prefixes on one host, each with containers on its own
+ * network; and a daemon started on another data root with the prefix of one killed earlier adopts
+ * the bridge, firewall table and prefix claim it left behind instead of dying.
+ */
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { newNetworkPrefix, removeNetworkLeftovers } from '../harness/network-cleanup.js';
+import { listLinks } from '../../src/network/bridge-device.js';
+
+describe('daemons side by side and leftovers', () => {
+  const reg = useSeededRegistry('open');
+  const prefixes = [newNetworkPrefix(), newNetworkPrefix()];
+  const daemons: TestDaemon[] = [];
+  after(async () => {
+    for (const d of daemons) await d.teardown().catch(() => undefined);
+    for (const p of prefixes) removeNetworkLeftovers(p);
+  });
+
+  async function start(prefix: string): Promise<TestDaemon> {
+    const d = await startDaemon({ args: ['--network-prefix', prefix] });
+    daemons.push(d);
+    return d;
+  }
+
+  /** Runs a container on the default bridge that pings its gateway; returns the gateway. */
+  async function reachesNetwork(d: TestDaemon): Promise<string> {
+    const image = reg().seeded.refs.busybox;
+    assert.equal((await d.docker(['pull', '-q', image])).code, 0);
+    const r = await d.docker(['run', '--rm', image, 'sh', '-c', 'gw=$(ip route | awk "/default/ {print \\$3}"); ping -c 1 -W 2 $gw >/dev/null && echo "reached $gw"']);
+    assert.equal(r.code, 0, r.stderr + d.logTail());
+    const m = /^reached (\S+)$/m.exec(r.stdout);
+    assert.ok(m, r.stdout);
+    return m[1]!;
+  }
+
+  it('two prefixes: each daemon has its own bridge and its containers reach it', async () => {
+    const [a, b] = [await start(prefixes[0]!), await start(prefixes[1]!)];
+    const [gwA, gwB] = await Promise.all([reachesNetwork(a), reachesNetwork(b)]);
+    assert.notEqual(gwA, gwB, 'separate subnets');
+    const links = await listLinks('ip');
+    assert.equal(links.get(`${prefixes[0]}0`)?.kind, 'bridge');
+    assert.equal(links.get(`${prefixes[1]}0`)?.kind, 'bridge');
+  });
+
+  it('a daemon on another data root adopts the bridge, nft table and claim a killed one left', async () => {
+    const killed = daemons[0]!;
+    const gateway = (await killed.request('GET', '/networks/bridge')).json().IPAM.Config[0].Gateway as string;
+    await killed.kill9();
+    assert.ok((await listLinks('ip')).has(`${prefixes[0]}0`), 'the bridge is left behind');
+    const next = await start(prefixes[0]!);
+    assert.equal(await reachesNetwork(next), gateway, 'adopted with its address');
+    const again = (await next.request('GET', '/networks/bridge')).json();
+    assert.equal(again.IPAM.Config[0].Gateway, gateway);
+  });
+});
