@@ -49,8 +49,11 @@ export interface NamespacePlan {
   omitShm: boolean;
 }
 
-/** The pid, ipc and uts namespaces of a container about to start. */
-export function namespacePlan(c: ContainerRecord, lookup: ContainerLookup): NamespacePlan {
+/**
+ * The pid, ipc and uts namespaces of a container about to start. `shmOf` names the host dir of a
+ * shareable container's /dev/shm.
+ */
+export function namespacePlan(c: ContainerRecord, lookup: ContainerLookup, shmOf: (id: string) => string): NamespacePlan {
   const hc = c.hostConfig;
   const namespaces: { type: string; path?: string }[] = [];
   let shmSource: string | undefined;
@@ -68,9 +71,11 @@ export function namespacePlan(c: ContainerRecord, lookup: ContainerLookup): Name
     if (donorMode !== 'shareable' && donorMode !== 'host' && !donorMode.startsWith(PREFIX)) {
       throw invalidArgument(`failed to join IPC namespace: container ${ipcTarget}: non-shareable IPC (hint: use IpcMode:shareable for the donor container)`);
     }
-    // The namespace only: the donor's /dev/shm tmpfs lives in its mount namespace, which a bind
-    // from the host cannot reach (dockerd keeps shareable ones as host mounts; Berth does not yet).
     namespaces.push({ type: 'ipc', path: `/proc/${donor}/ns/ipc` });
+    shmSource = donorMode === 'host' ? '/dev/shm' : donorMode === 'shareable' ? shmOf(lookup(ipcTarget)!.id) : undefined;
+  } else if (ipc === 'shareable') {
+    namespaces.push({ type: 'ipc' });
+    shmSource = shmOf(c.id);
   } else if (ipc === 'host') {
     shmSource = '/dev/shm';
   } else {

@@ -11,6 +11,7 @@ import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js
 import { resolveUser } from './container-rootfs.js';
 import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
 import { deviceCgroupRules } from './container-options.js';
+import { shmPath } from './container-shm.js';
 
 const ULIMIT_NAMES: Record<string, string> = {
   core: 'RLIMIT_CORE', cpu: 'RLIMIT_CPU', data: 'RLIMIT_DATA', fsize: 'RLIMIT_FSIZE', locks: 'RLIMIT_LOCKS',
@@ -26,6 +27,8 @@ export interface SpecContext {
   cgroupVersion: 1 | 2;
   /** Finds the containers whose namespaces PidMode/IpcMode join. */
   lookup?: ContainerLookup;
+  /** A container's dir (for the /dev/shm of shareable IPC). */
+  containerDir?: (id: string) => string;
 }
 
 /**
@@ -50,7 +53,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   const env = [...(cfg.Env ?? [])];
   if (!env.some((e) => e.startsWith('HOME='))) env.push(`HOME=${user.home}`);
 
-  const plan = namespacePlan(c, ctx.lookup ?? (() => undefined));
+  const plan = namespacePlan(c, ctx.lookup ?? (() => undefined), (id) => shmPath(ctx.containerDir?.(id) ?? ''));
   const namespaces = plan.namespaces;
   if (ctx.netnsPath === 'new') namespaces.push({ type: 'network' });
   else if (ctx.netnsPath) namespaces.push({ type: 'network', path: ctx.netnsPath });
@@ -68,7 +71,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   etc('/etc/hostname', c.hostnamePath);
   etc('/etc/hosts', c.hostsPath);
   etc('/etc/resolv.conf', c.resolvConfPath);
-  if (plan.shmSource && !taken.has('/dev/shm')) mounts.push({ destination: '/dev/shm', type: 'bind', source: plan.shmSource, options: ['rbind', 'rprivate', 'rw'] });
+  if (plan.shmSource && !taken.has('/dev/shm')) mounts.push({ destination: '/dev/shm', type: 'bind', source: plan.shmSource, options: ['rbind', 'rprivate', 'rw', 'nosuid', 'nodev', 'noexec'] });
 
   const secOpts = (hc.SecurityOpt ?? []).map((o) => o.replace('=', ':'));
   const devices: ContainerDevice[] = [];

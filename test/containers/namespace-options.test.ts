@@ -8,6 +8,7 @@ import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readlinkSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 
 describe('namespace modes, links and other create options', () => {
@@ -25,6 +26,7 @@ describe('namespace modes, links and other create options', () => {
     return r.stdout;
   }
   const inspect = async (id: string) => JSON.parse(await ok(['inspect', id]))[0];
+  const mounted = (path: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === path);
 
   it('PidMode host and container:<name> share the pid namespace; a stopped or unknown target is refused', async () => {
     const hostInit = readFileSync('/proc/1/comm', 'utf8').trim();
@@ -55,22 +57,26 @@ describe('namespace modes, links and other create options', () => {
     assert.match(c.json().message, /invalid UTS mode/);
   });
 
-  it('IpcMode host, none, shareable and container:<id>; a private donor is refused', async () => {
+  it('IpcMode host, none, shareable and container:<id> (with the donor /dev/shm); a private donor is refused', async () => {
     const hostIpc = readlinkSync('/proc/self/ns/ipc');
     assert.equal((await ok(['run', '--rm', '--ipc', 'host', image, 'readlink', '/proc/self/ns/ipc'])).trim(), hostIpc);
     assert.notEqual((await ok(['run', '--rm', image, 'readlink', '/proc/self/ns/ipc'])).trim(), hostIpc);
     assert.equal((await ok(['run', '--rm', '--ipc', 'none', image, 'sh', '-c', 'test -d /dev/shm && echo shm || echo no-shm'])).trim(), 'no-shm');
     await ok(['run', '-d', '--name', 'ipcdonor', '--ipc', 'shareable', image, 'sh', '-c', 'echo from-donor > /dev/shm/x; exec sleep 300']);
     const donorNs = (await ok(['exec', 'ipcdonor', 'readlink', '/proc/self/ns/ipc'])).trim();
-    const out = await ok(['run', '--rm', '--ipc', 'container:ipcdonor', image, 'readlink', '/proc/self/ns/ipc']);
-    assert.equal(out, `${donorNs}\n`);
+    const out = await ok(['run', '--rm', '--ipc', 'container:ipcdonor', image, 'sh', '-c', 'readlink /proc/self/ns/ipc; cat /dev/shm/x; echo from-joiner > /dev/shm/y']);
+    assert.equal(out, `${donorNs}\nfrom-donor\n`);
+    assert.equal(await ok(['exec', 'ipcdonor', 'cat', '/dev/shm/y']), 'from-joiner\n');
     assert.equal((await inspect('ipcdonor')).HostConfig.IpcMode, 'shareable');
     await ok(['run', '-d', '--name', 'ipcprivate', image, 'sleep', '300']);
     assert.equal((await inspect('ipcprivate')).HostConfig.IpcMode, 'private', "dockerd's default");
     const r = await daemon().docker(['run', '--rm', '--ipc', 'container:ipcprivate', image, 'true']);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /non-shareable IPC \(hint: use IpcMode:shareable for the donor container\)/);
+    const donorShm = join(daemon().dataRoot, 'containers', (await inspect('ipcdonor')).Id, 'shm');
+    assert.ok(mounted(donorShm), 'the shareable /dev/shm is a host tmpfs');
     await ok(['rm', '-f', 'ipcdonor', 'ipcprivate', 'piddonor']);
+    assert.ok(!mounted(donorShm), 'unmounted with the container');
   });
 
   it('Links on the default bridge: the name, alias and hostname resolve; inspect shows dockerd\'s form', async () => {
