@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName));
-  const networks = new NetworkService(network, containers, events);
+  const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);

@@ -49,6 +49,7 @@ import {
   forbidden,
   Option,
   parseIpamConfig,
+  assertAttachable,
   validateBridgeName,
   validateDriver,
   validateName,
@@ -259,7 +260,7 @@ export class NetworkDriver {
     if (spec.name === 'host' || spec.name === 'none') throw forbidden(`operation is not permitted on predefined ${spec.name} network`);
     validateDriver(spec.driver);
     if (spec.ingress || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
-    if (spec.scope && spec.scope !== 'local') throw invalidArgument(`scope "${spec.scope}" is not supported`);
+    if (spec.scope && spec.scope !== 'local' && !(spec.driver === 'overlay' && spec.scope === 'swarm')) throw invalidArgument(`scope "${spec.scope}" is not supported`);
     if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
     validateOptions(spec.options ?? {});
     if (this.#byName(spec.name) || this.#pendingNames.has(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
@@ -310,6 +311,7 @@ export class NetworkDriver {
         created: new Date().toISOString(),
         dnsEnabled: !predefined,
         predefined,
+        ...(spec.driver === 'overlay' ? { overlay: true } : {}),
       };
       await createBridge(this.#tools.ip, this.#bridgeSpec(record));
       try {
@@ -474,6 +476,7 @@ export class NetworkDriver {
     this.#assertReady();
     if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
     const nets = spec.networks.map((a) => ({ req: a, net: this.get(a.network) }));
+    for (const { net } of nets) assertAttachable(net);
     const special = nets.filter((x) => x.net.driver !== 'bridge');
     if (special.length && nets.length > 1) {
       throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
@@ -559,6 +562,7 @@ export class NetworkDriver {
     this.#assertReady();
     const net = this.get(spec.network);
     if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
+    assertAttachable(net);
     if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
     await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
     const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
