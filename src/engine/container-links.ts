@@ -30,8 +30,9 @@ export function normalizeLinks(hc: HostConfig, parentName: string, lookup: Conta
   const mode = hc.NetworkMode;
   if (mode === 'host') throw invalidArgument("conflicting options: host type networking can't be used with links. This would result in undefined behavior");
   if (mode?.startsWith('container:')) throw invalidArgument("conflicting options: container type network can't be used with links. This would result in undefined behavior");
-  // dockerd registers HostConfig.Links only on the default bridge; elsewhere the endpoint's Links count.
-  if (!isDefaultBridge(mode)) return hc;
+  // dockerd registers HostConfig.Links only on the default bridge (inspect shows none elsewhere);
+  // on other networks the endpoint's Links count.
+  if (!isDefaultBridge(mode)) return { ...hc, Links: null };
   const stored = (links as string[]).map((l) => {
     const { name, alias } = parseLink(l);
     let child = lookup(name);

@@ -18,8 +18,7 @@ export function validateNamespaceModes(hc: HostConfig, hostnameGiven: boolean): 
   const ipc = hc.IpcMode ?? '';
   if (typeof ipc !== 'string' || (!IPC_MODES.includes(ipc) && !targetOf(ipc))) throw invalidArgument(`invalid IPC mode: ${String(ipc)}`);
   const pid = hc.PidMode ?? '';
-  // dockerd's PidMode accepts 'private' too (its IsPrivate: neither host nor container).
-  if (typeof pid !== 'string' || !(pid === '' || pid === 'private' || pid === 'host' || targetOf(pid))) throw invalidArgument(`invalid PID mode: ${String(pid)}`);
+  if (typeof pid !== 'string' || !(pid === '' || pid === 'host' || targetOf(pid))) throw invalidArgument(`invalid PID mode: ${String(pid)}`);
   const uts = hc.UTSMode ?? '';
   if (typeof uts !== 'string' || !(uts === '' || uts === 'host')) throw invalidArgument(`invalid UTS mode: ${String(uts)}`);
   if (uts === 'host' && hostnameGiven) throw invalidArgument('conflicting options: hostname and the UTS mode');

@@ -42,9 +42,11 @@ describe('namespace modes, links and other create options', () => {
     assert.match(st.json().message, /failed to join PID namespace: container [0-9a-f]{64} is not running/);
     const unknown = await daemon().request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { PidMode: 'container:nosuchthing' } } });
     assert.equal(unknown.status, 404);
-    const bad = await daemon().request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { PidMode: 'weird' } } });
-    assert.equal(bad.status, 400);
-    assert.match(bad.json().message, /invalid PID mode: weird/);
+    for (const mode of ['weird', 'private']) {
+      const bad = await daemon().request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { PidMode: mode } } });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json().message, new RegExp(`invalid PID mode: ${mode}`));
+    }
   });
 
   it('UTSMode host shows the host name; a hostname with it is refused', async () => {
@@ -104,7 +106,9 @@ describe('namespace modes, links and other create options', () => {
       const ip = (await inspect('usrlinked')).NetworkSettings.Networks.linknet.IPAddress as string;
       const out = await ok(['run', '--name', 'usrlinker', '--network', 'linknet', '--link', 'usrlinked:dbalias', image, 'ping', '-c', '1', '-W', '2', 'dbalias']);
       assert.match(out, new RegExp(`PING dbalias \\(${ip.replace(/\./g, '\\.')}\\)`));
-      assert.deepEqual((await inspect('usrlinker')).NetworkSettings.Networks.linknet.Links, ['usrlinked:dbalias']);
+      const linker = await inspect('usrlinker');
+      assert.deepEqual(linker.NetworkSettings.Networks.linknet.Links, ['usrlinked:dbalias']);
+      assert.equal(linker.HostConfig.Links, null, 'dockerd keeps legacy links only on the default bridge');
     } finally {
       await daemon().docker(['rm', '-f', 'usrlinked', 'usrlinker']);
       await daemon().docker(['network', 'rm', 'linknet']);
