@@ -162,6 +162,7 @@ export class NetworkDriver {
     if (!this.#byName('none')) this.#saveNetwork(this.#predefined('none', 'null'));
 
     const links = await listLinks(this.#tools.ip);
+    await this.#removeStrayDevices(links);
     let bridge = this.#byName('bridge');
     if (bridge && !links.has(bridge.bridgeName) && !this.#hasEndpoints(bridge.id)) {
       // Recreated below; its subnet may have been taken by something else meanwhile, so pick again.
@@ -191,6 +192,24 @@ export class NetworkDriver {
     this.#ready.reset();
     this.#readyBare.reset();
     this.#refill();
+  }
+
+  /**
+   * Devices of this prefix that no stored network or endpoint names: left by a daemon that used the
+   * prefix with another data root (the prefix is claimed, so no live daemon owns them). Its user
+   * networks' bridges go, and so do veths of its containers, which would otherwise hold addresses
+   * this daemon's allocator hands out again on an adopted default bridge.
+   */
+  async #removeStrayDevices(links: Map<string, LinkInfo>): Promise<void> {
+    const bridges = new Set([...this.#networks.values()].map((n) => n.bridgeName));
+    const veths = new Set([...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)));
+    const strayBridges = [...links.values()].filter((l) => l.kind === 'bridge' && l.name.startsWith(`${this.prefix}-`) && !bridges.has(l.name));
+    const strayVeths = [...links.values()].filter((l) => l.kind === 'veth' && l.name.startsWith(this.prefix) && !veths.has(l.name));
+    if (strayBridges.length + strayVeths.length === 0) return;
+    log.info('removing devices an earlier daemon with this prefix left', { bridges: strayBridges.map((l) => l.name), veths: strayVeths.length });
+    await deleteHostVeths(strayVeths.map((l) => l.name), this.#tools.ip);
+    for (const l of strayBridges) await deleteBridge(this.#tools.ip, l.name);
+    for (const l of [...strayBridges, ...strayVeths]) links.delete(l.name);
   }
 
   /**

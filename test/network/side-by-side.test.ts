@@ -1,7 +1,8 @@
 /**
  * Two daemons with different network prefixes on one host, each with containers on its own
  * network; and a daemon started on another data root with the prefix of one killed earlier adopts
- * the bridge, firewall table and prefix claim it left behind instead of dying.
+ * the default bridge, firewall table and prefix claim it left behind instead of dying, and removes
+ * the killed daemon's other devices of that prefix.
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -44,14 +45,24 @@ describe('daemons side by side and leftovers', () => {
     assert.equal(links.get(`${prefixes[1]}0`)?.kind, 'bridge');
   });
 
-  it('a daemon on another data root adopts the bridge, nft table and claim a killed one left', async () => {
+  it('a daemon on another data root adopts the bridge, nft table and claim a killed one left, and removes its stray devices', async () => {
     const killed = daemons[0]!;
     const gateway = (await killed.request('GET', '/networks/bridge')).json().IPAM.Config[0].Gateway as string;
+    assert.equal((await killed.docker(['network', 'create', 'leftnet'])).code, 0);
+    const userBridge = `${prefixes[0]}-${((await killed.request('GET', '/networks/leftnet')).json().Id as string).slice(0, 14 - prefixes[0]!.length)}`;
+    const orphan = await killed.docker(['run', '-d', reg().seeded.refs.busybox, 'sleep', '300']);
+    assert.equal(orphan.code, 0, orphan.stderr);
+    const vethsBefore = [...(await listLinks('ip')).values()].filter((l) => l.kind === 'veth' && l.name.startsWith(prefixes[0]!));
+    assert.ok(vethsBefore.length >= 1, 'the running container has a host veth');
     await killed.kill9();
-    assert.ok((await listLinks('ip')).has(`${prefixes[0]}0`), 'the bridge is left behind');
+    const left = await listLinks('ip');
+    assert.ok(left.has(`${prefixes[0]}0`) && left.has(userBridge), 'the bridges are left behind');
     const next = await start(prefixes[0]!);
     assert.equal(await reachesNetwork(next), gateway, 'adopted with its address');
     const again = (await next.request('GET', '/networks/bridge')).json();
     assert.equal(again.IPAM.Config[0].Gateway, gateway);
+    const after = await listLinks('ip');
+    assert.ok(!after.has(userBridge), 'the unknown user bridge of the prefix is removed');
+    for (const v of vethsBefore) assert.ok(!after.has(v.name), `stray veth ${v.name} removed`);
   });
 });
