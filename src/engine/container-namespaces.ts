@@ -65,13 +65,10 @@ export function namespacePlan(c: ContainerRecord, lookup: ContainerLookup, shmOf
   const ipcTarget = targetOf(ipc);
   if (ipcTarget !== undefined) {
     const donor = donorPid(ipcTarget, 'IPC', lookup);
-    const donorMode = (lookup(ipcTarget)!.hostConfig.IpcMode as string) || '';
-    // dockerd shares a donor's /dev/shm only when the donor made it shareable (or uses the host's).
-    if (donorMode !== 'shareable' && donorMode !== 'host' && !donorMode.startsWith(PREFIX)) {
-      throw invalidArgument(`failed to join IPC namespace: container ${ipcTarget}: non-shareable IPC (hint: use IpcMode:shareable for the donor container)`);
-    }
+    shmSource = donorShm(lookup(ipcTarget)!, lookup, shmOf);
+    // dockerd lets a container join only a donor whose /dev/shm can be shared.
+    if (!shmSource) throw invalidArgument(`failed to join IPC namespace: container ${ipcTarget}: non-shareable IPC (hint: use IpcMode:shareable for the donor container)`);
     namespaces.push({ type: 'ipc', path: `/proc/${donor}/ns/ipc` });
-    shmSource = donorMode === 'host' ? '/dev/shm' : donorMode === 'shareable' ? shmOf(lookup(ipcTarget)!.id) : undefined;
   } else if (ipc === 'shareable') {
     namespaces.push({ type: 'ipc' });
     shmSource = shmOf(c.id);
@@ -83,6 +80,15 @@ export function namespacePlan(c: ContainerRecord, lookup: ContainerLookup, shmOf
 
   if (hc.UTSMode !== 'host') namespaces.push({ type: 'uts' });
   return { namespaces, shmSource, omitShm: ipc === 'none' };
+}
+
+/** The /dev/shm a donor shares: its own (shareable), the host's, or its donor's; undefined if private. */
+function donorShm(donor: ContainerRecord, lookup: ContainerLookup, shmOf: (id: string) => string, hops = 0): string | undefined {
+  const mode = (donor.hostConfig.IpcMode as string) || '';
+  if (mode === 'host') return '/dev/shm';
+  if (mode === 'shareable') return shmOf(donor.id);
+  const next = targetOf(mode) !== undefined && hops < 8 ? lookup(targetOf(mode)!) : undefined;
+  return next ? donorShm(next, lookup, shmOf, hops + 1) : undefined;
 }
 
 /** The pid of a running container whose namespace is joined; dockerd's errors otherwise. */

@@ -69,6 +69,10 @@ describe('namespace modes, links and other create options', () => {
     const out = await ok(['run', '--rm', '--ipc', 'container:ipcdonor', image, 'sh', '-c', 'readlink /proc/self/ns/ipc; cat /dev/shm/x; echo from-joiner > /dev/shm/y']);
     assert.equal(out, `${donorNs}\nfrom-donor\n`);
     assert.equal(await ok(['exec', 'ipcdonor', 'cat', '/dev/shm/y']), 'from-joiner\n');
+    // A joiner passes the donor's namespace and /dev/shm on.
+    await ok(['run', '-d', '--name', 'ipcrelay', '--ipc', 'container:ipcdonor', image, 'sleep', '300']);
+    assert.equal(await ok(['run', '--rm', '--ipc', 'container:ipcrelay', image, 'sh', '-c', 'readlink /proc/self/ns/ipc; cat /dev/shm/x']), `${donorNs}\nfrom-donor\n`);
+    await ok(['rm', '-f', 'ipcrelay']);
     assert.equal((await inspect('ipcdonor')).HostConfig.IpcMode, 'shareable');
     await ok(['run', '-d', '--name', 'ipcprivate', image, 'sleep', '300']);
     assert.equal((await inspect('ipcprivate')).HostConfig.IpcMode, 'private', "dockerd's default");
