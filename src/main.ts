@@ -90,7 +90,7 @@ async function main(): Promise<void> {
   const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
-  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName));
+  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
   const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {

@@ -76,3 +76,9 @@ export function linkHostEntries(c: ContainerRecord, lookup: ContainerLookup): st
   }
   return out;
 }
+
+/** Whether `parent` has a legacy link (default bridge) to the container named `childName`. */
+export function linksTo(parent: ContainerRecord, childName: string): boolean {
+  if (!isDefaultBridge(parent.hostConfig.NetworkMode)) return false;
+  return ((parent.hostConfig.Links as string[] | null | undefined) ?? []).some((l) => parseLink(l).name === childName);
+}

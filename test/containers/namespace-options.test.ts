@@ -6,7 +6,7 @@
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readlinkSync, existsSync } from 'node:fs';
+import { readFileSync, readlinkSync, existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
@@ -96,11 +96,21 @@ describe('namespace modes, links and other create options', () => {
     const bad = await daemon().request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { Links: ['ghost:g'] } } });
     assert.equal(bad.status, 400);
     assert.match(bad.json().message, /could not get container for ghost/);
+    // A running parent follows the linked container to its next address.
+    await ok(['run', '-d', '--name', 'linkparent', '--link', 'linked:db', image, 'sleep', '300']);
     await ok(['stop', '-t', '0', 'linked']);
     const dead = await daemon().docker(['start', 'linker']);
     assert.notEqual(dead.code, 0);
     assert.match(dead.stderr, /Cannot link to a non running container: \/linked AS \/linker\/db/);
-    await ok(['rm', '-f', 'linked', 'linker']);
+    // Berth hands a restarted container its address back when it can: make the parent's entry stale
+    // by hand (the file the daemon bind-mounts) to see it rewritten when the linked one starts.
+    const hostsPath = (await inspect('linkparent')).HostsPath as string;
+    writeFileSync(hostsPath, readFileSync(hostsPath, 'utf8').replace(new RegExp(`^${ip.replace(/\./g, '\\.')}(\\s+db)`, 'm'), '192.0.2.99$1'));
+    assert.match(await ok(['exec', 'linkparent', 'grep', '-w', 'db', '/etc/hosts']), /^192\.0\.2\.99\s+db/m);
+    await ok(['start', 'linked']);
+    const newIp = (await inspect('linked')).NetworkSettings.Networks.bridge.IPAddress as string;
+    assert.match(await ok(['exec', 'linkparent', 'grep', '-w', 'db', '/etc/hosts']), new RegExp(`^${newIp.replace(/\./g, '\\.')}\\s+db linkedhost linked$`, 'm'));
+    await ok(['rm', '-f', 'linked', 'linker', 'linkparent']);
   });
 
   it('Links on a user-defined network: the alias answers with the linked container and Networks[*].Links shows it', async () => {
