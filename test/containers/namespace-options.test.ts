@@ -132,6 +132,13 @@ describe('namespace modes, links and other create options', () => {
   it('GroupAdd resolves names in the image and takes numbers as they are', async () => {
     const groups = (await ok(['run', '--rm', '--group-add', 'berth', '--group-add', '4242', image, 'id', '-G'])).trim().split(/\s+/);
     assert.ok(groups.includes('1000') && groups.includes('4242'), groups.join(' '));
+    // Exec processes get them too, also as another user (dockerd adds GroupAdd to every process).
+    await ok(['run', '-d', '--name', 'groupadd', '--group-add', '4242', image, 'sleep', '300']);
+    for (const user of [[], ['-u', 'nobody']]) {
+      const g = (await ok(['exec', ...user, 'groupadd', 'id', '-G'])).trim().split(/\s+/);
+      assert.ok(g.includes('4242'), `exec ${user.join(' ')}: ${g.join(' ')}`);
+    }
+    await ok(['rm', '-f', 'groupadd']);
     const r = await daemon().docker(['run', '--rm', '--group-add', 'nosuchgroup', image, 'true']);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /Unable to find group nosuchgroup/);
