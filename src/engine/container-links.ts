@@ -5,7 +5,7 @@
  * endpoint's Links (what the docker CLI sends), and the alias resolves to the linked container's
  * address on that network.
  */
-import { conflict, invalidArgument } from '../lib/errors.js';
+import { internal, invalidArgument } from '../lib/errors.js';
 import type { ContainerRecord, HostConfig } from './container-model.js';
 import type { ContainerLookup } from './container-namespaces.js';
 
@@ -60,7 +60,8 @@ export function linkHostEntries(c: ContainerRecord, lookup: ContainerLookup): st
     for (const l of (c.hostConfig.Links as string[] | null | undefined) ?? []) {
       const { name, alias } = parseLink(l);
       const child = lookup(name);
-      if (!child || child.state.status !== 'running') throw conflict(`Cannot link to a non running container: /${name} AS /${c.name}/${alias}`);
+      // A 500 as with dockerd: its start reports every failure to build the spec as a system error.
+      if (!child || child.state.status !== 'running') throw internal(`Cannot link to a non running container: /${name} AS /${c.name}/${alias}`);
       add([alias, child.config.Hostname ?? '', child.name], child.network.endpoints.bridge?.IPAddress);
     }
   }

@@ -99,9 +99,9 @@ describe('namespace modes, links and other create options', () => {
     // A running parent follows the linked container to its next address.
     await ok(['run', '-d', '--name', 'linkparent', '--link', 'linked:db', image, 'sleep', '300']);
     await ok(['stop', '-t', '0', 'linked']);
-    const dead = await daemon().docker(['start', 'linker']);
-    assert.notEqual(dead.code, 0);
-    assert.match(dead.stderr, /Cannot link to a non running container: \/linked AS \/linker\/db/);
+    const dead = await daemon().request('POST', '/containers/linker/start');
+    assert.equal(dead.status, 500, 'as dockerd: a spec that cannot be built is a system error');
+    assert.match(dead.json().message, /^Cannot link to a non running container: \/linked AS \/linker\/db$/);
     // Berth hands a restarted container its address back when it can: make the parent's entry stale
     // by hand (the file the daemon bind-mounts) to see it rewritten when the linked one starts.
     const hostsPath = (await inspect('linkparent')).HostsPath as string;
