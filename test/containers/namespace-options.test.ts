@@ -9,16 +9,12 @@ import assert from 'node:assert/strict';
 import { readFileSync, readlinkSync, existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
 
 describe('namespace modes, links and other create options', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
+  const { daemon, image: busybox } = useDaemonWithBusybox();
   let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
-  });
+  before(() => (image = busybox()));
 
   async function ok(args: string[]): Promise<string> {
     const r = await daemon().docker(args);

@@ -5,16 +5,12 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
 
 describe('overlay networks', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
+  const { daemon, image: busybox } = useDaemonWithBusybox();
   let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
-  });
+  before(() => (image = busybox()));
   after(async () => {
     await daemon().docker(['rm', '-f', 'ovserver', 'ovclient']);
     await daemon().docker(['network', 'rm', 'ovplain', 'ovattach']);
