@@ -65,4 +65,26 @@ describe('daemons side by side and leftovers', () => {
     assert.ok(!after.has(userBridge), 'the unknown user bridge of the prefix is removed');
     for (const v of vethsBefore) assert.ok(!after.has(v.name), `stray veth ${v.name} removed`);
   });
+
+  it('a daemon on another data root sharing a killed one\'s exec root starts and its containers reach the network', async () => {
+    const prefix = newNetworkPrefix();
+    prefixes.push(prefix);
+    const first = await start(prefix);
+    const image = reg().seeded.refs.busybox;
+    assert.equal((await first.docker(['pull', '-q', image])).code, 0);
+    // Its leftovers: a running container, a user network with aardvark-dns serving it, the nft table.
+    assert.equal((await first.docker(['network', 'create', 'firstnet'])).code, 0);
+    const left = await first.docker(['run', '-d', '--network', 'firstnet', '--name', 'firstbox', image, 'sleep', '300']);
+    assert.equal(left.code, 0, left.stderr);
+    await first.kill9();
+    const second = await startDaemon({ args: ['--network-prefix', prefix, '--exec-root', first.execRoot] });
+    daemons.push(second);
+    await reachesNetwork(second);
+    // Names resolve on a user network of the new daemon (its own aardvark-dns configuration).
+    assert.equal((await second.docker(['network', 'create', 'secondnet'])).code, 0);
+    assert.equal((await second.docker(['run', '-d', '--network', 'secondnet', '--name', 'server', image, 'sleep', '300'])).code, 0);
+    const ping = await second.docker(['run', '--rm', '--network', 'secondnet', image, 'ping', '-c', '1', '-W', '2', 'server']);
+    assert.equal(ping.code, 0, ping.stdout + ping.stderr + second.logTail());
+  });
 });
+
