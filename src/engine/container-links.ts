@@ -5,7 +5,7 @@
  * endpoint's Links (what the docker CLI sends), and the alias resolves to the linked container's
  * address on that network.
  */
-import { internal, invalidArgument } from '../lib/errors.js';
+import { internal, invalidArgument, notFound } from '../lib/errors.js';
 import type { ContainerRecord, HostConfig } from './container-model.js';
 import type { ContainerLookup } from './container-namespaces.js';
 
@@ -82,4 +82,19 @@ export function linkHostEntries(c: ContainerRecord, lookup: ContainerLookup): st
 export function linksTo(parent: ContainerRecord, childName: string): boolean {
   if (!isDefaultBridge(parent.hostConfig.NetworkMode)) return false;
   return ((parent.hostConfig.Links as string[] | null | undefined) ?? []).some((l) => parseLink(l).name === childName);
+}
+
+/**
+ * `docker rm --link /parent/alias`: the parent's HostConfig without that link. dockerd's errors: a
+ * name without a parent is the container's own name, a link not there is no such container.
+ */
+export function withoutLink(linkName: string, lookup: ContainerLookup): { parent: ContainerRecord; hostConfig: HostConfig } {
+  const name = linkName.startsWith('/') ? linkName : `/${linkName}`;
+  const cut = name.lastIndexOf('/');
+  if (cut === 0) throw internal('Conflict, cannot remove the default link name of the container');
+  const parent = lookup(name.slice(1, cut));
+  const alias = name.slice(cut + 1);
+  const links = ((parent?.hostConfig.Links as string[] | null | undefined) ?? []).filter((l) => parseLink(l).alias !== alias);
+  if (!parent || links.length === ((parent.hostConfig.Links as string[] | null | undefined) ?? []).length) throw notFound(`No such container: ${linkName}`);
+  return { parent, hostConfig: { ...parent.hostConfig, Links: links.length ? links : null } };
 }

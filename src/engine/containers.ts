@@ -15,7 +15,7 @@ import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
 import { mergeImageConfig, validateHostConfig, validateName, generateName } from './container-create.js';
 import { normalizeNamespaceModes, validateNamespaceModes } from './container-namespaces.js';
-import { normalizeLinks } from './container-links.js';
+import { normalizeLinks, withoutLink } from './container-links.js';
 import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
@@ -435,6 +435,13 @@ export class ContainerService {
     this.#byName.delete(old);
     this.#byName.set(name, c.id);
     this.events.publish('container', 'rename', c.id, this.attrs(c, { oldName: `/${old}` }));
+  }
+
+  /** `docker rm --link`: drops a legacy link from its parent; both containers stay. */
+  removeLink(linkName: string): void {
+    const { parent, hostConfig } = withoutLink(linkName, (x) => this.find(x));
+    parent.hostConfig = hostConfig;
+    this.save(parent);
   }
 
   async remove(idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {

@@ -106,6 +106,12 @@ describe('namespace modes, links and other create options', () => {
     await ok(['start', 'linked']);
     const newIp = (await inspect('linked')).NetworkSettings.Networks.bridge.IPAddress as string;
     assert.match(await ok(['exec', 'linkparent', 'grep', '-w', 'db', '/etc/hosts']), new RegExp(`^${newIp.replace(/\./g, '\\.')}\\s+db linkedhost linked$`, 'm'));
+    // docker rm --link drops the link and leaves both containers.
+    await ok(['rm', '--link', '/linker/db']);
+    assert.equal((await inspect('linker')).HostConfig.Links, null);
+    assert.equal((await inspect('linked')).Name, '/linked');
+    const gone = await daemon().docker(['rm', '--link', '/linker/db']);
+    assert.match(gone.stderr, /No such container: \/linker\/db/);
     await ok(['rm', '-f', 'linked', 'linker', 'linkparent']);
   });
 
