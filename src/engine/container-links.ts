@@ -98,3 +98,16 @@ export function withoutLink(linkName: string, lookup: ContainerLookup): { parent
   if (!parent || links.length === ((parent.hostConfig.Links as string[] | null | undefined) ?? []).length) throw notFound(`No such container: ${linkName}`);
   return { parent, hostConfig: { ...parent.hostConfig, Links: links.length ? links : null } };
 }
+
+/** Stored links after a container was renamed (as parent or as child): undefined when none changes. */
+export function renamedLinks(hc: HostConfig, oldName: string, newName: string): string[] | undefined {
+  const links = (hc.Links as string[] | null | undefined) ?? [];
+  const out = links.map((l) => {
+    if (!l.startsWith('/')) return l;
+    const [child = '', alias = ''] = l.split(':');
+    const cut = alias.lastIndexOf('/');
+    const parent = alias.slice(1, cut);
+    return `/${child.slice(1) === oldName ? newName : child.slice(1)}:/${parent === oldName ? newName : parent}/${alias.slice(cut + 1)}`;
+  });
+  return out.some((l, i) => l !== links[i]) ? out : undefined;
+}

@@ -15,7 +15,7 @@ import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
 import { mergeImageConfig, validateHostConfig, validateName, generateName } from './container-create.js';
 import { normalizeNamespaceModes, validateNamespaceModes } from './container-namespaces.js';
-import { normalizeLinks, withoutLink } from './container-links.js';
+import { normalizeLinks, renamedLinks, withoutLink } from './container-links.js';
 import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
@@ -434,6 +434,13 @@ export class ContainerService {
     this.save(c);
     this.#byName.delete(old);
     this.#byName.set(name, c.id);
+    // Legacy links follow the container, as parent and as child.
+    for (const other of this.#byId.values()) {
+      const links = renamedLinks(other.hostConfig, old, name);
+      if (!links) continue;
+      other.hostConfig = { ...other.hostConfig, Links: links };
+      this.save(other);
+    }
     this.events.publish('container', 'rename', c.id, this.attrs(c, { oldName: `/${old}` }));
   }
 

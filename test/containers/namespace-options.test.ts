@@ -106,13 +106,20 @@ describe('namespace modes, links and other create options', () => {
     await ok(['start', 'linked']);
     const newIp = (await inspect('linked')).NetworkSettings.Networks.bridge.IPAddress as string;
     assert.match(await ok(['exec', 'linkparent', 'grep', '-w', 'db', '/etc/hosts']), new RegExp(`^${newIp.replace(/\./g, '\\.')}\\s+db linkedhost linked$`, 'm'));
+    // Renames carry the links along, as parent and as child.
+    await ok(['rename', 'linked', 'linked2']);
+    await ok(['rename', 'linkparent', 'linkparent2']);
+    assert.deepEqual((await inspect('linkparent2')).HostConfig.Links, ['/linked2:/linkparent2/db']);
+    await ok(['restart', '-t', '0', 'linkparent2']);
+    assert.match(await ok(['exec', 'linkparent2', 'grep', '-w', 'db', '/etc/hosts']), /\sdb linkedhost linked2$/m);
+    await ok(['rename', 'linked2', 'linked']);
     // docker rm --link drops the link and leaves both containers.
     await ok(['rm', '--link', '/linker/db']);
     assert.equal((await inspect('linker')).HostConfig.Links, null);
     assert.equal((await inspect('linked')).Name, '/linked');
     const gone = await daemon().docker(['rm', '--link', '/linker/db']);
     assert.match(gone.stderr, /No such container: \/linker\/db/);
-    await ok(['rm', '-f', 'linked', 'linker', 'linkparent']);
+    await ok(['rm', '-f', 'linked', 'linker', 'linkparent2']);
   });
 
   it('Links on a user-defined network: the alias answers with the linked container and Networks[*].Links shows it', async () => {
