@@ -78,10 +78,11 @@ export function linkHostEntries(c: ContainerRecord, lookup: ContainerLookup): st
   return out;
 }
 
-/** Whether `parent` has a legacy link (default bridge) to the container named `childName`. */
+/** Whether `parent` links to the container named `childName` (default bridge or an endpoint's Links). */
 export function linksTo(parent: ContainerRecord, childName: string): boolean {
-  if (!isDefaultBridge(parent.hostConfig.NetworkMode)) return false;
-  return ((parent.hostConfig.Links as string[] | null | undefined) ?? []).some((l) => parseLink(l).name === childName);
+  const names = (links: unknown) => ((links as unknown[] | null | undefined) ?? []).some((l) => typeof l === 'string' && parseLink(l).name === childName);
+  if (isDefaultBridge(parent.hostConfig.NetworkMode) && names(parent.hostConfig.Links)) return true;
+  return Object.values(parent.networkingConfig ?? {}).some((ep) => names((ep as { Links?: unknown } | null)?.Links));
 }
 
 /**

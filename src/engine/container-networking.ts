@@ -90,7 +90,6 @@ export class DriverNetworking implements ContainerNetworking {
    * their /etc/hosts rewritten in place (the file is bind-mounted), as dockerd updates them.
    */
   async #refreshLinkingContainers(child: ContainerRecord): Promise<void> {
-    if (!child.network.endpoints.bridge) return;
     // Called as its process starts: the child counts as running already.
     const lookup: ContainerLookup = (x) => {
       const r = this.lookup(x);

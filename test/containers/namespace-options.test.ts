@@ -132,8 +132,15 @@ describe('namespace modes, links and other create options', () => {
       const linker = await inspect('usrlinker');
       assert.deepEqual(linker.NetworkSettings.Networks.linknet.Links, ['usrlinked:dbalias']);
       assert.equal(linker.HostConfig.Links, null, 'dockerd keeps legacy links only on the default bridge');
+      // A running linking container follows the linked one when it starts again.
+      await ok(['run', '-d', '--name', 'usrparent', '--network', 'linknet', '--link', 'usrlinked:dbalias', image, 'sleep', '300']);
+      const hostsPath = (await inspect('usrparent')).HostsPath as string;
+      writeFileSync(hostsPath, readFileSync(hostsPath, 'utf8').replace(/^\S+(\s+dbalias)$/m, '192.0.2.98$1'));
+      await ok(['restart', '-t', '0', 'usrlinked']);
+      const now = (await inspect('usrlinked')).NetworkSettings.Networks.linknet.IPAddress as string;
+      assert.match(await ok(['exec', 'usrparent', 'grep', '-w', 'dbalias', '/etc/hosts']), new RegExp(`^${now.replace(/\./g, '\\.')}\\s+dbalias$`, 'm'));
     } finally {
-      await daemon().docker(['rm', '-f', 'usrlinked', 'usrlinker']);
+      await daemon().docker(['rm', '-f', 'usrlinked', 'usrlinker', 'usrparent']);
       await daemon().docker(['network', 'rm', 'linknet']);
     }
   });
