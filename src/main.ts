@@ -104,13 +104,13 @@ async function main(): Promise<void> {
   const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes);
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
-  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid);
-  const networks = new NetworkService(network, containers, events);
+  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
+  const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
   });
-  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts);
+  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName));
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();

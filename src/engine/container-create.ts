@@ -5,6 +5,7 @@
 import { invalidArgument } from '../lib/errors.js';
 import type { ImageConfig } from '../lib/oci.js';
 import type { CreateConfig, HostConfig } from './container-model.js';
+import { LOG_DRIVERS, validateOptionFields } from './container-options.js';
 
 const DEFAULT_PATH = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -56,10 +57,10 @@ const envKey = (e: string) => {
  */
 const UNSUPPORTED_HOST_FIELDS = [
   'BlkioWeight', 'BlkioWeightDevice', 'BlkioDeviceReadBps', 'BlkioDeviceWriteBps', 'BlkioDeviceReadIOps',
-  'BlkioDeviceWriteIOps', 'CpuRealtimePeriod', 'CpuRealtimeRuntime', 'CpusetMems', 'DeviceCgroupRules',
-  'DeviceRequests', 'KernelMemory', 'KernelMemoryTCP', 'MemoryReservation', 'OomKillDisable', 'VolumeDriver',
-  'Links', 'UsernsMode', 'Cgroup', 'CgroupParent', 'IOMaximumBandwidth', 'IOMaximumIOps',
-  'CpuCount', 'CpuPercent', 'GroupAdd', 'StorageOpt', 'PidMode', 'UTSMode', 'IpcMode', 'CgroupnsMode',
+  'BlkioDeviceWriteIOps', 'CpuRealtimePeriod', 'CpuRealtimeRuntime',
+  'DeviceRequests', 'KernelMemory', 'KernelMemoryTCP', 'OomKillDisable',
+  'UsernsMode', 'Cgroup', 'CgroupParent', 'IOMaximumBandwidth', 'IOMaximumIOps',
+  'CpuCount', 'CpuPercent', 'StorageOpt', 'CgroupnsMode',
 ];
 
 function isZero(v: unknown): boolean {
@@ -70,24 +71,20 @@ function isZero(v: unknown): boolean {
 }
 
 const NAMESPACE_DEFAULTS: Record<string, string[]> = {
-  PidMode: ['', 'private'],
-  UTSMode: ['', 'private'],
-  IpcMode: ['', 'private', 'shareable'],
   CgroupnsMode: ['', 'private', 'host'],
 };
 
-export function validateHostConfig(hc: HostConfig): void {
+/** Checks a create request's HostConfig; returns dockerd's warnings for what it discards. */
+export function validateHostConfig(hc: HostConfig): string[] {
+  const warnings = validateOptionFields(hc);
   for (const field of UNSUPPORTED_HOST_FIELDS) {
     const v = hc[field];
     if (field in NAMESPACE_DEFAULTS) {
       if (v !== undefined && v !== null && !NAMESPACE_DEFAULTS[field]!.includes(String(v))) throw invalidArgument(`${field} ${JSON.stringify(v)} is not supported by Berth yet`);
       continue;
     }
-    if (field === 'MemorySwappiness') continue;
     if (!isZero(v)) throw invalidArgument(`HostConfig.${field} is not supported by Berth yet`);
   }
-  const swappiness = hc.MemorySwappiness;
-  if (swappiness !== undefined && swappiness !== null && swappiness !== -1) throw invalidArgument('HostConfig.MemorySwappiness is not supported by Berth yet');
   const rp = hc.RestartPolicy;
   if (rp) {
     const name = rp.Name ?? '';
@@ -103,7 +100,7 @@ export function validateHostConfig(hc: HostConfig): void {
     throw invalidArgument(`security option ${JSON.stringify(opt)} is not supported by Berth yet (supported: no-new-privileges, seccomp=unconfined)`);
   }
   const log = hc.LogConfig;
-  if (log?.Type && log.Type !== 'json-file' && log.Type !== 'k8s-file' && log.Type !== 'local') throw invalidArgument(`logging driver ${log.Type} is not supported by Berth`);
+  if (log?.Type && !LOG_DRIVERS.includes(log.Type)) throw invalidArgument(`logging driver ${log.Type} is not supported by Berth`);
   for (const k of ['Memory', 'MemorySwap', 'NanoCpus', 'CpuShares', 'CpuQuota', 'CpuPeriod', 'ShmSize'] as const) {
     const v = hc[k];
     if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isInteger(v))) throw invalidArgument(`invalid value for HostConfig.${k}: must be an integer`);
@@ -112,6 +109,7 @@ export function validateHostConfig(hc: HostConfig): void {
   if (hc.MemorySwap && hc.MemorySwap > 0 && hc.Memory && hc.MemorySwap < hc.Memory) throw invalidArgument('Minimum memoryswap limit should be larger than memory limit, see usage');
   if (hc.NanoCpus && (hc.CpuQuota || hc.CpuPeriod)) throw invalidArgument('Conflicting options: Nano CPUs and CPU Period cannot both be set');
   if (hc.ShmSize !== undefined && hc.ShmSize < 0) throw invalidArgument('SHM size can not be less than 0');
+  return warnings;
 }
 
 export const NAME_RE = /^\/?[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;

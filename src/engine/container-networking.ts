@@ -7,9 +7,13 @@ import type { NetworkDriver, PortBinding, AttachResult } from '../network/networ
 import type { ContainerRecord } from './container-model.js';
 import type { ContainerNetworking, NetworkPreparation } from './container-processes.js';
 import { invalidArgument } from '../lib/errors.js';
+import { writeFile } from 'node:fs/promises';
+import { linkHostEntries, linksTo } from './container-links.js';
+import type { ContainerLookup } from './container-namespaces.js';
 
 interface EndpointRequest {
   Aliases?: string[] | null;
+  Links?: string[] | null;
   IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
   MacAddress?: string;
 }
@@ -50,6 +54,8 @@ export class DriverNetworking implements ContainerNetworking {
   constructor(
     private readonly driver: NetworkDriver,
     private readonly findPid: (idOrName: string) => number,
+    private readonly lookup: ContainerLookup = () => undefined,
+    private readonly all: () => ContainerRecord[] = () => [],
   ) {}
 
   async prepare(c: ContainerRecord): Promise<NetworkPreparation> {
@@ -70,13 +76,41 @@ export class DriverNetworking implements ContainerNetworking {
     c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
     const hostNetwork = result.netnsPath === '';
     const resolvConf = await this.driver.resolvConf(names, { dns: hc.Dns ?? undefined, dnsSearch: hc.DnsSearch ?? undefined, dnsOptions: hc.DnsOptions ?? undefined });
-    const hosts = hostNetwork ? undefined : this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts: hc.ExtraHosts ?? [] });
+    const hosts = hostNetwork ? undefined : this.#hostsFile(c);
     return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
   }
 
-  async started(): Promise<void> {
+  #hostsFile(c: ContainerRecord, lookup: ContainerLookup = this.lookup): string {
+    const extraHosts = [...(c.hostConfig.ExtraHosts ?? []), ...linkHostEntries(c, lookup)];
+    return this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts });
+  }
+
+  /**
+   * A linked container that starts again may have a new address: running containers linking to it get
+   * their /etc/hosts rewritten in place (the file is bind-mounted), as dockerd updates them.
+   */
+  async #refreshLinkingContainers(child: ContainerRecord): Promise<void> {
+    // Called as its process starts: the child counts as running already.
+    const lookup: ContainerLookup = (x) => {
+      const r = this.lookup(x);
+      return r?.id === child.id ? { ...r, state: { ...r.state, status: 'running' } } : r;
+    };
+    for (const p of this.all()) {
+      if (p.id === child.id || p.state.status !== 'running' || !linksTo(p, child.name)) continue;
+      let text: string;
+      try {
+        text = this.#hostsFile(p, lookup);
+      } catch {
+        continue; // another of its links is down: leave its file as it is
+      }
+      await writeFile(p.hostsPath, text).catch(() => undefined);
+    }
+  }
+
+  async started(c: ContainerRecord): Promise<void> {
     // Namespaces made ahead are topped up now rather than during the start they were taken for.
     this.driver.replenish();
+    await this.#refreshLinkingContainers(c);
   }
 
   async release(c: ContainerRecord): Promise<void> {
@@ -96,7 +130,7 @@ export function toDockerNetwork(r: AttachResult, requested: Record<string, Endpo
     const req = requested[name] ?? {};
     endpoints[name] = {
       IPAMConfig: req.IPAMConfig ?? null,
-      Links: null,
+      Links: req.Links?.length ? req.Links : null,
       Aliases: e.aliases.length ? e.aliases : null,
       MacAddress: e.macAddress,
       DriverOpts: null,

@@ -13,6 +13,8 @@ import { writeEtcFiles } from './container-rootfs.js';
 import { log } from '../lib/log.js';
 import { conflict } from '../lib/errors.js';
 import { LogRotator, logLimits } from './log-rotation.js';
+import type { ContainerLookup } from './container-namespaces.js';
+import { mountShareableShm, unmountShareableShm } from './container-shm.js';
 
 export interface ContainerProcesses {
   /** `rootfsReady`: the rootfs mount, still under way; network set-up runs alongside it. */
@@ -56,6 +58,7 @@ export class RuntimeProcesses implements ContainerProcesses {
     private readonly containerDir: (id: string) => string,
     private readonly onExit: ExitHandler,
     private readonly logOpts: Record<string, string> = {},
+    private readonly lookup: ContainerLookup = () => undefined,
   ) {}
 
   async start(c: ContainerRecord, rootfs: string, rootfsReady: Promise<void> = Promise.resolve()): Promise<{ pid: number }> {
@@ -65,7 +68,8 @@ export class RuntimeProcesses implements ContainerProcesses {
     // the spec input (its user lookup reads the image's passwd: after the mount). Everything
     // settles before a failure is reported, so the caller's cleanup never races a half-done step.
     const prepared = Promise.all([this.runtime.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
-    const input = rootfsReady.then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.cgroupVersion }));
+    const shareable = c.hostConfig.IpcMode === 'shareable' ? mountShareableShm(this.containerDir(c.id), c.hostConfig.ShmSize ?? 0) : Promise.resolve();
+    const input = Promise.all([rootfsReady, shareable]).then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.cgroupVersion, lookup: this.lookup, containerDir: this.containerDir }));
     const results = await Promise.allSettled([this.network.prepare(c), rootfsReady, prepared, input]);
     for (const r of results) if (r.status === 'rejected') throw r.reason;
     const net = (results[0] as PromiseFulfilledResult<NetworkPreparation>).value;
@@ -92,6 +96,7 @@ export class RuntimeProcesses implements ContainerProcesses {
       spec,
       runtime: c.runtime,
       logPath: c.logPath,
+      noLog: c.hostConfig.LogConfig?.Type === 'none',
       stdin: !!c.config.OpenStdin,
       // As dockerd: only without a tty does the attach client's EOF close the container's stdin
       // (a tty client's detach keys must leave `docker run -it` shells running).
@@ -154,7 +159,10 @@ export class RuntimeProcesses implements ContainerProcesses {
 
   async cleanup(c: ContainerRecord): Promise<void> {
     // Independent: the runtime's state and the network's devices. Both are always attempted.
-    const [rt, net] = await Promise.allSettled([this.runtime.cleanup(c.id), this.network.release(c)]);
+    const [rt, net] = await Promise.allSettled([
+      this.runtime.cleanup(c.id).then(() => (c.hostConfig.IpcMode === 'shareable' ? unmountShareableShm(this.containerDir(c.id)) : undefined)),
+      this.network.release(c),
+    ]);
     if (rt.status === 'rejected') throw rt.reason;
     if (net.status === 'rejected') throw net.reason;
   }

@@ -110,7 +110,7 @@ export interface ResolvedUser {
 }
 
 /** Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group. */
-export async function resolveUser(rootfs: string, user: string): Promise<ResolvedUser> {
+export async function resolveUser(rootfs: string, user: string, groupAdd: readonly string[] = []): Promise<ResolvedUser> {
   const [u = '', g] = user.split(':', 2);
   const [passwd = '', group = ''] = await Promise.all([readInside(rootfs, 'etc/passwd'), readInside(rootfs, 'etc/group')]);
   const pw = passwd.split('\n').map((l) => l.split(':')).filter((f) => f.length >= 7);
@@ -143,6 +143,13 @@ export async function resolveUser(rootfs: string, user: string): Promise<Resolve
     else throw new Error(`unable to find group ${g}: no matching entries in group file`);
   }
   const additionalGids = userName ? gr.filter((f) => f[3]!.split(',').includes(userName!) && Number(f[2]) !== gid).map((f) => Number(f[2])) : [];
+  // GroupAdd: names from the image's group file, numbers as they are (dockerd's rule).
+  for (const name of groupAdd) {
+    const entry = gr.find((f) => f[0] === name) ?? (/^\d+$/.test(name) ? gr.find((f) => f[2] === name) : undefined);
+    const g = entry ? Number(entry[2]) : /^\d+$/.test(name) ? Number(name) : undefined;
+    if (g === undefined) throw new Error(`Unable to find group ${name}: no matching entries in group file`);
+    if (!additionalGids.includes(g)) additionalGids.push(g);
+  }
   return { uid, gid, additionalGids, home };
 }
 

@@ -10,6 +10,9 @@ import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../runti
 import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js';
 import { resolveUser } from './container-rootfs.js';
 import { specMounts } from './volumes/spec-mounts.js';
+import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
+import { deviceCgroupRules } from './container-options.js';
+import { shmPath } from './container-shm.js';
 
 const ULIMIT_NAMES: Record<string, string> = {
   core: 'RLIMIT_CORE', cpu: 'RLIMIT_CPU', data: 'RLIMIT_DATA', fsize: 'RLIMIT_FSIZE', locks: 'RLIMIT_LOCKS',
@@ -23,6 +26,10 @@ export interface SpecContext {
   /** Network namespace to join (a netns file or /proc/<pid>/ns/net); undefined = host network. */
   netnsPath?: string | 'new';
   cgroupVersion: 1 | 2;
+  /** Finds the containers whose namespaces PidMode/IpcMode join. */
+  lookup?: ContainerLookup;
+  /** A container's dir (for the /dev/shm of shareable IPC). */
+  containerDir?: (id: string) => string;
 }
 
 /**
@@ -39,7 +46,7 @@ export function withNetworkNamespace(input: RuntimeSpecInput, netnsPath: string 
 export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promise<RuntimeSpecInput> {
   const cfg = c.config;
   const hc = c.hostConfig;
-  const user = await resolveUser(ctx.rootfs, cfg.User ?? '').catch((err: Error) => {
+  const user = await resolveUser(ctx.rootfs, cfg.User ?? '', (hc.GroupAdd as string[] | null | undefined) ?? []).catch((err: Error) => {
     throw invalidArgument(err.message);
   });
   const args = [...(cfg.Entrypoint ?? []), ...(cfg.Cmd ?? [])];
@@ -47,7 +54,8 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   const env = [...(cfg.Env ?? [])];
   if (!env.some((e) => e.startsWith('HOME='))) env.push(`HOME=${user.home}`);
 
-  const namespaces: { type: string; path?: string }[] = [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }];
+  const plan = namespacePlan(c, ctx.lookup ?? (() => undefined), (id) => shmPath(ctx.containerDir?.(id) ?? ''));
+  const namespaces = plan.namespaces;
   if (ctx.netnsPath === 'new') namespaces.push({ type: 'network' });
   else if (ctx.netnsPath) namespaces.push({ type: 'network', path: ctx.netnsPath });
 
@@ -67,6 +75,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   etc('/etc/hostname', c.hostnamePath);
   etc('/etc/hosts', c.hostsPath);
   etc('/etc/resolv.conf', c.resolvConfPath);
+  if (plan.shmSource && !taken.has('/dev/shm')) mounts.push({ destination: '/dev/shm', type: 'bind', source: plan.shmSource, options: ['rbind', 'rprivate', 'rw', 'nosuid', 'nodev', 'noexec'] });
 
   const secOpts = (hc.SecurityOpt ?? []).map((o) => o.replace('=', ':'));
   const devices: ContainerDevice[] = [];
@@ -96,10 +105,12 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
     mounts,
     privileged: !!hc.Privileged,
     shmSize: hc.ShmSize || 0,
+    omitShm: plan.omitShm,
     namespaces,
     resources: {
       memory: hc.Memory || undefined,
       memorySwap: hc.MemorySwap || undefined,
+      memorySwappiness: typeof hc.MemorySwappiness === 'number' && hc.MemorySwappiness >= 0 && ctx.cgroupVersion === 1 ? hc.MemorySwappiness : undefined,
       nanoCpus: hc.NanoCpus || undefined,
       cpuShares: hc.CpuShares || undefined,
       cpuPeriod: hc.CpuPeriod || undefined,
@@ -113,6 +124,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
     },
     sysctls: hc.Sysctls ?? undefined,
     devices,
+    deviceCgroupRules: deviceCgroupRules(hc),
     seccomp: secOpts.includes('seccomp:unconfined') || hc.Privileged ? 'unconfined' : 'default',
     init: !!hc.Init,
     cgroupVersion: ctx.cgroupVersion,

@@ -14,6 +14,8 @@ import type { ImageService } from './images.js';
 import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
 import { mergeImageConfig, validateHostConfig, validateName, generateName } from './container-create.js';
+import { normalizeNamespaceModes, validateNamespaceModes } from './container-namespaces.js';
+import { normalizeLinks, renamedLinks, withoutLink } from './container-links.js';
 import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
@@ -160,13 +162,15 @@ export class ContainerService {
     }
     if (!req.config.Image) throw invalidArgument('config.Image: image name is required');
     const image = lookupImage(this.images.records, req.config.Image).image;
-    validateHostConfig(req.hostConfig);
+    const warnings = validateHostConfig(req.hostConfig);
+    validateNamespaceModes(req.hostConfig, !!req.config.Hostname);
     const config = mergeImageConfig(req.config, this.images.config(image));
     const id = randomBytes(32).toString('hex');
     const dir = this.containerDir(id);
-    const hc: HostConfig = { ...req.hostConfig, NetworkMode: req.hostConfig.NetworkMode || 'bridge' };
-    // On the host's network the container shares the host's name, as with dockerd.
-    config.Hostname ||= hc.NetworkMode === 'host' ? hostname() : shortId(id);
+    const lookup = (x: string) => this.find(x);
+    const hc: HostConfig = normalizeLinks(normalizeNamespaceModes({ ...req.hostConfig, NetworkMode: req.hostConfig.NetworkMode || 'bridge' }, lookup), name, lookup);
+    // On the host's network (or UTS namespace) the container shares the host's name, as with dockerd.
+    config.Hostname ||= hc.NetworkMode === 'host' || hc.UTSMode === 'host' ? hostname() : shortId(id);
     if (!hc.RestartPolicy) hc.RestartPolicy = { Name: 'no', MaximumRetryCount: 0 };
     const mountPoints = this.volumes.resolveMounts({
       binds: hc.Binds ?? [],
@@ -213,7 +217,7 @@ export class ContainerService {
     this.#byId.set(id, c);
     this.#byName.set(name, id);
     this.events.publish('container', 'create', id, this.attrs(c));
-    return { Id: id, Warnings: [] };
+    return { Id: id, Warnings: warnings };
   }
 
   /** Event attributes dockerd sends for a container: image, name and labels. */
@@ -469,15 +473,31 @@ export class ContainerService {
     this.save(c);
     this.#byName.delete(old);
     this.#byName.set(name, c.id);
+    // Legacy links follow the container, as parent and as child.
+    for (const other of this.#byId.values()) {
+      const links = renamedLinks(other.hostConfig, old, name);
+      if (!links) continue;
+      other.hostConfig = { ...other.hostConfig, Links: links };
+      this.save(other);
+    }
     this.events.publish('container', 'rename', c.id, this.attrs(c, { oldName: `/${old}` }));
+  }
+
+  /** `docker rm --link`: drops a legacy link from its parent; both containers stay. */
+  removeLink(linkName: string): void {
+    const { parent, hostConfig } = withoutLink(linkName, (x) => this.find(x));
+    parent.hostConfig = hostConfig;
+    this.save(parent);
   }
 
   async remove(idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
     const c = this.get(idOrName);
+    // A container between restarts counts as running, as in dockerd: no removal without force.
+    if (isRunningLike(c.state) && !opts.force) {
+      if (c.state.status === 'paused') throw conflict(`cannot remove container "${idOrName}": container is paused and must be unpaused first`);
+      throw conflict(`cannot remove container "${idOrName}": container is ${c.state.status}: stop the container before removing or force remove`);
+    }
     if (isRunningLike(c.state) && c.state.status !== 'restarting') {
-      if (!opts.force) {
-        throw conflict(`cannot remove container "${idOrName}": container is running: stop the container before removing or force remove`);
-      }
       c.manuallyStopped = true;
       const exited = this.waiters.add(c.id, 'next-exit');
       if (c.state.status === 'paused') await this.processes.resume(c).catch(() => undefined);

@@ -200,7 +200,7 @@ export class ExecService {
     let resolveStarted!: (s: ExecSession | undefined) => void;
     this.#startedSignals.set(rec.id, new Promise((r) => (resolveStarted = r)));
     try {
-      const user = cfg.User ? await resolveUser(rootfsPaths(this.containers.containerDir(c.id)).merged, cfg.User).catch((err: Error) => {
+      const user = cfg.User ? await resolveUser(rootfsPaths(this.containers.containerDir(c.id)).merged, cfg.User, (c.hostConfig.GroupAdd as string[] | null | undefined) ?? []).catch((err: Error) => {
         throw invalidArgument(err.message);
       }) : undefined;
       const session = await this.processes.runtime.exec(c.id, {

@@ -4,6 +4,8 @@
  */
 import { BerthError, conflict } from '../lib/errors.js';
 import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
+import { shownDriver } from '../network/network-record.js';
+export { shownDriver, shownScope } from '../network/network-record.js';
 import type { ContainerService } from './containers.js';
 import type { EventBus } from './events.js';
 import { networkModeOf, toDockerNetwork } from './container-networking.js';
@@ -19,6 +21,8 @@ export class NetworkService {
     readonly driver: NetworkDriver,
     private readonly containers: ContainerService,
     private readonly events: EventBus,
+    /** Whether this node manages a swarm: `overlay` networks need one, as with dockerd. */
+    private readonly swarmActive: () => boolean = () => false,
   ) {}
 
   list(): NetworkRecord[] {
@@ -34,8 +38,11 @@ export class NetworkService {
   }
 
   async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
+    if (spec.driver === 'overlay' && !this.swarmActive()) {
+      throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
+    }
     const n = await this.driver.create(spec);
-    this.events.publish('network', 'create', n.id, { name: n.name, type: n.driver });
+    this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
 
@@ -48,7 +55,7 @@ export class NetworkService {
       if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
       throw err;
     }
-    this.events.publish('network', 'destroy', n.id, { name: n.name, type: n.driver });
+    this.events.publish('network', 'destroy', n.id, { name: n.name, type: shownDriver(n) });
   }
 
   async prune(keep: (n: NetworkRecord) => boolean): Promise<string[]> {
@@ -76,7 +83,7 @@ export class NetworkService {
     }
     c.networkingConfig = { ...c.networkingConfig, [n.name]: endpoint };
     this.containers.save(c);
-    this.events.publish('network', 'connect', n.id, { container: c.id, name: n.name, type: n.driver });
+    this.events.publish('network', 'connect', n.id, { container: c.id, name: n.name, type: shownDriver(n) });
   }
 
   async disconnect(idOrName: string, containerRef: string, force: boolean): Promise<void> {
@@ -93,6 +100,6 @@ export class NetworkService {
     c.networkingConfig = rest;
     if (networkModeOf(c) === n.name) c.hostConfig.NetworkMode = Object.keys(rest)[0] ?? 'none';
     this.containers.save(c);
-    this.events.publish('network', 'disconnect', n.id, { container: c.id, name: n.name, type: n.driver });
+    this.events.publish('network', 'disconnect', n.id, { container: c.id, name: n.name, type: shownDriver(n) });
   }
 }

@@ -14,8 +14,18 @@ export interface BridgeSpec {
   addresses: string[];
 }
 
+/**
+ * Creates the bridge, or adopts one of that name an earlier daemon left behind (as dockerd does):
+ * its addresses are replaced by the spec's.
+ */
 export async function createBridge(ip: string, b: BridgeSpec): Promise<void> {
-  const lines = [`link add name ${b.name} address ${randomMac()} mtu ${b.mtu} type bridge`];
+  const lines: string[] = [];
+  try {
+    await runTool(ip, ['link', 'add', 'name', b.name, 'address', randomMac(), 'mtu', String(b.mtu), 'type', 'bridge']);
+  } catch (err) {
+    if (!(err instanceof ToolError) || !/File exists/i.test(err.stderr) || (await listLinks(ip)).get(b.name)?.kind !== 'bridge') throw err;
+    lines.push(`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`);
+  }
   for (const a of b.addresses) lines.push(a.includes(':') ? `addr add ${a} dev ${b.name} nodad` : `addr add ${a} brd + dev ${b.name}`);
   lines.push(`link set ${b.name} up`);
   await runTool(ip, ['-batch', '-'], { input: lines.join('\n') + '\n' });

@@ -209,7 +209,7 @@ netTest('create checks names, drivers and subnets like dockerd', async () => {
     assert.deepEqual(driver.get(n.id).labels, { a: 'b' });
     await assert.rejects(driver.create({ name: 'chk' }), { kind: 'conflict', message: 'network with name chk already exists' });
     await assert.rejects(driver.create({ name: 'host' }), { kind: 'forbidden' });
-    await assert.rejects(driver.create({ name: 'o', driver: 'overlay' }), { kind: 'not-found', message: 'plugin "overlay" not found' });
+    await assert.rejects(driver.create({ name: 'o', driver: 'macvlan' }), { kind: 'not-found', message: 'plugin "macvlan" not found' });
     await assert.rejects(driver.create({ name: 'bad name' }), { kind: 'invalid-argument' });
     await assert.rejects(driver.create({ name: 'ov', ipam: { config: [{ subnet: '10.213.64.128/25' }] } }), { kind: 'forbidden', message: /overlaps/ });
     await assert.rejects(driver.create({ name: 'hb', ipam: { config: [{ subnet: '10.213.65.1/24' }] } }), { kind: 'invalid-argument' });

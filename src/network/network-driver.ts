@@ -32,7 +32,7 @@ import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '.
 import { log } from '../lib/log.js';
 import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
 import { Aardvark, type DnsNetwork } from './aardvark.js';
-import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks } from './bridge-device.js';
+import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type LinkInfo } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
 import { ToolShell } from './tool-shell.js';
@@ -49,6 +49,7 @@ import {
   forbidden,
   Option,
   parseIpamConfig,
+  assertAttachable,
   validateBridgeName,
   validateDriver,
   validateName,
@@ -161,6 +162,7 @@ export class NetworkDriver {
     if (!this.#byName('none')) this.#saveNetwork(this.#predefined('none', 'null'));
 
     const links = await listLinks(this.#tools.ip);
+    await this.#removeStrayDevices(links);
     let bridge = this.#byName('bridge');
     if (bridge && !links.has(bridge.bridgeName) && !this.#hasEndpoints(bridge.id)) {
       // Recreated below; its subnet may have been taken by something else meanwhile, so pick again.
@@ -169,7 +171,7 @@ export class NetworkDriver {
       bridge = undefined;
     }
     if (!bridge) {
-      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(), true);
+      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(adoptedSubnet(links.get(this.defaultBridgeName))), true);
       links.set(created.bridgeName, { name: created.bridgeName, kind: 'bridge', addresses: [] });
     }
     for (const n of this.#networks.values()) {
@@ -190,6 +192,24 @@ export class NetworkDriver {
     this.#ready.reset();
     this.#readyBare.reset();
     this.#refill();
+  }
+
+  /**
+   * Devices of this prefix that no stored network or endpoint names: left by a daemon that used the
+   * prefix with another data root (the prefix is claimed, so no live daemon owns them). Its user
+   * networks' bridges go, and so do veths of its containers, which would otherwise hold addresses
+   * this daemon's allocator hands out again on an adopted default bridge.
+   */
+  async #removeStrayDevices(links: Map<string, LinkInfo>): Promise<void> {
+    const bridges = new Set([...this.#networks.values()].map((n) => n.bridgeName));
+    const veths = new Set([...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)));
+    const strayBridges = [...links.values()].filter((l) => l.kind === 'bridge' && l.name.startsWith(`${this.prefix}-`) && !bridges.has(l.name));
+    const strayVeths = [...links.values()].filter((l) => l.kind === 'veth' && l.name.startsWith(this.prefix) && !veths.has(l.name));
+    if (strayBridges.length + strayVeths.length === 0) return;
+    log.info('removing devices an earlier daemon with this prefix left', { bridges: strayBridges.map((l) => l.name), veths: strayVeths.length });
+    await deleteHostVeths(strayVeths.map((l) => l.name), this.#tools.ip);
+    for (const l of strayBridges) await deleteBridge(this.#tools.ip, l.name);
+    for (const l of [...strayBridges, ...strayVeths]) links.delete(l.name);
   }
 
   /**
@@ -259,7 +279,7 @@ export class NetworkDriver {
     if (spec.name === 'host' || spec.name === 'none') throw forbidden(`operation is not permitted on predefined ${spec.name} network`);
     validateDriver(spec.driver);
     if (spec.ingress || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
-    if (spec.scope && spec.scope !== 'local') throw invalidArgument(`scope "${spec.scope}" is not supported`);
+    if (spec.scope && spec.scope !== 'local' && !(spec.driver === 'overlay' && spec.scope === 'swarm')) throw invalidArgument(`scope "${spec.scope}" is not supported`);
     if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
     validateOptions(spec.options ?? {});
     if (this.#byName(spec.name) || this.#pendingNames.has(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
@@ -310,6 +330,7 @@ export class NetworkDriver {
         created: new Date().toISOString(),
         dnsEnabled: !predefined,
         predefined,
+        ...(spec.driver === 'overlay' ? { overlay: true } : {}),
       };
       await createBridge(this.#tools.ip, this.#bridgeSpec(record));
       try {
@@ -344,10 +365,11 @@ export class NetworkDriver {
     });
   }
 
-  #defaultBridgeSpec(): NetworkCreateSpec {
+  /** `adopt`: the subnet and gateway of a leftover bridge of the default name, kept as they are. */
+  #defaultBridgeSpec(adopt?: { subnet: string; gateway: string }): NetworkCreateSpec {
     return {
       name: 'bridge',
-      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : undefined,
+      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : adopt ? { config: [adopt] } : undefined,
       options: {
         [Option.defaultBridge]: 'true',
         [Option.icc]: 'true',
@@ -473,6 +495,7 @@ export class NetworkDriver {
     this.#assertReady();
     if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
     const nets = spec.networks.map((a) => ({ req: a, net: this.get(a.network) }));
+    for (const { net } of nets) assertAttachable(net);
     const special = nets.filter((x) => x.net.driver !== 'bridge');
     if (special.length && nets.length > 1) {
       throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
@@ -558,6 +581,7 @@ export class NetworkDriver {
     this.#assertReady();
     const net = this.get(spec.network);
     if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
+    assertAttachable(net);
     if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
     await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
     const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
@@ -1017,4 +1041,14 @@ function toFirewallPort(p: StoredPort): FirewallPort {
 
 function toPublished(p: StoredPort): PublishedPort {
   return { containerPort: p.containerPort, protocol: p.protocol as Protocol, hostIp: p.hostIp, hostPort: p.hostPort };
+}
+
+/** The IPv4 subnet and gateway of a leftover bridge device, for adopting it with its address. */
+function adoptedSubnet(link: LinkInfo | undefined): { subnet: string; gateway: string } | undefined {
+  if (link?.kind !== 'bridge') return undefined;
+  for (const a of link.addresses) {
+    const c = parseCidr(a, false);
+    if (c?.family === 4) return { subnet: formatCidr(c), gateway: a.slice(0, a.indexOf('/')) };
+  }
+  return undefined;
 }

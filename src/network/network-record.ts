@@ -34,6 +34,17 @@ export interface NetworkRecord {
   dnsEnabled: boolean;
   /** One of the predefined networks bridge, host, none: cannot be removed. */
   predefined: boolean;
+  /** Created with driver `overlay` (in a swarm): on one node a bridge, shown as overlay, scope swarm. */
+  overlay?: boolean;
+}
+
+/** The driver and scope the API shows. */
+export const shownDriver = (n: NetworkRecord): string => (n.overlay ? 'overlay' : n.driver);
+export const shownScope = (n: NetworkRecord): string => (n.overlay ? 'swarm' : n.scope);
+
+/** dockerd's refusal of a container on a swarm network created without --attachable. */
+export function assertAttachable(n: NetworkRecord): void {
+  if (n.overlay && !n.attachable) throw new BerthError('forbidden', `Could not attach to network ${n.name}: rpc error: code = PermissionDenied desc = network ${n.name} not manually attachable`);
 }
 
 export interface IpamConfigSpec {
@@ -84,7 +95,7 @@ export function validateName(name: string): void {
 
 export function validateDriver(driver: string | undefined): void {
   const d = driver || 'bridge';
-  if (d === 'bridge') return;
+  if (d === 'bridge' || d === 'overlay') return;
   if (d === 'host' || d === 'null') throw forbidden(`only one instance of "${d}" network is allowed`);
   throw notFound(`plugin "${d}" not found`);
 }

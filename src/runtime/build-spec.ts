@@ -46,6 +46,8 @@ export interface ContainerResources {
   /** Memory + swap in bytes (Docker meaning); -1 = unlimited swap; undefined with memory set = 2 × memory. */
   memorySwap?: number;
   memoryReservation?: number;
+  /** 0-100; cgroup v1 only. */
+  memorySwappiness?: number;
   nanoCpus?: number;
   cpuShares?: number;
   cpuPeriod?: number;
@@ -234,6 +236,7 @@ function buildResources(input: RuntimeSpecInput): OciResources {
     else memory.swap = r.memorySwap; // -1 = unlimited
   }
   if (r.memoryReservation && r.memoryReservation > 0) memory.reservation = r.memoryReservation;
+  if (r.memorySwappiness !== undefined) memory.swappiness = r.memorySwappiness;
   if (r.oomKillDisable) memory.disableOOMKiller = true;
   if (Object.keys(memory).length > 0) res.memory = memory;
 
@@ -322,11 +325,14 @@ export function buildSpec(input: RuntimeSpecInput): OciSpec {
       noNewPrivileges: p.noNewPrivileges ?? false,
     },
     root: { path: input.rootfs, readonly: input.readonlyRootfs },
-    hostname: input.hostname,
     mounts: buildMounts(input),
     linux,
   };
-  if (input.domainname) spec.domainname = input.domainname;
+  // Without a UTS namespace of its own (UTSMode host) the runtime may not set a name.
+  if (linux.namespaces!.some((n) => n.type === 'uts')) {
+    spec.hostname = input.hostname;
+    if (input.domainname) spec.domainname = input.domainname;
+  }
   if (p.terminal && p.consoleSize) spec.process.consoleSize = { ...p.consoleSize };
   if (p.rlimits && p.rlimits.length > 0) spec.process.rlimits = p.rlimits.map((r) => ({ ...r }));
   if (input.annotations) spec.annotations = { ...input.annotations };

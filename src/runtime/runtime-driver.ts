@@ -62,6 +62,8 @@ export interface CreateOptions {
   runtime?: RuntimeName;
   /** conmon writes the container's output here, k8s-file format (see log-file.ts). */
   logPath: string;
+  /** Keep no output at all (Docker's log driver `none`); logPath is then unused. */
+  noLog?: boolean;
   /** Bytes; conmon starts the file afresh when it grows past this. */
   logSizeMax?: number;
   /** Keep a stdin pipe open for attach clients. */
@@ -281,7 +283,7 @@ export class RuntimeDriver {
       '-r', rt.path, '--runtime-arg', '--root', '--runtime-arg', rt.root,
       '-b', c.bundleDir,
       '-p', join(dir, 'pid'), '-P', join(dir, 'conmon.pid'),
-      '-l', `k8s-file:${c.logPath}`,
+      '-l', c.noLog ? 'none:' : `k8s-file:${c.logPath}`,
       '--exit-dir', this.#exitsDir,
       '--socket-dir-path', this.#socketsDir,
       '-0', dir, // persist dir: conmon writes `oom` here

@@ -4,7 +4,7 @@ import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers.js';
 import { isRunningLike } from '../../engine/container-model.js';
-import { invalidArgument } from '../../lib/errors.js';
+import { invalidArgument, notImplemented } from '../../lib/errors.js';
 import { readLogBatches, readLogChunks, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
@@ -102,6 +102,7 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
   const stderr = queryBool(q, 'stderr');
   if (!stdout && !stderr) throw invalidArgument("must specify at least one of 'stdout' or 'stderr'");
   const c = containers.get(ctx.params.id!);
+  if (c.hostConfig.LogConfig?.Type === 'none') throw notImplemented('configured logging driver does not support reading');
   const follow = queryBool(q, 'follow');
   const timestamps = queryBool(q, 'timestamps');
   const since = toNs(queryString(q, 'since'), 'since');

@@ -5,7 +5,7 @@ import { parseFilters, matchLabels, parseUntil } from '../filters.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ContainerService } from '../../engine/containers.js';
 import type { CreateConfig, HostConfig } from '../../engine/container-model.js';
-import { invalidArgument } from '../../lib/errors.js';
+import { invalidArgument, notFound } from '../../lib/errors.js';
 import { inspectContainer } from '../container-json.js';
 import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import type { WaitCondition } from '../../engine/container-waiters.js';
@@ -61,7 +61,15 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     sendNoContent(ctx);
   });
   r.on('DELETE', '/containers/:id', async (ctx) => {
-    await containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') });
+    if (queryBool(ctx.query, 'link')) containers.removeLink(ctx.params.id!);
+    else await containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') });
+    sendNoContent(ctx);
+  });
+  // A link's name is /<parent>/<alias> (`docker rm --link`); only links have a slash in their name.
+  r.on('DELETE', '/containers/:parent/:alias', (ctx) => {
+    const name = `/${ctx.params.parent}/${ctx.params.alias}`;
+    if (!queryBool(ctx.query, 'link')) throw notFound(`No such container: ${name}`);
+    containers.removeLink(name);
     sendNoContent(ctx);
   });
   r.on('POST', '/containers/:id/wait', (ctx) => waitContainer(ctx, containers));

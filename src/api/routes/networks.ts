@@ -2,7 +2,7 @@
 import type { Router } from '../router.js';
 import { readJsonObject, sendJson, queryBool, type RequestContext } from '../request.js';
 import { parseFilters, matchLabels, parseUntil } from '../filters.js';
-import type { NetworkService, EndpointRequest } from '../../engine/networks.js';
+import { shownDriver, shownScope, type NetworkService, type EndpointRequest } from '../../engine/networks.js';
 import type { NetworkRecord, NetworkCreateSpec } from '../../network/network-driver.js';
 import { invalidArgument } from '../../lib/errors.js';
 
@@ -94,8 +94,8 @@ export function networkJson(networks: NetworkService, n: NetworkRecord, withCont
     Name: n.name,
     Id: n.id,
     Created: n.created,
-    Scope: n.scope,
-    Driver: n.driver,
+    Scope: shownScope(n),
+    Driver: shownDriver(n),
     EnableIPv4: true,
     EnableIPv6: n.enableIPv6,
     IPAM: { Driver: 'default', Options: n.ipamOptions ?? {}, Config: config },
@@ -121,10 +121,10 @@ function listNetworks(ctx: RequestContext, networks: NetworkService): void {
   for (const t of f.get('type') ?? []) if (t !== 'custom' && t !== 'builtin') throw invalidArgument(`invalid filter: 'type'='${t}'`);
   const verbose = queryBool(ctx.query, 'verbose');
   const out = networks.list().filter((n) =>
-    any('driver', (v) => v === n.driver) &&
+    any('driver', (v) => v === shownDriver(n)) &&
     any('id', (v) => n.id.startsWith(v)) &&
     any('name', (v) => n.name.includes(v)) &&
-    any('scope', (v) => v === n.scope) &&
+    any('scope', (v) => v === shownScope(n)) &&
     any('type', (v) => (v === 'builtin') === n.predefined) &&
     any('dangling', (v) => (v === 'true' || v === '1') === (networks.endpoints(n).length === 0 && !n.predefined)) &&
     matchLabels(f.get('label'), n.labels),
