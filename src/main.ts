@@ -39,6 +39,9 @@ import { SwarmRecords } from './state/swarm-records.js';
 import { SwarmService } from './engine/swarm/swarm.js';
 import { taskImagePuller } from './engine/swarm/swarm-pull.js';
 import { swarmRoutes } from './api/routes/swarm.js';
+import { BuildCacheRecords } from './state/build-cache-records.js';
+import { BuildService } from './engine/build/build-service.js';
+import { buildRoutes } from './api/routes/build.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -103,6 +106,8 @@ async function main(): Promise<void> {
   const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;
+  const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);
+  await builds.cleanWork();
 
   const router = new Router();
   systemRoutes(router, engine);
@@ -116,6 +121,7 @@ async function main(): Promise<void> {
   execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
   swarmRoutes(router, swarm, containers);
+  buildRoutes(router, builds);
   const health = new HealthMonitor(containers, runtime);
   health.start();
 

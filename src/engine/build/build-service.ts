@@ -1,0 +1,234 @@
+/**
+ * The build aggregate's facade: `docker build` (classic builder), the build cache's prune and
+ * usage. Routes hand it the request as received (context stream, query values, the
+ * X-Registry-Config header); reference and auth parsing happen here.
+ */
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { unmount } from '../../runtime/mount-syscall.js';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { errorMessage, invalidArgument } from '../../lib/errors.js';
+import type { Platform } from '../../lib/oci.js';
+import { normalizeAuthConfig, type AuthConfig } from '../../registry/auth-config.js';
+import { parseReference, type Reference } from '../../registry/reference.js';
+import type { BuildCacheRecords } from '../../state/build-cache-records.js';
+import type { ContainerService } from '../containers.js';
+import type { ImageService } from '../images.js';
+import type { ProgressSink } from '../progress.js';
+import type { PullResult } from '../pull-image.js';
+import { receiveContext } from './build-context.js';
+import { Builder, BuildError, type Emit } from './builder.js';
+
+export type Puller = (ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal }, progress: ProgressSink) => Promise<PullResult>;
+
+export interface BuildRequest {
+  context: Readable;
+  dockerfile?: string;
+  tags: string[];
+  buildArgs: Record<string, string>;
+  labels: Record<string, string>;
+  target?: string;
+  noCache: boolean;
+  pull: boolean;
+  rm: boolean;
+  forceRm: boolean;
+  quiet: boolean;
+  platform?: Platform;
+  /** RUN containers' limits and network: HostConfig fields */
+  hostConfig: Record<string, unknown>;
+  /** the X-Registry-Config header, as sent */
+  registryConfig?: string;
+  signal: AbortSignal;
+}
+
+export interface CacheUsage {
+  /** one entry per cached step, in /system/df's BuildCache shape */
+  records: { ID: string; Parent: string; Type: string; Description: string; InUse: boolean; Shared: boolean; Size: number; CreatedAt: string; LastUsedAt: string; UsageCount: number }[];
+  size: number;
+}
+
+export class BuildService {
+  readonly #work: string;
+
+  constructor(
+    private readonly containers: ContainerService,
+    private readonly images: ImageService,
+    private readonly cache: BuildCacheRecords,
+    private readonly pull: Puller,
+    dataRoot: string,
+  ) {
+    this.#work = join(dataRoot, 'build');
+  }
+
+  /** Removes what a killed daemon's builds left in the work dir. */
+  async cleanWork(): Promise<void> {
+    // Overlays a killed build left mounted go first (deepest first), then the files.
+    const mounts = (await readFile('/proc/self/mountinfo', 'utf8').catch(() => ''))
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((m) => m.startsWith(this.#work + '/'))
+      .sort((a, b) => b.length - a.length);
+    for (const m of mounts) await unmount(m, { lazy: true }).catch(() => undefined);
+    await rm(this.#work, { recursive: true, force: true });
+    await mkdir(this.#work, { recursive: true, mode: 0o700 });
+  }
+
+  /**
+   * Runs a build, writing dockerd's stream records to `emit`. Request errors (tags, context) throw
+   * before anything is emitted; a failing step is emitted as the stream's error record.
+   */
+  async build(req: BuildRequest, emit: Emit): Promise<string | undefined> {
+    const tags = req.tags.map((t) => {
+      const ref = parseReference(t);
+      if (ref.digest) throw invalidArgument(`invalid reference format: ${t}`);
+      return splitTag(t);
+    });
+    const auths = parseRegistryConfig(req.registryConfig);
+    await mkdir(this.#work, { recursive: true, mode: 0o700 });
+    const ctx = await receiveContext(this.#work, req.context, req.dockerfile);
+    try {
+      const builder = new Builder(
+        this.containers,
+        this.images,
+        this.cache,
+        {
+          dockerfile: ctx.dockerfile,
+          contextDir: ctx.dir,
+          tags: req.tags,
+          buildArgs: req.buildArgs,
+          target: req.target,
+          labels: req.labels,
+          noCache: req.noCache,
+          pull: req.pull,
+          rm: req.rm,
+          forceRm: req.forceRm,
+          quiet: req.quiet,
+          platform: req.platform,
+          hostConfig: req.hostConfig,
+          signal: req.signal,
+          pull_: async (name, platform, out) => {
+            const ref = parseReference(name);
+            const { imageId } = await this.pull(ref, { auth: authFor(auths, ref.domain), platform, signal: req.signal }, out);
+            return imageId;
+          },
+        },
+        emit,
+        this.#work,
+      );
+      let id: string;
+      try {
+        id = await builder.run();
+      } catch (err) {
+        if (req.signal.aborted) return undefined;
+        const message = err instanceof BuildError ? err.message : errorMessage(err);
+        const code = err instanceof BuildError ? err.code : undefined;
+        emit({ errorDetail: code === undefined ? { message } : { code, message }, error: message });
+        return undefined;
+      }
+      emit({ aux: { ID: id } });
+      if (req.quiet) emit({ stream: `${id}\n` });
+      else emit({ stream: `Successfully built ${id.slice(7, 19)}\n` });
+      for (const t of tags) {
+        this.images.tag(id, t.repo, t.tag);
+        if (!req.quiet) emit({ stream: `Successfully tagged ${t.repo}:${t.tag ?? 'latest'}\n` });
+      }
+      return id;
+    } finally {
+      await ctx.dispose();
+    }
+  }
+
+  /** POST /build/prune: cached steps not kept by `keepStorage` (bytes) or filters; `all` also takes named images' steps. */
+  async prune(opts: { all: boolean; keepStorage: number; until?: number; match?: (r: { createdAt: number; lastUsed: number }) => boolean }): Promise<{ CachesDeleted: string[]; SpaceReclaimed: number }> {
+    const deleted: string[] = [];
+    let reclaimed = 0;
+    const entries = this.cache.all();
+    let kept = entries.reduce((n, e) => n + this.#sizeOf(e.imageId), 0);
+    // oldest use first
+    for (const e of [...entries].sort((a, b) => a.lastUsed - b.lastUsed)) {
+      if (opts.keepStorage > 0 && kept <= opts.keepStorage) break;
+      if (opts.until !== undefined && e.createdAt >= opts.until) continue;
+      if (opts.match && !opts.match(e)) continue;
+      const rec = this.images.records.getImage(e.imageId);
+      const named = rec ? this.images.records.refsOf(rec.id).length > 0 : false;
+      if (named && !opts.all) continue;
+      const size = this.#sizeOf(e.imageId);
+      this.cache.delete(e.key);
+      deleted.push(e.key);
+      kept -= size;
+      if (rec && !named) {
+        // The image goes too when nothing else needs it (no children, no containers).
+        const gone = await this.images.remove(rec.id, { force: false, noprune: true }).then(() => true, () => false);
+        if (gone) reclaimed += size;
+      }
+    }
+    return { CachesDeleted: deleted, SpaceReclaimed: reclaimed };
+  }
+
+  /** The build cache as /system/df reports it (BuildCache): one record per cached step. */
+  cacheUsage(): CacheUsage {
+    const records = this.cache.all().map((e) => {
+      const rec = this.images.records.getImage(e.imageId);
+      const size = this.#sizeOf(e.imageId);
+      return {
+        ID: e.key.slice(0, 25),
+        Parent: rec?.parent ?? '',
+        Type: 'regular',
+        Description: rec ? describe(rec.config) : '',
+        InUse: false,
+        Shared: false,
+        Size: size,
+        CreatedAt: new Date(e.createdAt).toISOString(),
+        LastUsedAt: new Date(e.lastUsed).toISOString(),
+        UsageCount: 1,
+      };
+    });
+    return { records, size: records.reduce((n, r) => n + r.Size, 0) };
+  }
+
+  /** Bytes the step's own layer takes (its image's size minus its parent's). */
+  #sizeOf(imageId: string): number {
+    const rec = this.images.records.getImage(imageId);
+    if (!rec) return 0;
+    const parent = rec.parent ? this.images.records.getImage(rec.parent) : undefined;
+    return Math.max(0, rec.size - (parent?.size ?? 0));
+  }
+}
+
+function describe(config: string): string {
+  try {
+    const c = JSON.parse(config) as { history?: { created_by?: string }[] };
+    return c.history?.[c.history.length - 1]?.created_by ?? '';
+  } catch {
+    return '';
+  }
+}
+
+function splitTag(t: string): { repo: string; tag: string | undefined } {
+  const slash = t.lastIndexOf('/');
+  const colon = t.lastIndexOf(':');
+  return colon > slash ? { repo: t.slice(0, colon), tag: t.slice(colon + 1) } : { repo: t, tag: undefined };
+}
+
+/** X-Registry-Config: base64url JSON, registry host → credentials. */
+function parseRegistryConfig(header: string | undefined): Map<string, AuthConfig> {
+  const out = new Map<string, AuthConfig>();
+  if (!header) return out;
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(header, 'base64url').toString('utf8'));
+  } catch {
+    return out; // dockerd ignores an unreadable header
+  }
+  if (!json || typeof json !== 'object') return out;
+  for (const [host, value] of Object.entries(json)) {
+    const auth = normalizeAuthConfig(value);
+    if (auth) out.set(host.replace(/^https?:\/\//, '').replace(/\/.*$/, ''), auth);
+  }
+  return out;
+}
+
+function authFor(auths: Map<string, AuthConfig>, domain: string): AuthConfig | undefined {
+  if (domain === 'docker.io') return auths.get('index.docker.io') ?? auths.get('docker.io') ?? auths.get('registry-1.docker.io');
+  return auths.get(domain);
+}

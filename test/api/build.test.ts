@@ -1,0 +1,311 @@
+/**
+ * POST /build, the classic builder, through the docker CLI (DOCKER_BUILDKIT=0 and without buildx),
+ * docker-py and raw HTTP: every instruction, the built image run and inspected (files, env, user,
+ * workdir, labels, entrypoint, history), multi-stage with --target, the cache (hits, same id,
+ * nocache, across a restart, prune), a failing RUN, hostile context tars, a client that leaves
+ * mid-build, and the clear errors (BuildKit, squash, remote).
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import tarStream from 'tar-stream';
+import { makeTempDir, removeDir, useDaemon, useSeededRegistry } from '../harness/index.js';
+import { haveDockerPy, runDockerPy } from '../harness/python.js';
+
+/** A tar of the given entries, in memory (test data only). */
+async function tarOf(entries: { name: string; body?: string; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number }[]): Promise<Buffer> {
+  const pack = tarStream.pack();
+  const chunks: Buffer[] = [];
+  pack.on('data', (c: unknown) => void chunks.push(c as Buffer));
+  const done = new Promise<void>((r) => pack.on('end', () => r()));
+  for (const e of entries) {
+    await new Promise<void>((res, rej) => pack.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, mode: e.mode ?? 0o644 }, e.body ?? '', (err) => (err ? rej(err) : res())));
+  }
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+function records(text: string): Record<string, unknown>[] {
+  return text.split(/\r?\n/).filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe('build', () => {
+  const d = useDaemon();
+  const reg = useSeededRegistry('open');
+  let busybox = '';
+  let ctx = '';
+  const legacy = { DOCKER_BUILDKIT: '0' };
+
+  before(async () => {
+    busybox = reg().seeded.refs.busybox;
+    ctx = makeTempDir('build-ctx');
+    const r = await d().docker(['pull', busybox]);
+    assert.equal(r.code, 0, r.stderr);
+  });
+  after(async () => {
+    if (ctx) await removeDir(ctx);
+  });
+
+  function context(name: string, files: Record<string, string>): string {
+    const dir = join(ctx, name);
+    mkdirSync(dir, { recursive: true });
+    for (const [f, body] of Object.entries(files)) {
+      mkdirSync(join(dir, f, '..'), { recursive: true });
+      writeFileSync(join(dir, f), body);
+    }
+    return dir;
+  }
+
+  async function inspect(ref: string): Promise<Record<string, any>> {
+    const r = await d().request('GET', `/images/${ref}/json`);
+    assert.equal(r.status, 200, r.text());
+    return r.json() as Record<string, any>;
+  }
+
+  const FULL = (base: string) => `# syntax=docker/dockerfile:1
+ARG BASE=${base}
+FROM \${BASE} AS base
+ARG GREETING=hello
+ARG EXTRA
+ENV APP_HOME=/app \\
+    MODE=\${GREETING:-none}-x
+LABEL org.example.name="full test" version=1
+WORKDIR \${APP_HOME}
+COPY --chown=1000:1000 src/ ./src/
+COPY top.txt data.tar.gz ./
+ADD data.tar.gz /unpacked/
+RUN echo "run:$GREETING:$EXTRA:$MODE" > /app/run.txt && ls /unpacked > /app/unpacked.txt
+RUN ["/bin/sh", "-c", "id -u > /app/uid.txt"]
+RUN <<EOF
+echo heredoc > /app/heredoc.txt
+EOF
+EXPOSE 8080 9000/udp
+VOLUME /data
+USER berth
+HEALTHCHECK --interval=30s --timeout=3s CMD true
+STOPSIGNAL SIGINT
+ENTRYPOINT ["/bin/sh", "-c"]
+CMD ["cat /app/run.txt"]
+`;
+
+  let fullId = '';
+  it('builds every instruction through DOCKER_BUILDKIT=0 docker build, and the image runs as built', async () => {
+    const tgz = gzipSync(await tarOf([{ name: 'inside/a.txt', body: 'from the archive\n' }]));
+    const dir = context('full', { 'Dockerfile': FULL(busybox), 'src/main.c': 'int main;\n', 'top.txt': 'top\n', '.dockerignore': 'ignored*\n' });
+    writeFileSync(join(dir, 'data.tar.gz'), tgz);
+    writeFileSync(join(dir, 'ignored.txt'), 'secret');
+    const r = await d().docker(['build', '-t', 'built/full:1', '--build-arg', 'EXTRA=xtra', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.match(r.stdout, /Step 1\/\d+ : FROM \$\{BASE\} AS base/);
+    assert.match(r.stdout, / ---> Running in [0-9a-f]{12}/);
+    assert.match(r.stdout, /Successfully built [0-9a-f]{12}/);
+    assert.match(r.stdout, /Successfully tagged built\/full:1/);
+    const img = await inspect('built/full:1');
+    fullId = img.Id;
+    const c = img.Config;
+    assert.ok(c.Env.includes('APP_HOME=/app') && c.Env.includes('MODE=hello-x'), JSON.stringify(c.Env));
+    assert.equal(c.WorkingDir, '/app');
+    assert.equal(c.User, 'berth');
+    assert.deepEqual(c.Labels, { 'org.example.name': 'full test', version: '1', 'from.cli': 'yes' });
+    assert.deepEqual(c.Entrypoint, ['/bin/sh', '-c']);
+    assert.deepEqual(c.Cmd, ['cat /app/run.txt']);
+    assert.deepEqual(Object.keys(c.ExposedPorts).sort(), ['8080/tcp', '9000/udp']);
+    assert.deepEqual(Object.keys(c.Volumes), ['/data']);
+    assert.equal(c.StopSignal, 'SIGINT');
+    assert.deepEqual(c.Healthcheck.Test, ['CMD-SHELL', 'true']);
+    assert.equal(c.Healthcheck.Interval, 30e9);
+
+    const run = await d().docker(['run', '--rm', 'built/full:1']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, 'run:hello:xtra:hello-x\n');
+    const files = await d().docker(['run', '--rm', 'built/full:1', 'cat /app/uid.txt /app/heredoc.txt /app/unpacked.txt /app/top.txt; stat -c "%u:%g %n" /app/src/main.c; ls /app; whoami; pwd']);
+    assert.equal(files.code, 0, files.stderr);
+    assert.equal(files.stdout, '0\nheredoc\ninside\ntop\n1000:1000 /app/src/main.c\ndata.tar.gz\nheredoc.txt\nrun.txt\nsrc\ntop.txt\nuid.txt\nunpacked.txt\nberth\n/app\n');
+
+    const hist = await d().request('GET', '/images/built/full:1/history');
+    const createdBy = (hist.json() as { CreatedBy: string }[]).map((h) => h.CreatedBy);
+    assert.ok(createdBy.includes('/bin/sh -c #(nop)  CMD ["cat /app/run.txt"]'), createdBy.join('\n'));
+    assert.ok(createdBy.includes('/bin/sh -c #(nop)  USER berth'), createdBy.join('\n'));
+    assert.ok(createdBy.some((h) => /^\|2 EXTRA=xtra GREETING=hello \/bin\/sh -c echo "run:/.test(h)), createdBy.join('\n'));
+    assert.ok(createdBy.some((h) => /^\/bin\/sh -c #\(nop\) COPY multi:[0-9a-f]{64} in \/app\/ $/.test(h)), createdBy.join('\n'));
+    // the ignored file never reached the image
+    const ls = await d().docker(['run', '--rm', 'built/full:1', 'ls /app/ignored.txt 2>&1; true']);
+    assert.match(ls.stdout, /No such file/);
+  });
+
+  it('takes every step from the cache on an unchanged rebuild and yields the same image; nocache rebuilds', async () => {
+    const dir = join(ctx, 'full');
+    const r = await d().docker(['build', '-t', 'built/full:2', '--build-arg', 'EXTRA=xtra', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /Running in/);
+    const steps = (r.stdout.match(/^Step /gm) ?? []).length;
+    assert.equal((r.stdout.match(/Using cache/g) ?? []).length, steps - 1, r.stdout);
+    assert.equal((await inspect('built/full:2')).Id, fullId);
+    const changed = await d().docker(['build', '-q', '--build-arg', 'EXTRA=other', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
+    assert.equal(changed.code, 0, changed.stderr);
+    assert.notEqual(changed.stdout.trim(), fullId);
+    const nc = await d().docker(['build', '--no-cache', '--build-arg', 'EXTRA=xtra', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
+    assert.equal(nc.code, 0, nc.stderr);
+    assert.doesNotMatch(nc.stdout, /Using cache/);
+  });
+
+  it('builds multi-stage Dockerfiles up to --target, copying between stages (docker build without buildx)', async () => {
+    const df = [
+      `FROM ${busybox} AS builder`,
+      'RUN mkdir /out && echo compiled > /out/bin.txt && chown 1000:1000 /out/bin.txt',
+      'FROM scratch AS unused-scratch',
+      'COPY --from=builder /out/bin.txt /bin.txt',
+      `FROM ${busybox} AS final`,
+      'COPY --from=builder /out /opt/out',
+      'COPY --from=0 /out/bin.txt /opt/again.txt',
+      'CMD ["cat", "/opt/out/bin.txt"]',
+      'FROM final AS later',
+      'RUN exit 7',
+    ].join('\n');
+    const dir = context('multi', { Dockerfile: df });
+    // No DOCKER_BUILDKIT and no buildx: the CLI picks the classic builder from /_ping's Builder-Version.
+    const r = await d().docker(['build', '--target', 'final', '-t', 'built/multi', dir], { timeoutMs: 180_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.doesNotMatch(r.stdout, /exit 7/);
+    const run = await d().docker(['run', '--rm', 'built/multi']);
+    assert.equal(run.stdout, 'compiled\n');
+    const st = await d().docker(['run', '--rm', 'built/multi', 'stat', '-c', '%u %n', '/opt/out/bin.txt', '/opt/again.txt']);
+    assert.equal(st.stdout, '1000 /opt/out/bin.txt\n1000 /opt/again.txt\n');
+    const missing = await d().docker(['build', '--target', 'nosuch', dir], { env: legacy });
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr + missing.stdout, /failed to reach build target nosuch/);
+  });
+
+  it('reports a failing RUN with its command and exit code, and keeps no intermediate container with --force-rm', async () => {
+    const dir = context('fail', { Dockerfile: `FROM ${busybox}\nRUN echo before-failure\nRUN exit 3\nRUN echo never\n` });
+    const before = ((await d().request('GET', '/containers/json?all=1')).json() as unknown[]).length;
+    const r = await d().docker(['build', '--force-rm', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(r.code, 3, r.stderr + r.stdout);
+    assert.match(r.stderr, /The command '\/bin\/sh -c exit 3' returned a non-zero code: 3/);
+    assert.match(r.stdout, /before-failure/);
+    assert.doesNotMatch(r.stdout, /never/);
+    const afterList = (await d().request('GET', '/containers/json?all=1')).json() as unknown[];
+    assert.equal(afterList.length, before);
+    // The raw stream: errorDetail with the code, error with the message.
+    const res = await d().request('POST', '/build?forcerm=1', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN exit 3\n` }]), headers: { 'Content-Type': 'application/x-tar' } });
+    assert.equal(res.status, 200);
+    const last = records(res.text()).at(-1)!;
+    assert.deepEqual(last, { errorDetail: { code: 3, message: "The command '/bin/sh -c exit 3' returned a non-zero code: 3" }, error: "The command '/bin/sh -c exit 3' returned a non-zero code: 3" });
+  });
+
+  it('refuses hostile context tars and leaves nothing outside', async () => {
+    const outside = join(ctx, 'escaped');
+    const cases = [
+      await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }, { name: '../../../../../../../../' + outside.slice(1), body: 'x' }]),
+      await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }, { name: 'link', type: 'symlink', linkname: ctx }, { name: 'link/escaped', body: 'x' }]),
+    ];
+    for (const body of [...cases, gzipSync(cases[0]!)]) {
+      const res = await d().request('POST', '/build', { body, headers: { 'Content-Type': 'application/x-tar' } });
+      assert.equal(res.status, 400, res.text());
+      assert.match((res.json() as { message: string }).message, /invalid build context: refusing context entry/);
+    }
+    assert.equal(existsSync(outside), false);
+    const garbage = await d().request('POST', '/build', { body: Buffer.from('not a tar at all, not at all'.repeat(40)) });
+    assert.equal(garbage.status, 400);
+  });
+
+  it('reads bzip2 and xz contexts, a Dockerfile at another path, and COPY of an http URL by ADD', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const tar = await tarOf([{ name: 'sub/Build.file', body: `FROM ${busybox}\nCOPY hello.txt /\nCMD ["cat", "/hello.txt"]\n` }, { name: 'hello.txt', body: 'compressed\n' }]);
+    for (const tool of ['bzip2', 'xz']) {
+      const body = execFileSync(tool, ['-c'], { input: tar });
+      const res = await d().request('POST', `/build?dockerfile=sub/Build.file&t=built/${tool}`, { body, headers: { 'Content-Type': 'application/x-tar' } });
+      assert.equal(res.status, 200);
+      assert.ok(records(res.text()).some((m) => typeof m.aux === 'object'), res.text());
+      const run = await d().docker(['run', '--rm', `built/${tool}`]);
+      assert.equal(run.stdout, 'compressed\n');
+    }
+    const missing = await d().request('POST', '/build?dockerfile=nope', { body: tar });
+    assert.equal(missing.status, 400);
+    assert.match(missing.text(), /Cannot locate specified Dockerfile: nope/);
+  });
+
+  it('answers BuildKit, squash and remote requests with clear errors; /_ping and /version name the classic builder', async () => {
+    const tar = await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }]);
+    const v2 = await d().request('POST', '/build?version=2', { body: tar });
+    assert.equal(v2.status, 400);
+    assert.match(v2.text(), /DOCKER_BUILDKIT=0/);
+    const squash = await d().request('POST', '/build?squash=1', { body: tar });
+    assert.equal(squash.status, 400);
+    assert.match(squash.text(), /squash/);
+    const remote = await d().request('POST', '/build?remote=https://example.invalid/repo.git', { body: '' });
+    assert.equal(remote.status, 501);
+    assert.match(remote.text(), /remote/);
+    for (const p of ['/_ping', '/version', '/v1.41/version']) {
+      const res = await d().request('GET', p);
+      assert.equal(res.headers['builder-version'], '1', p);
+    }
+  });
+
+  it('keeps the cache across a restart and removes it with /build/prune', async () => {
+    const tar = await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN echo cached > /c.txt\nENV K=v\n` }]);
+    const first = records((await d().request('POST', '/build', { body: tar })).text());
+    const id = (first.find((m) => m.aux) as { aux: { ID: string } }).aux.ID;
+    await d().restart();
+    const again = records((await d().request('POST', '/build', { body: tar })).text());
+    assert.equal((again.find((m) => m.aux) as { aux: { ID: string } }).aux.ID, id);
+    assert.equal(again.filter((m) => m.stream === ' ---> Using cache\n').length, 2);
+    const prune = await d().request('POST', '/build/prune?all=1');
+    assert.equal(prune.status, 200, prune.text());
+    const body = prune.json() as { CachesDeleted: string[] | null; SpaceReclaimed: number };
+    assert.ok((body.CachesDeleted ?? []).length >= 2, prune.text());
+    const cold = records((await d().request('POST', '/build', { body: tar })).text());
+    assert.equal(cold.filter((m) => m.stream === ' ---> Using cache\n').length, 0);
+    const empty = await d().request('POST', '/build/prune?filters=' + encodeURIComponent('{"until":["1h"]}'));
+    assert.equal(empty.status, 200);
+  });
+
+  it('leaves no container or temp dir behind when the client disconnects mid-build', async () => {
+    const tar = await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN echo started; sleep 60\n` }]);
+    const before = ((await d().request('GET', '/containers/json?all=1')).json() as unknown[]).length;
+    const res = await d().stream('POST', '/build?nocache=1', { body: tar });
+    await new Promise<void>((resolve) => {
+      res.on('data', (c: Buffer) => {
+        if (c.toString().includes('started')) resolve();
+      });
+    });
+    res.destroy();
+    let left = -1;
+    for (let i = 0; i < 50; i++) {
+      left = ((await d().request('GET', '/containers/json?all=1')).json() as unknown[]).length;
+      if (left === before) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(left, before);
+    const { readdirSync } = await import('node:fs');
+    let work: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      work = readdirSync(join(d().dataRoot, 'build'));
+      if (work.length === 0) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.deepEqual(work, []);
+  });
+
+  it('builds through docker-py images.build with buildargs, and the image runs', { skip: !haveDockerPy() && 'no docker-py venv' }, async () => {
+    const dir = context('py', { Dockerfile: `FROM ${busybox}\nARG WHO\nRUN echo "hi $WHO" > /who.txt\nUSER 1000\nWORKDIR /home/berth\nENTRYPOINT ["cat", "/who.txt"]\n` });
+    const script = `
+import docker, json
+c = docker.from_env()
+img, logs = c.images.build(path=${JSON.stringify(dir)}, tag="built/py:1", buildargs={"WHO": "py"}, rm=True)
+out = c.containers.run("built/py:1", remove=True)
+print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]["User"], "wd": img.attrs["Config"]["WorkingDir"], "steps": sum(1 for l in logs if "stream" in l and l["stream"].startswith("Step "))}))
+`;
+    const r = await runDockerPy(d().socket, script);
+    assert.equal(r.code, 0, r.stderr);
+    const o = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { id: string; out: string; user: string; wd: string; steps: number };
+    assert.equal(o.out, 'hi py\n');
+    assert.equal(o.user, '1000');
+    assert.equal(o.wd, '/home/berth');
+    assert.equal(o.steps, 6);
+    assert.match(o.id, /^sha256:[0-9a-f]{64}$/);
+  });
+});
