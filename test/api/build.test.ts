@@ -212,7 +212,7 @@ CMD ["cat /app/run.txt"]
     assert.equal(garbage.status, 400);
   });
 
-  it('reads bzip2 and xz contexts, a Dockerfile at another path, and COPY of an http URL by ADD', async () => {
+  it('reads bzip2 and xz contexts and a Dockerfile at another path', async () => {
     const { execFileSync } = await import('node:child_process');
     const tar = await tarOf([{ name: 'sub/Build.file', body: `FROM ${busybox}\nCOPY hello.txt /\nCMD ["cat", "/hello.txt"]\n` }, { name: 'hello.txt', body: 'compressed\n' }]);
     for (const tool of ['bzip2', 'xz']) {
@@ -307,5 +307,49 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.equal(o.wd, '/home/berth');
     assert.equal(o.steps, 6);
     assert.match(o.id, /^sha256:[0-9a-f]{64}$/);
+  });
+
+  it('runs ONBUILD triggers in children, ADDs an http URL, expands wildcards, applies --chmod, SHELL and .dockerignore exceptions', async () => {
+    const { createServer } = await import('node:http');
+    const server = createServer((req, res) => {
+      res.writeHead(200, { 'Last-Modified': 'Wed, 01 Jan 2020 00:00:00 GMT' });
+      res.end(`served ${req.url}\n`);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const parent = context('onbuild-parent', { Dockerfile: `FROM ${busybox}\nONBUILD COPY trigger.txt /from-trigger.txt\nONBUILD RUN echo ran > /ran.txt\n` });
+      const p = await d().docker(['build', '-t', 'built/onbuild-parent', parent], { env: legacy, timeoutMs: 120_000 });
+      assert.equal(p.code, 0, p.stderr);
+      assert.equal((await inspect('built/onbuild-parent')).Config.OnBuild.length, 2);
+      const child = context('onbuild-child', {
+        Dockerfile: [
+          'FROM built/onbuild-parent',
+          `ADD http://127.0.0.1:${port}/remote.txt /downloads/`,
+          'COPY *.cfg /cfg/',
+          'COPY --chmod=0600 secret.key /secret.key',
+          'SHELL ["/bin/sh", "-e", "-c"]',
+          'RUN test "$(cat /from-trigger.txt)" = trig && echo shell-ok > /shell.txt',
+          'COPY keep/ /keep/',
+        ].join('\n'),
+        'trigger.txt': 'trig',
+        'a.cfg': 'a',
+        'b.cfg': 'b',
+        'c.txt': 'c',
+        'secret.key': 'k',
+        'keep/yes.txt': 'y',
+        'keep/no.txt': 'n',
+        '.dockerignore': 'keep/*\n!keep/yes.txt\n',
+      });
+      const c = await d().docker(['build', '-t', 'built/onbuild-child', child], { env: legacy, timeoutMs: 120_000 });
+      assert.equal(c.code, 0, c.stderr + c.stdout);
+      assert.match(c.stdout, /# Executing 2 build triggers/);
+      const r = await d().docker(['run', '--rm', 'built/onbuild-child', 'sh', '-c', 'cat /ran.txt /downloads/remote.txt /shell.txt; ls /cfg /keep; stat -c "%a %n" /secret.key /downloads/remote.txt; date -u -r /downloads/remote.txt +%Y']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, 'ran\nserved /remote.txt\nshell-ok\n/cfg:\na.cfg\nb.cfg\n\n/keep:\nyes.txt\n600 /secret.key\n600 /downloads/remote.txt\n2020\n');
+      assert.deepEqual((await inspect('built/onbuild-child')).Config.OnBuild ?? [], []);
+    } finally {
+      server.close();
+    }
   });
 });

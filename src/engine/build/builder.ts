@@ -164,6 +164,7 @@ export class Builder {
       this.#out(`# Executing ${triggers.length} build trigger${triggers.length > 1 ? 's' : ''}\n`);
       state.config = { ...state.config, OnBuild: [] };
       for (const t of triggers) {
+        if (this.opts.signal.aborted) throw new BuildError('build canceled');
         const node = parseDockerfile(t).nodes[0]!;
         await this.#dispatch(node, state, all);
       }
@@ -177,6 +178,8 @@ export class Builder {
   }
 
   #stepHeader(node: DockerfileNode): void {
+    // A client gone mid-build stops it before the next step.
+    if (this.opts.signal.aborted) throw new BuildError('build canceled');
     this.#step++;
     this.#out(`Step ${this.#step}/${this.#total} : ${node.original.trim()}\n`);
   }
