@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import tarStream from 'tar-stream';
 import type { Options } from '../lib/options.js';
 import { timed } from '../lib/timing.js';
+import { drainProgress } from '../lib/api-client.js';
 import { alternate, type Ctx, type Workload } from './context.js';
 import { removeImage } from './container-api.js';
 import type { Engine } from '../engines/engine.js';
@@ -42,25 +43,15 @@ export const build: Workload = {
   },
 };
 
-/** Runs one build to its end; returns the image id, throws on the stream's error. */
+/** Runs one build to its end; returns the image id, throws on the stream's error (as the CLI reads it). */
 async function buildOnce(e: Engine, context: Buffer, query: string): Promise<string> {
   const res: IncomingMessage = await e.api.stream('POST', `/build?version=1&rm=1&${query}`, { body: context, timeoutMs: 600_000 });
-  let rest = '';
   let id = '';
-  let failure = '';
-  for await (const chunk of res) {
-    rest += (chunk as Buffer).toString('utf8');
-    let nl: number;
-    while ((nl = rest.indexOf('\n')) >= 0) {
-      const line = rest.slice(0, nl).trim();
-      rest = rest.slice(nl + 1);
-      if (!line) continue;
-      const m = JSON.parse(line) as { aux?: { ID?: string }; error?: string };
-      if (m.aux?.ID) id = m.aux.ID;
-      if (m.error) failure = m.error;
-    }
-  }
-  if ((res.statusCode ?? 0) >= 400 || failure || !id) throw new Error(`build: ${res.statusCode} ${failure || rest.slice(0, 300)}`);
+  await drainProgress(res, (m) => {
+    const aux = m.aux as { ID?: string } | undefined;
+    if (aux?.ID) id = aux.ID;
+  });
+  if (!id) throw new Error('build: no image id in the stream');
   return id;
 }
 

@@ -17,28 +17,16 @@ import type { ImageService } from '../images.js';
 import type { ProgressSink } from '../progress.js';
 import type { PullResult } from '../pull-image.js';
 import { receiveContext } from './build-context.js';
-import { Builder, BuildError, type Emit } from './builder.js';
+import { Builder, BuildError, type BuildSettings, type Emit } from './builder.js';
 
 export type Puller = (ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal }, progress: ProgressSink) => Promise<PullResult>;
 
-export interface BuildRequest {
+export interface BuildRequest extends BuildSettings {
   context: Readable;
   dockerfile?: string;
   tags: string[];
-  buildArgs: Record<string, string>;
-  labels: Record<string, string>;
-  target?: string;
-  noCache: boolean;
-  pull: boolean;
-  rm: boolean;
-  forceRm: boolean;
-  quiet: boolean;
-  platform?: Platform;
-  /** RUN containers' limits and network: HostConfig fields */
-  hostConfig: Record<string, unknown>;
   /** the X-Registry-Config header, as sent */
   registryConfig?: string;
-  signal: AbortSignal;
 }
 
 export interface CacheUsage {
@@ -92,20 +80,9 @@ export class BuildService {
         this.images,
         this.cache,
         {
+          ...req,
           dockerfile: ctx.dockerfile,
           contextDir: ctx.dir,
-          tags: req.tags,
-          buildArgs: req.buildArgs,
-          target: req.target,
-          labels: req.labels,
-          noCache: req.noCache,
-          pull: req.pull,
-          rm: req.rm,
-          forceRm: req.forceRm,
-          quiet: req.quiet,
-          platform: req.platform,
-          hostConfig: req.hostConfig,
-          signal: req.signal,
           pull_: async (name, platform, out) => {
             const ref = parseReference(name);
             const { imageId } = await this.pull(ref, { auth: authFor(auths, ref.domain), platform, signal: req.signal }, out);

@@ -28,10 +28,8 @@ import { checksumSources, copySources, download, isArchive, resolveSources, type
 import { resolveInRoot } from './fs-in-root.js';
 import { scratchImage, writeStepImage, type StepImage } from './image-writer.js';
 
-export interface BuildOptions {
-  dockerfile: string;
-  contextDir: string;
-  tags: string[];
+/** What a build request sets that the builder reads as given. */
+export interface BuildSettings {
   buildArgs: Record<string, string>;
   target?: string;
   labels: Record<string, string>;
@@ -41,10 +39,16 @@ export interface BuildOptions {
   forceRm: boolean;
   quiet: boolean;
   platform?: Platform;
+  /** RUN containers' limits and network: HostConfig fields */
   hostConfig: Record<string, unknown>;
+  signal: AbortSignal;
+}
+
+export interface BuildOptions extends BuildSettings {
+  dockerfile: string;
+  contextDir: string;
   /** Pulls an image FROM names; resolves to its id. */
   pull_: (name: string, platform: Platform | undefined, out: (m: ProgressMessage) => void) => Promise<string>;
-  signal: AbortSignal;
 }
 
 export type Emit = (m: Record<string, unknown>) => void;
