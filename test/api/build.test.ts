@@ -13,6 +13,7 @@ import { gzipSync } from 'node:zlib';
 import tarStream from 'tar-stream';
 import { makeTempDir, removeDir, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
+import { run } from '../harness/child-process.js';
 
 /** A tar of the given entries, in memory (test data only). */
 async function tarOf(entries: { name: string; body?: string; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number }[]): Promise<Buffer> {
@@ -35,6 +36,7 @@ function records(text: string): Record<string, unknown>[] {
 describe('build', () => {
   const d = useDaemon();
   const reg = useSeededRegistry('open');
+  const authReg = useSeededRegistry('basic');
   let busybox = '';
   let ctx = '';
   const legacy = { DOCKER_BUILDKIT: '0' };
@@ -351,5 +353,41 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     } finally {
       server.close();
     }
+  });
+
+  it('pulls FROM images with the X-Registry-Config credentials the CLI sends, and fails clearly without them', async () => {
+    const { registry, seeded } = authReg();
+    const dir = context('auth', { Dockerfile: `FROM ${seeded.refs.busybox}\nRUN echo authed > /a.txt\n` });
+    const denied = await d().docker(['build', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.notEqual(denied.code, 0, denied.stdout);
+    assert.match(denied.stderr, /unauthorized|authentication required|no basic auth credentials|denied/i);
+    const login = await d().docker(['login', registry.host, '-u', registry.username!, '--password-stdin'], { input: registry.password });
+    assert.equal(login.code, 0, login.stderr);
+    const ok = await d().docker(['build', '-t', 'built/authed', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(ok.code, 0, ok.stderr + ok.stdout);
+    assert.equal((await d().docker(['run', '--rm', 'built/authed', 'cat', '/a.txt'])).stdout, 'authed\n');
+  });
+
+  it('with cachefrom, takes hits only from the named images\' build chains', async () => {
+    const dir = context('cachefrom', { Dockerfile: `FROM ${busybox}\nRUN echo one > /one\nRUN echo two > /two\n` });
+    const first = await d().docker(['build', '-t', 'built/cachefrom', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(first.code, 0, first.stderr);
+    const named = await d().docker(['build', '--cache-from', 'built/cachefrom', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal((named.stdout.match(/Using cache/g) ?? []).length, 2, named.stdout);
+    const other = await d().docker(['build', '--cache-from', busybox, dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(other.code, 0, other.stderr);
+    assert.equal((other.stdout.match(/Using cache/g) ?? []).length, 0, other.stdout);
+  });
+
+  it('builds compose 1.29 build: sections', { skip: !existsSync('/usr/bin/docker-compose') && 'no docker-compose' }, async () => {
+    const dir = context('compose', {
+      Dockerfile: `ARG BASE\nFROM \${BASE}\nARG MSG\nRUN echo "$MSG" > /msg.txt\nLABEL via=compose\nCMD ["cat", "/msg.txt"]\n`,
+      'docker-compose.yml': `version: "3.8"\nservices:\n  app:\n    image: built/compose-app\n    build:\n      context: .\n      args:\n        BASE: ${busybox}\n        MSG: from-compose\n`,
+    });
+    const env = { ...process.env, DOCKER_HOST: `unix://${d().socket}`, DOCKER_CONFIG: d().dockerConfig, DOCKER_BUILDKIT: '0', COMPOSE_DOCKER_CLI_BUILD: '0' };
+    const r = await run('/usr/bin/docker-compose', ['-p', 'berthbuild', '-f', join(dir, 'docker-compose.yml'), 'build'], { env, timeoutMs: 180_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.equal((await inspect('built/compose-app')).Config.Labels.via, 'compose');
+    assert.equal((await d().docker(['run', '--rm', 'built/compose-app'])).stdout, 'from-compose\n');
   });
 });

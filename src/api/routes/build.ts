@@ -28,6 +28,20 @@ function queryMap(ctx: RequestContext, name: string): Record<string, string> {
   return out;
 }
 
+/** A JSON array of strings in a query value (cachefrom). */
+function queryList(ctx: RequestContext, name: string): string[] {
+  const raw = queryString(ctx.query, name);
+  if (!raw) return [];
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    throw invalidArgument(`invalid ${name} value: ${raw}`);
+  }
+  if (!Array.isArray(v)) throw invalidArgument(`invalid ${name} value: ${raw}`);
+  return v.filter((x): x is string => typeof x === 'string' && x !== '');
+}
+
 function header(ctx: RequestContext, name: string): string | undefined {
   const v = ctx.req.headers[name];
   return Array.isArray(v) ? v[0] : v;
@@ -79,6 +93,7 @@ async function build(ctx: RequestContext, builds: BuildService): Promise<void> {
       quiet: queryBool(ctx.query, 'q'),
       platform: parsePlatform(queryString(ctx.query, 'platform')),
       hostConfig: runHostConfig(ctx),
+      cacheFrom: queryList(ctx, 'cachefrom'),
       registryConfig: header(ctx, 'x-registry-config'),
       signal: abort.signal,
     },

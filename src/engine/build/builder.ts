@@ -41,6 +41,8 @@ export interface BuildSettings {
   platform?: Platform;
   /** RUN containers' limits and network: HostConfig fields */
   hostConfig: Record<string, unknown>;
+  /** Images whose build chain alone may serve cache hits (dockerd's cache-from); empty: any. */
+  cacheFrom: string[];
   signal: AbortSignal;
 }
 
@@ -85,6 +87,8 @@ export class Builder {
   readonly #globalArgs = new Map<string, string | undefined>();
   #escape = '\\';
   readonly #work: string;
+  /** With cacheFrom: the images in the named images' parent chains, the only ones a hit may use. */
+  #cacheable?: Set<string>;
 
   constructor(
     private readonly containers: ContainerService,
@@ -102,6 +106,13 @@ export class Builder {
   }
 
   async run(): Promise<string> {
+    if (this.opts.cacheFrom.length > 0) {
+      this.#cacheable = new Set();
+      for (const name of this.opts.cacheFrom) {
+        // as dockerd: a cache-from image that is not there is skipped
+        for (let rec = tryLookupImage(this.images.records, name)?.image; rec && !this.#cacheable.has(rec.id); rec = rec.parent ? this.images.records.getImage(rec.parent) : undefined) this.#cacheable.add(rec.id);
+      }
+    }
     await mkdir(this.#work, { recursive: true });
     try {
       return await this.#run();
@@ -362,7 +373,7 @@ export class Builder {
     if (!this.opts.noCache) {
       const hit = this.cache.get(key);
       const record = hit && this.images.records.getImage(hit.imageId);
-      if (hit && record) {
+      if (hit && record && (!this.#cacheable || this.#cacheable.has(record.id))) {
         this.cache.touch(key);
         this.#out(' ---> Using cache\n');
         s.image = { record, config: this.images.config(record) };
