@@ -212,6 +212,19 @@ CMD ["cat /app/run.txt"]
     assert.equal(existsSync(outside), false);
     const garbage = await d().request('POST', '/build', { body: Buffer.from('not a tar at all, not at all'.repeat(40)) });
     assert.equal(garbage.status, 400);
+    // Links are resolved inside their roots: a context link to a host file names nothing in the
+    // context, and an image's link to /etc leads into the image's /etc, not the host's.
+    const marker = `berth-build-marker-${process.pid}`;
+    const viaContext = await d().request('POST', '/build', {
+      body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nCOPY passwd /p\n` }, { name: 'passwd', type: 'symlink', linkname: '/etc/passwd' }]),
+    });
+    assert.match(records(viaContext.text()).at(-1)!.error as string, /file not found in build context/);
+    const viaImage = await d().request('POST', '/build?t=built/linked', {
+      body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN ln -s /etc /linked\nCOPY ${marker} /linked/\n` }, { name: marker, body: 'inside' }]),
+    });
+    assert.ok(records(viaImage.text()).some((m) => m.aux), viaImage.text());
+    assert.equal(existsSync(`/etc/${marker}`), false);
+    assert.equal((await d().docker(['run', '--rm', 'built/linked', 'cat', `/etc/${marker}`])).stdout, 'inside');
   });
 
   it('reads bzip2 and xz contexts and a Dockerfile at another path', async () => {
