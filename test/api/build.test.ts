@@ -148,6 +148,7 @@ CMD ["cat /app/run.txt"]
     assert.equal((await inspect('built/full:2')).Id, fullId);
     const changed = await d().docker(['build', '-q', '--build-arg', 'EXTRA=other', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
     assert.equal(changed.code, 0, changed.stderr);
+    assert.match(changed.stdout, /^sha256:[0-9a-f]{64}\n$/);
     assert.notEqual(changed.stdout.trim(), fullId);
     const nc = await d().docker(['build', '--no-cache', '--build-arg', 'EXTRA=xtra', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
     assert.equal(nc.code, 0, nc.stderr);
@@ -402,5 +403,26 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.equal((await inspect('built/compose-app')).Config.Labels.via, 'compose');
     assert.equal((await d().docker(['run', '--rm', 'built/compose-app'])).stdout, 'from-compose\n');
+  });
+
+  it('gives RUN the proxy args, extra hosts and network mode asked for, reads COPY heredocs and refuses BuildKit-only flags', async () => {
+    const dir = context('runopts', {
+      Dockerfile: [
+        `FROM ${busybox}`,
+        'RUN echo "$HTTP_PROXY" > /proxy.txt && grep -c "buildhost" /etc/hosts > /hosts.txt && ls /sys/class/net > /net.txt',
+        'COPY <<EOF /from-heredoc.txt',
+        'line one',
+        'EOF',
+      ].join('\n'),
+    });
+    const r = await d().docker(['build', '-t', 'built/runopts', '--build-arg', 'HTTP_PROXY=http://proxy.invalid:3128', '--add-host', 'buildhost:10.1.2.3', '--network', 'none', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.doesNotMatch(r.stdout + r.stderr, /were not consumed/);
+    const out = await d().docker(['run', '--rm', 'built/runopts', 'cat', '/proxy.txt', '/hosts.txt', '/net.txt', '/from-heredoc.txt']);
+    assert.equal(out.stdout, 'http://proxy.invalid:3128\n1\nlo\nline one\n');
+    const hist = ((await d().request('GET', '/images/built/runopts/history')).json() as { CreatedBy: string }[]).map((h) => h.CreatedBy).join('\n');
+    assert.doesNotMatch(hist, /proxy\.invalid/);
+    const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
+    assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
   });
 });

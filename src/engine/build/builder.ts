@@ -263,6 +263,11 @@ export class Builder {
   }
 
   async #dispatch(node: DockerfileNode, s: State, all: Stage[]): Promise<void> {
+    // Flags are read by the instructions that have them; elsewhere (RUN --mount...) they are refused.
+    if (node.flags.length > 0 && !['copy', 'add', 'healthcheck'].includes(node.name)) {
+      const flag = node.flags[0]!.replace(/^--/, '').split('=')[0]!;
+      throw new BuildError(node.name === 'run' ? `the --${flag} option requires BuildKit: unknown flag: ${flag}` : `Unknown flag: ${flag}`);
+    }
     const env = this.#env(s);
     const shell = s.config.Shell?.length ? s.config.Shell : DEFAULT_SHELL;
     switch (node.name) {
