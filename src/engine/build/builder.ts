@@ -396,7 +396,8 @@ export class Builder {
     await this.#cached(s, createdBy, opts.extra ?? '', async () => {
       const paths = rootfsPaths(join(this.#work, `step-${this.#step}-${randomBytes(4).toString('hex')}`));
       const lowers = [...(s.image.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest));
-      await mountRootfs(paths, lowers);
+      // volatile: the upper dir is read once into the layer, then deleted; no sync at unmount
+      await mountRootfs(paths, lowers, { volatile: true });
       try {
         await write(paths.merged);
       } finally {
@@ -450,7 +451,7 @@ export class Builder {
           img = { record: rec, config: this.images.config(rec) };
         }
         const paths = rootfsPaths(join(this.#work, `from-${this.#step}`));
-        await mountRootfs(paths, [...(img.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest)));
+        await mountRootfs(paths, [...(img.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest)), { volatile: true });
         fromMount = { paths };
         srcRoot = paths.merged;
       }
@@ -483,7 +484,7 @@ export class Builder {
     const [u = '', g] = spec.split(':', 2);
     if (/^\d+$/.test(u) && (g === undefined || /^\d+$/.test(g))) return { uid: Number(u), gid: Number(g ?? u) };
     const paths = rootfsPaths(join(this.#work, `chown-${this.#step}`));
-    await mountRootfs(paths, [...(s.image.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest)));
+    await mountRootfs(paths, [...(s.image.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest)), { volatile: true });
     try {
       const r = await resolveUser(paths.merged, g === undefined ? u : `${u}:${g}`);
       return { uid: r.uid, gid: g === undefined && /^\d+$/.test(u) ? r.uid : r.gid };
