@@ -5,7 +5,7 @@
  * whose upper dir becomes the layer. The output is dockerd's classic builder stream.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
@@ -203,7 +203,7 @@ export class Builder {
     this.#stepHeader(stage.from);
     const env = new Map([...this.#globalArgs].filter((e): e is [string, string] => e[1] !== undefined));
     const name = this.#expand(stage.from.args[0]!, env);
-    const flags = parseFlags(stage.from.flags, ['platform'], 'FROM');
+    const flags = parseFlags(stage.from.flags, ['platform']);
     const platform = flags.platform ? parsePlatformFlag(this.#expand(flags.platform, env)) : this.opts.platform;
     let image: StepImage;
     const earlier = all.find((s) => s.name === name.toLowerCase() && s.result);
@@ -264,10 +264,7 @@ export class Builder {
 
   async #dispatch(node: DockerfileNode, s: State, all: Stage[]): Promise<void> {
     // Flags are read by the instructions that have them; elsewhere (RUN --mount...) they are refused.
-    if (node.flags.length > 0 && !['copy', 'add', 'healthcheck'].includes(node.name)) {
-      const flag = node.flags[0]!.replace(/^--/, '').split('=')[0]!;
-      throw new BuildError(node.name === 'run' ? `the --${flag} option requires BuildKit: unknown flag: ${flag}` : `Unknown flag: ${flag}`);
-    }
+    if (!['copy', 'add', 'healthcheck'].includes(node.name)) parseFlags(node.flags, []);
     const env = this.#env(s);
     const shell = s.config.Shell?.length ? s.config.Shell : DEFAULT_SHELL;
     switch (node.name) {
@@ -356,7 +353,7 @@ export class Builder {
         }, { emptyIfUnchanged: true });
       }
       case 'run':
-        return this.#runStep(node, s, shell, env);
+        return this.#runStep(node, s, shell);
       case 'copy': case 'add':
         return this.#copyStep(node, s, env, all);
       case 'from':
@@ -411,13 +408,13 @@ export class Builder {
         if (this.images.records.layerUsers(layer.chainId) === 0) await this.images.layers.remove(layer.chainId);
         layer = undefined;
       }
-      return writeStepImage(this.images, { parent: s.image, config: s.config, createdBy: layer || !opts.emptyIfUnchanged ? createdBy : createdBy.replace('#(nop) ', '#(nop)  '), layer, author: s.author });
+      return writeStepImage(this.images, { parent: s.image, config: s.config, createdBy, layer, author: s.author });
     });
   }
 
   async #copyStep(node: DockerfileNode, s: State, env: Map<string, string>, all: Stage[]): Promise<void> {
     const cmd = node.name.toUpperCase();
-    const flags = parseFlags(node.flags, node.name === 'copy' ? ['from', 'chown', 'chmod', 'link', 'parents', 'exclude'] : ['chown', 'chmod', 'link', 'checksum', 'keep-git-dir', 'exclude'], cmd);
+    const flags = parseFlags(node.flags, node.name === 'copy' ? ['from', 'chown', 'chmod'] : ['chown', 'chmod']);
     let args = node.args.map((a) => a);
     const heredocs = node.heredocs;
     if (heredocs.length > 0) {
@@ -462,7 +459,6 @@ export class Builder {
         if (!fromMount) for (const src of sources) if (!src.isDir && !src.abs.startsWith(scratch) && (await isArchive(src.abs))) src.extract = true;
       }
       for (const [i, doc] of heredocs.entries()) {
-        const { writeFile } = await import('node:fs/promises');
         const abs = join(scratch, `heredoc-${i}`);
         await writeFile(abs, doc.expand ? this.#expand(doc.content.replace(/"/g, '\\"').replace(/^/, '"') + '"', env) : doc.content, { mode: 0o644 });
         sources.push({ abs, name: doc.name, isDir: false });
@@ -496,7 +492,7 @@ export class Builder {
     }
   }
 
-  async #runStep(node: DockerfileNode, s: State, shell: string[], _env: Map<string, string>): Promise<void> {
+  async #runStep(node: DockerfileNode, s: State, shell: string[]): Promise<void> {
     if (!s.image.record) throw new BuildError('failed to run on a scratch image: no such file or directory');
     let cmd: string[];
     const doc = node.heredocs[0];
@@ -567,14 +563,19 @@ function triples(args: string[]): [string, string][] {
   return out;
 }
 
-function parseFlags(flags: string[], allowed: string[], cmd: string): Record<string, string | undefined> {
+/** BuildKit's flags, refused by name so the user knows which builder has them. */
+const BUILDKIT_FLAGS = new Set(['link', 'parents', 'exclude', 'checksum', 'keep-git-dir', 'mount', 'network', 'security', 'start-interval-only']);
+
+function parseFlags(flags: string[], allowed: string[]): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
   for (const f of flags) {
     const m = /^--([a-z-]+)(?:=(.*))?$/s.exec(f);
-    if (!m || !allowed.includes(m[1]!)) throw new BuildError(`Unknown flag: ${f.replace(/^--/, '').split('=')[0]}`);
-    out[m[1]!] = m[2] ?? 'true';
+    const name = m?.[1] ?? f.replace(/^--/, '').split('=')[0]!;
+    if (!m || !allowed.includes(name)) {
+      throw new BuildError(BUILDKIT_FLAGS.has(name) ? `the --${name} option requires BuildKit: unknown flag: ${name}` : `Unknown flag: ${name}`);
+    }
+    out[name] = m[2] ?? 'true';
   }
-  void cmd;
   return out;
 }
 
@@ -629,7 +630,7 @@ function healthcheck(node: DockerfileNode, shell: string[]): NonNullable<Contain
   }
   if (t !== 'CMD') throw new BuildError(`Unknown type "${typ ?? ''}" in HEALTHCHECK (try CMD)`);
   if (rest.length === 0) throw new BuildError('Missing command after HEALTHCHECK CMD');
-  const f = parseFlags(node.flags, ['interval', 'timeout', 'start-period', 'start-interval', 'retries'], 'HEALTHCHECK');
+  const f = parseFlags(node.flags, ['interval', 'timeout', 'start-period', 'start-interval', 'retries']);
   const hc: NonNullable<ContainerConfig['Healthcheck']> = { Test: node.json ? ['CMD', ...rest] : ['CMD-SHELL', rest[0]!] };
   void shell;
   if (f.interval) hc.Interval = parseDuration(f.interval, 'interval');
