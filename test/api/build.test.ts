@@ -103,6 +103,7 @@ CMD ["cat /app/run.txt"]
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.match(r.stdout, /Step 1\/\d+ : FROM \$\{BASE\} AS base/);
     assert.match(r.stdout, / ---> Running in [0-9a-f]{12}/);
+    assert.match(r.stdout, / ---> Removed intermediate container [0-9a-f]{12}/);
     assert.match(r.stdout, /Successfully built [0-9a-f]{12}/);
     assert.match(r.stdout, /Successfully tagged built\/full:1/);
     const img = await inspect('built/full:1');
@@ -131,6 +132,8 @@ CMD ["cat /app/run.txt"]
     const createdBy = (hist.json() as { CreatedBy: string }[]).map((h) => h.CreatedBy);
     assert.ok(createdBy.includes('/bin/sh -c #(nop)  CMD ["cat /app/run.txt"]'), createdBy.join('\n'));
     assert.ok(createdBy.includes('/bin/sh -c #(nop)  USER berth'), createdBy.join('\n'));
+    assert.ok(createdBy.includes('/bin/sh -c #(nop)  HEALTHCHECK &{Test:[CMD-SHELL true] Interval:30s Timeout:3s StartPeriod:0s StartInterval:0s Retries:0}'), createdBy.join('\n'));
+    assert.ok(createdBy.includes('/bin/sh -c #(nop) WORKDIR /app'), createdBy.join('\n'));
     assert.ok(createdBy.some((h) => /^\|2 EXTRA=xtra GREETING=hello \/bin\/sh -c echo "run:/.test(h)), createdBy.join('\n'));
     assert.ok(createdBy.some((h) => /^\/bin\/sh -c #\(nop\) COPY multi:[0-9a-f]{64} in \/app\/ $/.test(h)), createdBy.join('\n'));
     // the ignored file never reached the image
@@ -422,6 +425,7 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.equal(out.stdout, 'http://proxy.invalid:3128\n1\nlo\nline one\n');
     const hist = ((await d().request('GET', '/images/built/runopts/history')).json() as { CreatedBy: string }[]).map((h) => h.CreatedBy).join('\n');
     assert.doesNotMatch(hist, /proxy\.invalid/);
+    assert.match(hist, /^\|0 \/bin\/sh -c echo "\$HTTP_PROXY"/m);
     const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
     assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
   });

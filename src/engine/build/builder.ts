@@ -504,7 +504,8 @@ export class Builder {
     const envKeys = new Set((s.config.Env ?? []).map((e) => e.split('=', 1)[0]));
     const argEnv = [...s.args].filter(([k, v]) => v !== undefined && !envKeys.has(k)).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`);
     const proxy = Object.entries(this.opts.buildArgs).filter(([k]) => PROXY_ARGS.has(k) && !s.args.has(k)).map(([k, v]) => `${k}=${v}`);
-    const saved = argEnv.length > 0 ? [`|${argEnv.length}`, ...argEnv, ...cmd] : cmd;
+    // as dockerd: any build arg in effect (a proxy arg too, though not listed) prefixes the history text
+    const saved = argEnv.length + proxy.length > 0 ? [`|${argEnv.length}`, ...argEnv, ...cmd] : cmd;
     const createdBy = saved.join(' ');
     await this.#cached(s, createdBy, '', async () => {
       const { Id } = this.containers.create({
@@ -548,7 +549,7 @@ export class Builder {
         if (this.opts.signal.aborted) keep = false;
         if (!keep) {
           await this.containers.remove(Id, { force: true, volumes: true }).catch((err) => log.warn('build: removing an intermediate container failed', { id: Id, err }));
-          if (!this.opts.signal.aborted) this.#out(`Removing intermediate container ${short(Id)}\n`);
+          if (!this.opts.signal.aborted) this.#out(` ---> Removed intermediate container ${short(Id)}\n`);
         }
       }
     });
@@ -656,8 +657,8 @@ function goDuration(ns: number | undefined): string {
   return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${sec}s`;
 }
 
+/** Go's %+v of the health config, as dockerd's history shows it. */
 function describeHealthcheck(h: NonNullable<ContainerConfig['Healthcheck']>): string {
-  const retries = h.Retries ?? 0;
-  return `&{${goQuoteList(h.Test ?? [])} "${goDuration(h.Interval)}" "${goDuration(h.Timeout)}" "${goDuration(h.StartPeriod)}" "${goDuration(h.StartInterval)}" '\\x${retries.toString(16).padStart(2, '0')}'}`;
+  return `&{Test:[${(h.Test ?? []).join(' ')}] Interval:${goDuration(h.Interval)} Timeout:${goDuration(h.Timeout)} StartPeriod:${goDuration(h.StartPeriod)} StartInterval:${goDuration(h.StartInterval)} Retries:${h.Retries ?? 0}}`;
 }
 
