@@ -101,7 +101,9 @@ CMD ["cat /app/run.txt"]
     writeFileSync(join(dir, 'ignored.txt'), 'secret');
     const r = await d().docker(['build', '-t', 'built/full:1', '--build-arg', 'EXTRA=xtra', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
     assert.equal(r.code, 0, r.stderr + r.stdout);
-    assert.match(r.stdout, /Step 1\/\d+ : FROM \$\{BASE\} AS base/);
+    assert.match(r.stdout, /^Step 1\/21 : ARG BASE=/m);
+    assert.match(r.stdout, /^Step 2\/21 : FROM \$\{BASE\} AS base/m);
+    assert.match(r.stdout, /^Step 21\/21 : LABEL "from.cli"="yes"/m);
     assert.match(r.stdout, / ---> Running in [0-9a-f]{12}/);
     assert.match(r.stdout, / ---> Removed intermediate container [0-9a-f]{12}/);
     assert.match(r.stdout, /Successfully built [0-9a-f]{12}/);
@@ -147,7 +149,7 @@ CMD ["cat /app/run.txt"]
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /Running in/);
     const steps = (r.stdout.match(/^Step /gm) ?? []).length;
-    assert.equal((r.stdout.match(/Using cache/g) ?? []).length, steps - 1, r.stdout);
+    assert.equal((r.stdout.match(/Using cache/g) ?? []).length, steps - 2, r.stdout); // all but the ARG before FROM and the FROM
     assert.equal((await inspect('built/full:2')).Id, fullId);
     const changed = await d().docker(['build', '-q', '--build-arg', 'EXTRA=other', '--label', 'from.cli=yes', dir], { env: legacy, timeoutMs: 180_000 });
     assert.equal(changed.code, 0, changed.stderr);
@@ -199,6 +201,9 @@ CMD ["cat /app/run.txt"]
     const res = await d().request('POST', '/build?forcerm=1', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN exit 3\n` }]), headers: { 'Content-Type': 'application/x-tar' } });
     assert.equal(res.status, 200);
     const last = records(res.text()).at(-1)!;
+    const old = await d().request('POST', '/v1.29/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nENV A=1\n` }]) });
+    assert.ok(!records(old.text()).some((m) => m.aux), old.text());
+    assert.ok(records(old.text()).some((m) => /^Successfully built [0-9a-f]{12}\n$/.test(String(m.stream))), old.text());
     assert.deepEqual(last, { errorDetail: { code: 3, message: "The command '/bin/sh -c exit 3' returned a non-zero code: 3" }, error: "The command '/bin/sh -c exit 3' returned a non-zero code: 3" });
   });
 

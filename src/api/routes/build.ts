@@ -6,6 +6,7 @@ import { JsonLineWriter } from '../json-lines.js';
 import { invalidArgument, notImplemented } from '../../lib/errors.js';
 import type { BuildService } from '../../engine/build/build-service.js';
 import { parsePlatform } from './images.js';
+import { versionAtLeast } from '../api-version.js';
 
 export function buildRoutes(r: Router, builds: BuildService): void {
   r.on('POST', '/build', (ctx) => build(ctx, builds));
@@ -95,6 +96,7 @@ async function build(ctx: RequestContext, builds: BuildService): Promise<void> {
       hostConfig: runHostConfig(ctx),
       cacheFrom: queryList(ctx, 'cachefrom'),
       registryConfig: header(ctx, 'x-registry-config'),
+      aux: versionAtLeast(ctx.version, '1.30'),
       signal: abort.signal,
     },
     (m) => out.write(m),

@@ -27,6 +27,8 @@ export interface BuildRequest extends BuildSettings {
   tags: string[];
   /** the X-Registry-Config header, as sent */
   registryConfig?: string;
+  /** the image id as an aux record (API 1.30 and later) */
+  aux: boolean;
 }
 
 export interface CacheUsage {
@@ -102,7 +104,7 @@ export class BuildService {
         emit({ errorDetail: code === undefined ? { message } : { code, message }, error: message });
         return undefined;
       }
-      emit({ aux: { ID: id } });
+      if (req.aux) emit({ aux: { ID: id } });
       if (req.quiet) emit({ stream: `${id}\n` });
       else emit({ stream: `Successfully built ${id.slice(7, 19)}\n` });
       for (const t of tags) {

@@ -131,7 +131,6 @@ export class Builder {
     this.#escape = parsed.escape;
     for (const w of parsed.warnings) this.#out(`[Warning] ${w}\n`);
     const { stages, globals } = this.#split(parsed.nodes);
-    for (const g of globals) this.#declareArgs(g, this.#globalArgs, new Map());
     let last = stages.length - 1;
     if (this.opts.target) {
       last = stages.findIndex((s) => s.name === this.opts.target!.toLowerCase());
@@ -143,7 +142,12 @@ export class Builder {
       const text = 'LABEL ' + labels.map(([k, v]) => `${JSON.stringify(k)}=${JSON.stringify(v)}`).join(' ');
       used[used.length - 1]!.nodes.push({ name: 'label', flags: [], args: labels.flatMap(([k, v]) => [JSON.stringify(k), JSON.stringify(v), '=']), json: false, original: text, line: 0, heredocs: [] });
     }
-    this.#total = used.reduce((n, s) => n + 1 + s.nodes.length, 0);
+    // as dockerd: the ARGs before the first FROM are steps too
+    this.#total = globals.length + used.reduce((n, s) => n + 1 + s.nodes.length, 0);
+    for (const g of globals) {
+      this.#stepHeader(g);
+      this.#declareArgs(g, this.#globalArgs, new Map());
+    }
     let result: StepImage | undefined;
     for (const stage of used) {
       result = await this.#stage(stage, stages);
