@@ -138,6 +138,7 @@ CMD ["cat /app/run.txt"]
     assert.ok(createdBy.includes('/bin/sh -c #(nop) WORKDIR /app'), createdBy.join('\n'));
     assert.ok(createdBy.some((h) => /^\|2 EXTRA=xtra GREETING=hello \/bin\/sh -c echo "run:/.test(h)), createdBy.join('\n'));
     assert.ok(createdBy.some((h) => /^\/bin\/sh -c #\(nop\) COPY multi:[0-9a-f]{64} in \/app\/ $/.test(h)), createdBy.join('\n'));
+    assert.ok(createdBy.some((h) => /^\/bin\/sh -c #\(nop\) COPY --chown=1000:1000 dir:[0-9a-f]{64} in \/app\/src\/ $/.test(h)), createdBy.join('\n'));
     // the ignored file never reached the image
     const ls = await d().docker(['run', '--rm', 'built/full:1', 'ls /app/ignored.txt 2>&1; true']);
     assert.match(ls.stdout, /No such file/);
@@ -431,6 +432,9 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     const hist = ((await d().request('GET', '/images/built/runopts/history')).json() as { CreatedBy: string }[]).map((h) => h.CreatedBy).join('\n');
     assert.doesNotMatch(hist, /proxy\.invalid/);
     assert.match(hist, /^\|0 \/bin\/sh -c echo "\$HTTP_PROXY"/m);
+    const unknown = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN echo ran-before\nFROB x\n` }]) });
+    assert.doesNotMatch(unknown.text(), /ran-before/);
+    assert.match(records(unknown.text()).at(-1)!.error as string, /line 3: unknown instruction: FROB/);
     const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
     assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
   });

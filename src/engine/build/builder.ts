@@ -56,6 +56,7 @@ export interface BuildOptions extends BuildSettings {
 export type Emit = (m: Record<string, unknown>) => void;
 
 const DEFAULT_SHELL = ['/bin/sh', '-c'];
+const KNOWN = new Set(['from', 'run', 'cmd', 'entrypoint', 'env', 'arg', 'label', 'expose', 'volume', 'user', 'workdir', 'copy', 'add', 'healthcheck', 'stopsignal', 'onbuild', 'maintainer', 'shell']);
 const PROXY_ARGS = new Set(['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy', 'FTP_PROXY', 'ftp_proxy', 'NO_PROXY', 'no_proxy', 'ALL_PROXY', 'all_proxy']);
 
 /** A step that failed: its message goes to the client as the build's error. */
@@ -130,6 +131,10 @@ export class Builder {
     }
     this.#escape = parsed.escape;
     for (const w of parsed.warnings) this.#out(`[Warning] ${w}\n`);
+    // As dockerd: an unknown instruction fails the build before any step runs.
+    for (const n of parsed.nodes) {
+      if (!KNOWN.has(n.name)) throw new BuildError(`dockerfile parse error on line ${n.line}: unknown instruction: ${n.original.trim().split(/\s/)[0]!.toUpperCase()}`);
+    }
     const { stages, globals } = this.#split(parsed.nodes);
     let last = stages.length - 1;
     if (this.opts.target) {
@@ -472,7 +477,7 @@ export class Builder {
       const kind = sources.length > 1 ? 'multi' : sources[0]!.isDir ? 'dir' : 'file';
       const owner = flags.chown ? await this.#owner(s, this.#expand(flags.chown, env)) : undefined;
       const mode = flags.chmod ? parseMode(flags.chmod) : undefined;
-      const text = `${cmd} ${kind}:${sum} in ${dest} `;
+      const text = `${cmd} ${flags.chown ? `--chown=${flags.chown} ` : ''}${flags.chmod ? `--chmod=${flags.chmod} ` : ''}${kind}:${sum} in ${dest} `;
       await this.#fsStep(s, text, (root) => copySources(sources, { root, dest, owner, mode, keepOwner: !!fromMount, scratchDir: scratch }), { extra: JSON.stringify([flags.chown ?? '', flags.chmod ?? '', sources.map((x) => x.extract ?? false)]) });
     } finally {
       if (fromMount) await unmountRootfs(fromMount.paths).catch(() => undefined);
