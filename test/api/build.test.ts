@@ -261,6 +261,10 @@ CMD ["cat /app/run.txt"]
     const squash = await d().request('POST', '/build?squash=1', { body: tar });
     assert.equal(squash.status, 400);
     assert.match(squash.text(), /squash/);
+    const badTag = await d().request('POST', '/build?t=' + encodeURIComponent('Bad Tag!'), { body: tar });
+    assert.equal(badTag.status, 400, badTag.text());
+    const badArgs = await d().request('POST', '/build?buildargs=' + encodeURIComponent('{not json'), { body: tar });
+    assert.equal(badArgs.status, 400, badArgs.text());
     const remote = await d().request('POST', '/build?remote=https://example.invalid/repo.git', { body: '' });
     assert.equal(remote.status, 501);
     assert.match(remote.text(), /remote/);

@@ -49,13 +49,18 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
   }
 }
 
+/** A Dockerfile or .dockerignore bigger than this is refused rather than read into memory. */
+const MAX_TEXT = 16 * 1024 * 1024;
+
 async function readInside(root: string, rel: string): Promise<string | undefined> {
   const abs = await resolveInRoot(root, rel);
   try {
     const st = await lstat(abs);
     if (!st.isFile()) return undefined;
+    if (st.size > MAX_TEXT) throw invalidArgument(`${rel} is too large (${st.size} bytes; at most ${MAX_TEXT})`);
     return await readFile(abs, 'utf8');
-  } catch {
+  } catch (err) {
+    if (err instanceof BerthError) throw err;
     return undefined;
   }
 }
