@@ -253,7 +253,7 @@ CMD ["cat /app/run.txt"]
     assert.match(missing.text(), /Cannot locate specified Dockerfile: nope/);
   });
 
-  it('answers BuildKit, squash and remote requests with clear errors; /_ping and /version name the classic builder', async () => {
+  it('answers BuildKit, squash and git remote requests with clear errors; /_ping and /version name the classic builder', async () => {
     const tar = await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }]);
     const v2 = await d().request('POST', '/build?version=2', { body: tar });
     assert.equal(v2.status, 400);
@@ -441,5 +441,36 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.match(records(unknown.text()).at(-1)!.error as string, /line 3: unknown instruction: FROB/);
     const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
     assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
+  });
+
+  it('builds remote contexts: a tar fetched over http, or a Dockerfile fetched alone; git URLs are refused clearly', async () => {
+    const { createServer } = await import('node:http');
+    const tgz = gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nCOPY msg /msg\nCMD ["cat", "/msg"]\n` }, { name: 'msg', body: 'remote tar\n' }]));
+    const server = createServer((req, res) => {
+      if (req.url === '/ctx.tar.gz') res.end(tgz);
+      else if (req.url === '/Dockerfile') res.end(`FROM ${busybox}\nRUN echo remote dockerfile > /msg\nCMD ["cat", "/msg"]\n`);
+      else { res.writeHead(404); res.end(); }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      for (const [path, tag, want] of [['/ctx.tar.gz', 'built/remote-tar', 'remote tar\n'], ['/Dockerfile', 'built/remote-df', 'remote dockerfile\n']] as const) {
+        const r = await d().docker(['build', '-t', tag, `${base}${path}`], { env: legacy, timeoutMs: 120_000 });
+        assert.equal(r.code, 0, r.stderr + r.stdout);
+        assert.equal((await d().docker(['run', '--rm', tag])).stdout, want);
+      }
+      // The CLI downloads URL contexts itself; API clients (docker-py's path=<url>) send remote=.
+      for (const path of ['/ctx.tar.gz', '/Dockerfile']) {
+        const res = await d().request('POST', `/build?t=built/raw-remote&remote=${encodeURIComponent(base + path)}`);
+        assert.equal(res.status, 200);
+        assert.ok(records(res.text()).some((m) => m.aux), res.text());
+        assert.match((await d().docker(['run', '--rm', 'built/raw-remote'])).stdout, /^remote (tar|dockerfile)\n$/);
+      }
+      const missing = await d().request('POST', '/build?remote=' + encodeURIComponent(`${base}/nope`));
+      assert.equal(missing.status, 400);
+      assert.match(missing.text(), /status 404/);
+    } finally {
+      server.close();
+    }
   });
 });

@@ -3,7 +3,7 @@ import type { Router } from '../router.js';
 import { queryBool, queryInt, queryString, sendJson, type RequestContext } from '../request.js';
 import { parseFilters, parseUntil } from '../filters.js';
 import { JsonLineWriter } from '../json-lines.js';
-import { invalidArgument, notImplemented } from '../../lib/errors.js';
+import { invalidArgument } from '../../lib/errors.js';
 import type { BuildService } from '../../engine/build/build-service.js';
 import { parsePlatform } from './images.js';
 import { versionAtLeast } from '../api-version.js';
@@ -72,8 +72,6 @@ async function build(ctx: RequestContext, builds: BuildService): Promise<void> {
     throw invalidArgument('BuildKit (version=2) is not supported by this daemon: use the classic builder (DOCKER_BUILDKIT=0)');
   }
   if (queryBool(ctx.query, 'squash')) throw invalidArgument('squash is only supported with experimental mode');
-  const remote = queryString(ctx.query, 'remote');
-  if (remote) throw notImplemented(`remote build contexts (remote=${remote}) are not supported: send the context as the request body`);
   const abort = new AbortController();
   ctx.res.on('close', () => {
     if (!ctx.res.writableFinished) abort.abort(new Error('client disconnected'));
@@ -82,6 +80,7 @@ async function build(ctx: RequestContext, builds: BuildService): Promise<void> {
   await builds.build(
     {
       context: ctx.req,
+      remote: queryString(ctx.query, 'remote'),
       dockerfile: queryString(ctx.query, 'dockerfile'),
       tags: ctx.query.getAll('t').filter((t) => t !== ''),
       buildArgs: queryMap(ctx, 'buildargs'),

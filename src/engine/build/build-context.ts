@@ -5,11 +5,13 @@
  */
 import { lstat, mkdir, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
-import { decompressArchive } from '../../images/decompress.js';
+import { decompressArchive, sniffCompression } from '../../images/decompress.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
-import { BerthError, invalidArgument } from '../../lib/errors.js';
+import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { resolveInRoot } from './fs-in-root.js';
 
@@ -84,4 +86,67 @@ async function applyIgnore(root: string, ig: DockerIgnore): Promise<void> {
     return kept > 0;
   };
   await walk('');
+}
+
+/** The URL forms dockerd reads as git repositories. */
+const GIT_URL = /^(git:\/\/|git@|github\.com\/)|\.git(#.*)?$/;
+
+/**
+ * `remote=<url>`: a tar (plain or compressed) fetched over http(s) is the context; anything else
+ * fetched is taken as the Dockerfile of an otherwise empty context, as dockerd does. Git URLs are
+ * not supported.
+ */
+export async function receiveRemoteContext(workDir: string, url: string, dockerfileName: string | undefined, signal: AbortSignal): Promise<BuildContext> {
+  if (GIT_URL.test(url)) throw notImplemented(`git build contexts (remote=${url}) are not supported: send the context as the request body`);
+  if (!/^https?:\/\//.test(url)) throw invalidArgument(`remote context ${url} is not an http(s) URL`);
+  let res: Response;
+  try {
+    res = await fetch(url, { signal, redirect: 'follow' });
+  } catch (err) {
+    throw invalidArgument(`failed to GET ${url}: ${(err as Error).message}`);
+  }
+  if (!res.ok || !res.body) throw invalidArgument(`failed to GET ${url} with status ${res.status} ${res.statusText}`);
+  const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+  const { head, rest } = await peek(body, 512);
+  const kind = sniffCompression(head);
+  const isTar = kind !== 'none' || (head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar');
+  if (isTar) return receiveContext(workDir, rest, dockerfileName);
+  const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const dispose = () => rm(dir, { recursive: true, force: true });
+  try {
+    let size = 0;
+    const capped = rest.map((chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_TEXT) throw invalidArgument(`the Dockerfile at ${url} is too large (at most ${MAX_TEXT} bytes)`);
+      return chunk;
+    });
+    await pipeline(capped, createWriteStream(join(dir, 'Dockerfile')));
+    const text = await readInside(dir, 'Dockerfile');
+    return { dir, dockerfile: text ?? '', dockerfileName: 'Dockerfile', dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+/** The first `n` bytes (fewer at the end) and a stream of everything, those bytes included. */
+async function peek(src: Readable, n: number): Promise<{ head: Buffer; rest: Readable }> {
+  const it = src[Symbol.asyncIterator]();
+  const parts: Buffer[] = [];
+  let have = 0;
+  let done = false;
+  while (have < n) {
+    const r = await it.next();
+    if (r.done) { done = true; break; }
+    parts.push(r.value as Buffer);
+    have += (r.value as Buffer).length;
+  }
+  const head = Buffer.concat(parts);
+  async function* all(): AsyncGenerator<Buffer> {
+    if (head.length) yield head;
+    if (done) return;
+    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value as Buffer;
+  }
+  return { head, rest: Readable.from(all()) };
 }

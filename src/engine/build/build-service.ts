@@ -16,13 +16,15 @@ import type { ContainerService } from '../containers.js';
 import type { ImageService } from '../images.js';
 import type { ProgressSink } from '../progress.js';
 import type { PullResult } from '../pull-image.js';
-import { receiveContext } from './build-context.js';
+import { receiveContext, receiveRemoteContext } from './build-context.js';
 import { Builder, BuildError, type BuildSettings, type Emit } from './builder.js';
 
 export type Puller = (ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal }, progress: ProgressSink) => Promise<PullResult>;
 
 export interface BuildRequest extends BuildSettings {
   context: Readable;
+  /** a URL to fetch the context from instead of the body */
+  remote?: string;
   dockerfile?: string;
   tags: string[];
   /** the X-Registry-Config header, as sent */
@@ -75,7 +77,7 @@ export class BuildService {
     });
     const auths = parseRegistryConfig(req.registryConfig);
     await mkdir(this.#work, { recursive: true, mode: 0o700 });
-    const ctx = await receiveContext(this.#work, req.context, req.dockerfile);
+    const ctx = req.remote ? await receiveRemoteContext(this.#work, req.remote, req.dockerfile, req.signal) : await receiveContext(this.#work, req.context, req.dockerfile);
     try {
       const builder = new Builder(
         this.containers,
