@@ -473,4 +473,23 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
       server.close();
     }
   });
+
+  it('reads a Dockerfile that .dockerignore excludes and leaves it out of COPY .; the rest of the filtering is the client\'s, as with dockerd', async () => {
+    const dir = context('ignore-all', { Dockerfile: `FROM ${busybox}\nCOPY . /ctx/\nRUN ls -A /ctx > /listing\nCMD ["cat", "/listing"]\n`, '.dockerignore': '*\n!keep*\n!sub/**/*.txt\n', 'keep.me': 'k', 'drop.me': 'd', 'sub/a/b.txt': 'b', 'sub/a/c.log': 'c' });
+    const r = await d().docker(['build', '-t', 'built/ignore-all', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    // the CLI filtered the context (a directory excluded whole unless an exception reaches into it)
+    assert.equal((await d().docker(['run', '--rm', 'built/ignore-all'])).stdout, 'keep.me\n');
+    // A client that sends everything: the daemon takes out only the Dockerfile and .dockerignore it names.
+    const raw = await d().request('POST', '/build?t=built/ignore-raw', {
+      body: await tarOf([
+        { name: 'Dockerfile', body: `FROM ${busybox}\nCOPY . /ctx/\nRUN ls -A /ctx > /listing\nCMD ["cat", "/listing"]\n` },
+        { name: '.dockerignore', body: 'Dockerfile\n.dockerignore\nsecret\n' },
+        { name: 'secret', body: 's' },
+        { name: 'kept', body: 'k' },
+      ]),
+    });
+    assert.ok(records(raw.text()).some((m) => m.aux), raw.text());
+    assert.equal((await d().docker(['run', '--rm', 'built/ignore-raw'])).stdout, 'kept\nsecret\n');
+  });
 });

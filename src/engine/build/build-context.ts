@@ -1,10 +1,10 @@
 /**
  * The build context: the request body (a tar, plain or gzip/bzip2/xz) unpacked as it streams into
  * a directory of its own under the data root, by the layer unpacker, which refuses hostile entries
- * (`..`, escaping links, devices). Then the Dockerfile is read and `.dockerignore` applied.
+ * (`..`, escaping links, devices). Then the Dockerfile is read.
  */
-import { lstat, mkdir, readdir, readFile, rm, rmdir } from 'node:fs/promises';
-import { join, posix } from 'node:path';
+import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
@@ -42,8 +42,13 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
       text = await readInside(dir, name);
     }
     if (text === undefined) throw invalidArgument(`Cannot locate specified Dockerfile: ${dockerfileName || 'Dockerfile'}`);
+    // As dockerd: the client filters the context by .dockerignore; the daemon only takes out the
+    // .dockerignore and the Dockerfile themselves when the patterns name them.
     const ignoreText = await readInside(dir, '.dockerignore');
-    if (ignoreText !== undefined) await applyIgnore(dir, new DockerIgnore(readIgnorePatterns(ignoreText)));
+    if (ignoreText !== undefined) {
+      const ig = new DockerIgnore(readIgnorePatterns(ignoreText));
+      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(await resolveInRoot(dir, f, false), { force: true });
+    }
     return { dir, dockerfile: text, dockerfileName: name, dispose };
   } catch (err) {
     await dispose();
@@ -65,27 +70,6 @@ async function readInside(root: string, rel: string): Promise<string | undefined
     if (err instanceof BerthError) throw err;
     return undefined;
   }
-}
-
-/** Removes what the patterns exclude (files first; a directory only once nothing kept is left in it). */
-async function applyIgnore(root: string, ig: DockerIgnore): Promise<void> {
-  if (ig.empty) return;
-  const walk = async (rel: string): Promise<boolean> => {
-    // returns whether the directory still holds something
-    const entries = await readdir(join(root, rel), { withFileTypes: true });
-    let kept = 0;
-    for (const e of entries) {
-      const r = rel ? posix.join(rel, e.name) : e.name;
-      if (e.isDirectory()) {
-        const left = await walk(r);
-        if (!left && ig.ignores(r)) await rmdir(join(root, r));
-        else kept++;
-      } else if (ig.ignores(r)) await rm(join(root, r), { force: true });
-      else kept++;
-    }
-    return kept > 0;
-  };
-  await walk('');
 }
 
 /** The URL forms dockerd reads as git repositories. */

@@ -469,7 +469,8 @@ export class Builder {
       }
       for (const [i, doc] of heredocs.entries()) {
         const abs = join(scratch, `heredoc-${i}`);
-        await writeFile(abs, doc.expand ? this.#expand(doc.content.replace(/"/g, '\\"').replace(/^/, '"') + '"', env) : doc.content, { mode: 0o644 });
+        // An unquoted heredoc word expands variables in the body as a double-quoted word would.
+        await writeFile(abs, doc.expand ? this.#expand(`"${doc.content.replace(/"/g, '\\"')}"`, env) : doc.content, { mode: 0o644 });
         sources.push({ abs, name: doc.name, isDir: false });
       }
       if (sources.length > 1 && !dest.endsWith('/')) throw new BuildError(`When using ${cmd} with more than one source file, the destination must be a directory and end with a /`);
