@@ -9,11 +9,13 @@ import { Readable } from 'node:stream';
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
-import { decompressArchive, sniffCompression } from '../../images/decompress.js';
+import { decompressArchive } from '../../images/decompress.js';
+import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { resolveInRoot } from './fs-in-root.js';
+import { httpGet } from './http-get.js';
 
 export interface BuildContext {
   /** The unpacked context. */
@@ -83,18 +85,9 @@ const GIT_URL = /^(git:\/\/|git@|github\.com\/)|\.git(#.*)?$/;
 export async function receiveRemoteContext(workDir: string, url: string, dockerfileName: string | undefined, signal: AbortSignal): Promise<BuildContext> {
   if (GIT_URL.test(url)) throw notImplemented(`git build contexts (remote=${url}) are not supported: send the context as the request body`);
   if (!/^https?:\/\//.test(url)) throw invalidArgument(`remote context ${url} is not an http(s) URL`);
-  let res: Response;
-  try {
-    res = await fetch(url, { signal, redirect: 'follow' });
-  } catch (err) {
-    throw invalidArgument(`failed to GET ${url}: ${(err as Error).message}`);
-  }
-  if (!res.ok || !res.body) throw invalidArgument(`failed to GET ${url} with status ${res.status} ${res.statusText}`);
-  const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+  const { body } = await httpGet(url, signal);
   const { head, rest } = await peek(body, 512);
-  const kind = sniffCompression(head);
-  const isTar = kind !== 'none' || (head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar');
-  if (isTar) return receiveContext(workDir, rest, dockerfileName);
+  if (isArchiveHead(head)) return receiveContext(workDir, rest, dockerfileName);
   const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });

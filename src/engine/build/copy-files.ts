@@ -8,13 +8,13 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, copyFile, lchown, lstat, mkdir, open, readdir, readlink, rm, symlink, utimes, lutimes } from 'node:fs/promises';
 import { basename, join, posix } from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { decompressArchive } from '../../images/decompress.js';
 import { sniffCompression } from '../../images/decompress.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { resolveInRoot } from './fs-in-root.js';
+import { httpGet } from './http-get.js';
 
 export interface Owner {
   uid: number;
@@ -79,15 +79,20 @@ function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${re}$`);
 }
 
+/** Whether these first bytes start a tar, possibly gzip/bzip2/xz compressed (zstd is not one dockerd reads). */
+export function isArchiveHead(head: Buffer): boolean {
+  const kind = sniffCompression(head);
+  if (kind !== 'none') return kind !== 'zstd';
+  return head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar';
+}
+
 /** Whether a file is an archive ADD extracts: a tar, possibly gzip/bzip2/xz compressed. */
 export async function isArchive(abs: string): Promise<boolean> {
   const fh = await open(abs, 'r');
   try {
     const head = Buffer.alloc(512);
     const { bytesRead } = await fh.read(head, 0, 512, 0);
-    const kind = sniffCompression(head.subarray(0, bytesRead));
-    if (kind !== 'none' && kind !== 'zstd') return true;
-    return bytesRead >= 262 && head.toString('latin1', 257, 262) === 'ustar';
+    return isArchiveHead(head.subarray(0, bytesRead));
   } finally {
     await fh.close();
   }
@@ -200,20 +205,14 @@ async function copyTree(srcAbs: string, destRel: string, o: CopyOptions): Promis
 
 /** ADD <url>: downloads into the scratch dir; the file is 0600 and named after the URL's last path part. */
 export async function download(url: string, scratchDir: string, signal: AbortSignal): Promise<Source> {
-  let res: Response;
-  try {
-    res = await fetch(url, { signal, redirect: 'follow' });
-  } catch (err) {
-    throw invalidArgument(`failed to GET ${url}: ${(err as Error).message}`);
-  }
-  if (!res.ok || !res.body) throw invalidArgument(`failed to GET ${url} with status ${res.status} ${res.statusText}`);
+  const { body, headers } = await httpGet(url, signal);
   const name = decodeURIComponent(new URL(url).pathname.split('/').filter(Boolean).pop() ?? '') || '__unnamed__';
   const dir = join(scratchDir, `url-${Math.random().toString(16).slice(2)}`);
   await mkdir(dir, { recursive: true });
   const abs = join(dir, name);
-  await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(abs, { mode: 0o600 }));
+  await pipeline(body, createWriteStream(abs, { mode: 0o600 }));
   await chmod(abs, 0o600);
-  const lm = res.headers.get('last-modified');
+  const lm = headers.get('last-modified');
   if (lm && !Number.isNaN(Date.parse(lm))) await utimes(abs, new Date(lm), new Date(lm));
   return { abs, name, isDir: false };
 }
