@@ -282,14 +282,27 @@ CMD ["cat /app/run.txt"]
     const again = records((await d().request('POST', '/build', { body: tar })).text());
     assert.equal((again.find((m) => m.aux) as { aux: { ID: string } }).aux.ID, id);
     assert.equal(again.filter((m) => m.stream === ' ---> Using cache\n').length, 2);
+    const tagged = await d().docker(['build', '-q', '-t', 'built/keepme', '-'], { input: `FROM ${busybox}\nRUN echo kept > /k\n`, env: legacy, timeoutMs: 120_000 });
+    assert.equal(tagged.code, 0, tagged.stderr);
+    const partial = await d().request('POST', '/build/prune');
+    assert.equal(partial.status, 200, partial.text());
+    const rebuilt = await d().docker(['build', '-t', 'built/keepme', '-'], { input: `FROM ${busybox}\nRUN echo kept > /k\n`, env: legacy, timeoutMs: 120_000 });
+    assert.match(rebuilt.stdout, /Using cache/, 'a named image keeps its steps without all');
     const prune = await d().request('POST', '/build/prune?all=1');
     assert.equal(prune.status, 200, prune.text());
     const body = prune.json() as { CachesDeleted: string[] | null; SpaceReclaimed: number };
     assert.ok((body.CachesDeleted ?? []).length >= 2, prune.text());
+    assert.ok(body.SpaceReclaimed > 0, prune.text());
+    assert.equal((await d().request('GET', `/images/${id}/json`)).status, 404);
     const cold = records((await d().request('POST', '/build', { body: tar })).text());
     assert.equal(cold.filter((m) => m.stream === ' ---> Using cache\n').length, 0);
     const empty = await d().request('POST', '/build/prune?filters=' + encodeURIComponent('{"until":["1h"]}'));
     assert.equal(empty.status, 200);
+    assert.equal((empty.json() as { CachesDeleted: unknown }).CachesDeleted, null);
+    const inUse = await d().request('POST', '/build/prune?all=1&filters=' + encodeURIComponent('{"inuse":["true"]}'));
+    assert.equal((inUse.json() as { CachesDeleted: unknown }).CachesDeleted, null);
+    const byId = await d().request('POST', '/build/prune?all=1&keep-storage=0');
+    assert.ok(((byId.json() as { CachesDeleted: string[] }).CachesDeleted ?? []).length >= 2, byId.text());
   });
 
   it('leaves no container or temp dir behind when the client disconnects mid-build', async () => {

@@ -106,8 +106,11 @@ async function build(ctx: RequestContext, builds: BuildService): Promise<void> {
 async function prune(ctx: RequestContext, builds: BuildService): Promise<void> {
   const filters = parseFilters(ctx.query.get('filters'), ['until', 'unused-for', 'id', 'parent', 'type', 'description', 'inuse', 'shared', 'private']);
   const until = [...(filters.get('until') ?? []), ...(filters.get('unused-for') ?? [])];
-  const keep = queryInt(ctx.query, 'keep-storage') ?? queryInt(ctx.query, 'reserved-space') ?? 0;
+  // keep-storage (API < 1.48) and its successors: bytes of cache to keep
+  const keep = queryInt(ctx.query, 'keep-storage') ?? queryInt(ctx.query, 'reserved-space') ?? queryInt(ctx.query, 'max-used-space') ?? 0;
   const cutoff = until.length ? parseUntil(until[0]!) : undefined;
-  const result = await builds.prune({ all: queryBool(ctx.query, 'all'), keepStorage: keep, until: cutoff });
+  filters.delete('until');
+  filters.delete('unused-for');
+  const result = await builds.prune({ all: queryBool(ctx.query, 'all'), keepStorage: keep, until: cutoff, filters });
   sendJson(ctx, 200, { CachesDeleted: result.CachesDeleted.length ? result.CachesDeleted : null, SpaceReclaimed: result.SpaceReclaimed });
 }

@@ -35,7 +35,7 @@ export interface BuildRequest extends BuildSettings {
 
 export interface CacheUsage {
   /** one entry per cached step, in /system/df's BuildCache shape */
-  records: { ID: string; Parent: string; Type: string; Description: string; InUse: boolean; Shared: boolean; Size: number; CreatedAt: string; LastUsedAt: string; UsageCount: number }[];
+  records: { ID: string; Parent: string; Parents: string[] | null; Type: string; Description: string; InUse: boolean; Shared: boolean; Size: number; CreatedAt: string; LastUsedAt: string; UsageCount: number }[];
   size: number;
 }
 
@@ -119,31 +119,44 @@ export class BuildService {
     }
   }
 
-  /** POST /build/prune: cached steps not kept by `keepStorage` (bytes) or filters; `all` also takes named images' steps. */
-  async prune(opts: { all: boolean; keepStorage: number; until?: number; match?: (r: { createdAt: number; lastUsed: number }) => boolean }): Promise<{ CachesDeleted: string[]; SpaceReclaimed: number }> {
-    const deleted: string[] = [];
-    let reclaimed = 0;
+  /**
+   * POST /build/prune: cached steps, least recently used first, until `keepStorage` bytes (if
+   * given) are left; `until` and the filters narrow the choice. Steps of named images stay unless
+   * `all`. A step's image goes with it when nothing else needs it (children, containers, names).
+   */
+  async prune(opts: { all: boolean; keepStorage: number; until?: number; filters: Map<string, string[]> }): Promise<{ CachesDeleted: string[]; SpaceReclaimed: number }> {
     const entries = this.cache.all();
     let kept = entries.reduce((n, e) => n + this.#sizeOf(e.imageId), 0);
-    // oldest use first
+    const chosen: typeof entries = [];
+    const parents = this.images.parentIds();
     for (const e of [...entries].sort((a, b) => a.lastUsed - b.lastUsed)) {
       if (opts.keepStorage > 0 && kept <= opts.keepStorage) break;
       if (opts.until !== undefined && e.createdAt >= opts.until) continue;
-      if (opts.match && !opts.match(e)) continue;
       const rec = this.images.records.getImage(e.imageId);
-      const named = rec ? this.images.records.refsOf(rec.id).length > 0 : false;
-      if (named && !opts.all) continue;
-      const size = this.#sizeOf(e.imageId);
-      this.cache.delete(e.key);
-      deleted.push(e.key);
-      kept -= size;
-      if (rec && !named) {
-        // The image goes too when nothing else needs it (no children, no containers).
-        const gone = await this.images.remove(rec.id, { force: false, noprune: true }).then(() => true, () => false);
-        if (gone) reclaimed += size;
-      }
+      if (!matchesFilters(opts.filters, cacheId(e.key), rec?.parent ?? '', rec ? describe(rec.config) : '')) continue;
+      // Without `all`, steps that named images (or their children) still stand on are kept.
+      if (rec && !opts.all && (this.images.records.refsOf(rec.id).length > 0 || parents.has(rec.id))) continue;
+      chosen.push(e);
+      kept -= this.#sizeOf(e.imageId);
     }
-    return { CachesDeleted: deleted, SpaceReclaimed: reclaimed };
+    for (const e of chosen) this.cache.delete(e.key);
+    // Deepest images first, so that each parent has lost its children when its turn comes.
+    const still = new Set(this.cache.all().map((e) => e.imageId));
+    const images = [...new Set(chosen.map((e) => e.imageId))].filter((id) => !still.has(id)).map((id) => ({ id, depth: this.#depth(id), size: this.#sizeOf(id) }));
+    let reclaimed = 0;
+    for (const img of images.sort((a, b) => b.depth - a.depth)) {
+      const rec = this.images.records.getImage(img.id);
+      if (!rec || this.images.records.refsOf(rec.id).length > 0) continue;
+      const gone = await this.images.remove(rec.id, { force: false, noprune: true }).then(() => true, () => false);
+      if (gone) reclaimed += img.size;
+    }
+    return { CachesDeleted: chosen.map((e) => cacheId(e.key)), SpaceReclaimed: reclaimed };
+  }
+
+  #depth(imageId: string): number {
+    let n = 0;
+    for (let rec = this.images.records.getImage(imageId); rec?.parent && n < 10_000; rec = this.images.records.getImage(rec.parent)) n++;
+    return n;
   }
 
   /** The build cache as /system/df reports it (BuildCache): one record per cached step. */
@@ -152,8 +165,9 @@ export class BuildService {
       const rec = this.images.records.getImage(e.imageId);
       const size = this.#sizeOf(e.imageId);
       return {
-        ID: e.key.slice(0, 25),
+        ID: cacheId(e.key),
         Parent: rec?.parent ?? '',
+        Parents: rec?.parent ? [rec.parent] : null,
         Type: 'regular',
         Description: rec ? describe(rec.config) : '',
         InUse: false,
@@ -174,6 +188,16 @@ export class BuildService {
     const parent = rec.parent ? this.images.records.getImage(rec.parent) : undefined;
     return Math.max(0, rec.size - (parent?.size ?? 0));
   }
+}
+
+/** A cache record's id as /system/df and prune show it (25 characters, like BuildKit's). */
+const cacheId = (key: string): string => key.slice(0, 25);
+
+/** /build/prune's filters on one cached step: all of them are regular, private and not in use. */
+function matchesFilters(f: Map<string, string[]>, id: string, parent: string, description: string): boolean {
+  const any = (k: string, test: (v: string) => boolean) => !f.has(k) || f.get(k)!.some(test);
+  const bool = (k: string, value: boolean) => !f.has(k) || f.get(k)!.some((v) => (v === '' || v === 'true' || v === '1') === value);
+  return any('id', (v) => id.startsWith(v)) && any('parent', (v) => parent === v || parent.replace(/^sha256:/, '').startsWith(v.replace(/^sha256:/, ''))) && any('type', (v) => v === 'regular') && any('description', (v) => description.includes(v)) && bool('inuse', false) && bool('shared', false) && bool('private', true);
 }
 
 function describe(config: string): string {
