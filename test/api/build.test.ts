@@ -16,7 +16,7 @@ import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import { run } from '../harness/child-process.js';
 
 /** A tar of the given entries, in memory (test data only). */
-async function tarOf(entries: { name: string; body?: string; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number }[]): Promise<Buffer> {
+async function tarOf(entries: { name: string; body?: string | Buffer; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number }[]): Promise<Buffer> {
   const pack = tarStream.pack();
   const chunks: Buffer[] = [];
   pack.on('data', (c: unknown) => void chunks.push(c as Buffer));
@@ -234,6 +234,13 @@ CMD ["cat /app/run.txt"]
     });
     assert.ok(records(viaImage.text()).some((m) => m.aux), viaImage.text());
     assert.equal(existsSync(`/etc/${marker}`), false);
+    // ADD of a hostile archive from the context is refused the same way.
+    const evil = gzipSync(await tarOf([{ name: `../../../../../../../../tmp/${marker}`, body: 'x' }]));
+    const viaAdd = await d().request('POST', '/build', {
+      body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nADD evil.tgz /x/\n` }, { name: 'evil.tgz', body: evil }]),
+    });
+    assert.match(records(viaAdd.text()).at(-1)!.error as string, /ADD failed: archive evil.tgz: refusing archive entry/);
+    assert.equal(existsSync(`/tmp/${marker}`), false);
     assert.equal((await d().docker(['run', '--rm', 'built/linked', 'cat', `/etc/${marker}`])).stdout, 'inside');
   });
 

@@ -12,7 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import { decompressArchive } from '../../images/decompress.js';
 import { sniffCompression } from '../../images/decompress.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
-import { invalidArgument } from '../../lib/errors.js';
+import { BerthError, invalidArgument } from '../../lib/errors.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { httpGet } from './http-get.js';
 
@@ -138,7 +138,9 @@ export async function copySources(sources: Source[], o: CopyOptions): Promise<vo
       const tmp = join(o.scratchDir, `add-${Math.random().toString(16).slice(2)}`);
       await mkdir(tmp, { recursive: true });
       try {
-        await unpackLayer(decompressArchive('ADD archive', createReadStream(s.abs)), tmp);
+        await unpackLayer(decompressArchive('ADD archive', createReadStream(s.abs)), tmp).catch((err: unknown) => {
+          throw err instanceof BerthError ? invalidArgument(`ADD failed: archive ${s.name}: ${err.message.replace('layer entry', 'archive entry')}`) : err;
+        });
         await mkdirInRoot(o.root, o.dest, o);
         for (const n of await readdir(tmp)) await copyTree(join(tmp, n), posix.join(o.dest, n), { ...o, keepOwner: true });
       } finally {
