@@ -3,7 +3,9 @@
  * dockerd does, because registries and old tools mislabel layers (docker media types all say
  * gzip, and some "gzip" layers are plain tar); the media type only names the layer in errors.
  * gzip: node:zlib. zstd: the Debian `zstd -dc` process (Node 20 has no zstd), streamed with
- * backpressure and killed when the stream is destroyed. Plain tar passes through.
+ * backpressure and killed when the stream is destroyed; archives that are not layers (a build
+ * context, ADD) may also be bzip2 or xz, through `bzip2 -dc` and `xz -dc` the same way. Plain tar
+ * passes through.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Duplex, PassThrough, pipeline, type Readable } from 'node:stream';
@@ -33,15 +35,16 @@ export function sniffCompression(head: Buffer): Compression | 'bzip2' | 'xz' {
  * a failing source) arrive as errors on the returned stream; destroying it stops the source.
  */
 export function decompressLayer(mediaType: string, src: Readable): Readable {
-  return decompress(`layer (${mediaType})`, src, false);
+  return decompress(`layer (${mediaType})`, src, (kind) => `unsupported layer compression ${kind} (${mediaType})`);
 }
 
 /** Like decompressLayer, for archives that may also be bzip2 or xz (a `docker build` context, ADD). */
 export function decompressArchive(what: string, src: Readable): Readable {
-  return decompress(what, src, true);
+  return decompress(what, src);
 }
 
-function decompress(what: string, src: Readable, allowAll: boolean): Readable {
+/** `refuse` names why bzip2 and xz are not taken (layers); without it they are decompressed too. */
+function decompress(what: string, src: Readable, refuse?: (kind: 'bzip2' | 'xz') => string): Readable {
   const out = new PassThrough({ highWaterMark: OUT_CHUNK });
   // The source's own errors (network, digest) pass unchanged; the decoder's mean a bad layer.
   let srcError: unknown;
@@ -62,8 +65,8 @@ function decompress(what: string, src: Readable, allowAll: boolean): Readable {
   const start = (head: Buffer) => {
     if (out.destroyed) return;
     const kind = sniffCompression(head);
-    if ((kind === 'bzip2' || kind === 'xz') && !allowAll) {
-      fail(new BerthError('invalid-argument', `unsupported ${what.split(' ')[0]} compression ${kind} ${what.split(' ').slice(1).join(' ')}`.trim()));
+    if ((kind === 'bzip2' || kind === 'xz') && refuse) {
+      fail(new BerthError('invalid-argument', refuse(kind)));
       return;
     }
     const decoder: Duplex =
