@@ -29,6 +29,7 @@ import { commit } from './workloads/w7-commit.js';
 import { ping } from './workloads/w8-ping.js';
 import { crunFloor } from './workloads/w9-crun-floor.js';
 import { volumeRun } from './workloads/w10-volume-run.js';
+import { build } from './workloads/w10-build.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -37,7 +38,7 @@ import { volumeRun } from './workloads/w10-volume-run.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

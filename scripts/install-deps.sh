@@ -8,6 +8,8 @@ APT_PACKAGES=(
   crun runc conmon catatonit          # OCI runtimes, the per-container monitor, the --init process
   netavark aardvark-dns iptables nftables iproute2   # networking
   zstd                                # zstd-compressed layers
+  bzip2 xz-utils                      # bzip2/xz build contexts and ADD archives
+  docker-compose                      # compose 1.29's build: in the build tests
   attr                                # setfattr/getfattr for overlay xattrs
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv

@@ -46,6 +46,9 @@ import { volumeRoutes } from './api/routes/volumes.js';
 import { DiskUsageService } from './engine/disk-usage.js';
 import { systemDfRoutes, emptyBuildPruneRoute } from './api/routes/system-df.js';
 import { isRunningLike } from './engine/container-model.js';
+import { BuildCacheRecords } from './state/build-cache-records.js';
+import { BuildService } from './engine/build/build-service.js';
+import { buildRoutes } from './api/routes/build.js';
 
 async function main(): Promise<void> {
   let config: DaemonConfig | 'help' | 'version';
@@ -118,6 +121,8 @@ async function main(): Promise<void> {
   const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;
+  const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);
+  await builds.cleanWork();
 
   const router = new Router();
   systemRoutes(router, engine);
@@ -126,13 +131,22 @@ async function main(): Promise<void> {
   containerLogRoutes(router, containers, config.logOpts);
   networkRoutes(router, networks);
   volumeRoutes(router, volumes);
-  systemDfRoutes(router, new DiskUsageService({ images, containers, volumes }), containers, volumes);
+  systemDfRoutes(router, new DiskUsageService({
+    images,
+    containers,
+    volumes,
+    buildCache: async () => {
+      const { records, size } = builds.cacheUsage();
+      return { items: records, totals: { activeCount: 0, totalCount: records.length, reclaimable: size, totalSize: size } };
+    },
+  }), containers, volumes);
   attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
   const execs = new ExecService(containers, containers.processes as RuntimeProcesses, events);
   containers.execIds = (id) => execs.idsFor(id);
   execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
   swarmRoutes(router, swarm, containers);
+  buildRoutes(router, builds);
   // Last: `docker system prune` calls /build/prune and fails on a 404 while no builder answers it.
   if (!router.has('POST', '/build/prune')) emptyBuildPruneRoute(router);
   const health = new HealthMonitor(containers, runtime);

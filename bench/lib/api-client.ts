@@ -74,7 +74,7 @@ export class ApiClient {
  * Reads a JSON-lines progress stream (pull, push) to its end and throws on the first error message,
  * as the docker CLI does.
  */
-export async function drainProgress(res: IncomingMessage): Promise<void> {
+export async function drainProgress(res: IncomingMessage, onRecord?: (m: Record<string, unknown>) => void): Promise<void> {
   let rest = '';
   let failure: string | undefined;
   for await (const chunk of res) {
@@ -86,6 +86,7 @@ export async function drainProgress(res: IncomingMessage): Promise<void> {
       if (!line || failure) continue;
       try {
         const msg = JSON.parse(line) as { error?: string; errorDetail?: { message?: string } };
+        onRecord?.(msg);
         if (msg.error || msg.errorDetail) failure = msg.errorDetail?.message ?? msg.error;
       } catch {
         // not JSON: ignore, as the CLI does

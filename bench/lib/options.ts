@@ -16,6 +16,8 @@ export interface Options {
   logMB: number;
   commitIterations: number;
   commitMiB: number;
+  buildIterations: number;
+  buildMiB: number;
   rateRounds: number;
   rateSeconds: number;
   connections: number;
@@ -38,6 +40,7 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --pull-iterations N    cold pulls per engine (default 5); --pull-mb MB image size (default 60)
   --log-iterations N     200 MB log runs per engine (default 3); --log-mb MB (default 200)
   --commit-iterations N  commits per engine (default 3); --commit-mib MiB written (default 50)
+  --build-iterations N   builds per engine, cold and cached (default 3); --build-mib MiB COPY'd (default 20)
   --rate-rounds N        rounds of each request-rate measurement (default 3)
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
@@ -63,6 +66,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'log-mb': { type: 'string' },
       'commit-iterations': { type: 'string' },
       'commit-mib': { type: 'string' },
+      'build-iterations': { type: 'string' },
+      'build-mib': { type: 'string' },
       'rate-rounds': { type: 'string' },
       'rate-seconds': { type: 'string' },
       connections: { type: 'string' },
@@ -98,6 +103,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     logMB: int('log-mb', values['log-mb'], 200, 10, 1),
     commitIterations: int('commit-iterations', values['commit-iterations'], 3, 1, 1),
     commitMiB: int('commit-mib', values['commit-mib'], 50, 5, 1),
+    buildIterations: int('build-iterations', values['build-iterations'], 3, 1, 1),
+    buildMiB: int('build-mib', values['build-mib'], 20, 2, 1),
     rateRounds: int('rate-rounds', values['rate-rounds'], 3, 1, 1),
     rateSeconds: int('rate-seconds', values['rate-seconds'], 3, 1, 1),
     connections: int('connections', values.connections, 8, 8, 1),

@@ -116,7 +116,7 @@ export async function commitContainer(containers: ContainerService, req: CommitR
   return { imageId };
 }
 
-interface CommittedLayer {
+export interface CommittedLayer {
   diffId: Digest;
   chainId: Digest;
   /** Bytes of the layer tar. */
@@ -126,7 +126,7 @@ interface CommittedLayer {
 }
 
 /** Packs the upper dir into a new stored layer; undefined when the container changed nothing. */
-async function commitLayer(containers: ContainerService, c: ContainerRecord, still: boolean): Promise<CommittedLayer | undefined> {
+export async function commitLayer(containers: ContainerService, c: ContainerRecord, still: boolean): Promise<CommittedLayer | undefined> {
   const view = containerLayerView(containers, c);
   if (!(await isDirectory(view.upper))) return undefined; // never started: nothing written
   // One read of the xattrs serves both the mount-point check and the diff.

@@ -3,7 +3,9 @@
  * dockerd does, because registries and old tools mislabel layers (docker media types all say
  * gzip, and some "gzip" layers are plain tar); the media type only names the layer in errors.
  * gzip: node:zlib. zstd: the Debian `zstd -dc` process (Node 20 has no zstd), streamed with
- * backpressure and killed when the stream is destroyed. Plain tar passes through.
+ * backpressure and killed when the stream is destroyed; archives that are not layers (a build
+ * context, ADD) may also be bzip2 or xz, through `bzip2 -dc` and `xz -dc` the same way. Plain tar
+ * passes through.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Duplex, PassThrough, pipeline, type Readable } from 'node:stream';
@@ -33,6 +35,16 @@ export function sniffCompression(head: Buffer): Compression | 'bzip2' | 'xz' {
  * a failing source) arrive as errors on the returned stream; destroying it stops the source.
  */
 export function decompressLayer(mediaType: string, src: Readable): Readable {
+  return decompress(`layer (${mediaType})`, src, (kind) => `unsupported layer compression ${kind} (${mediaType})`);
+}
+
+/** Like decompressLayer, for archives that may also be bzip2 or xz (a `docker build` context, ADD). */
+export function decompressArchive(what: string, src: Readable): Readable {
+  return decompress(what, src);
+}
+
+/** `refuse` names why bzip2 and xz are not taken (layers); without it they are decompressed too. */
+function decompress(what: string, src: Readable, refuse?: (kind: 'bzip2' | 'xz') => string): Readable {
   const out = new PassThrough({ highWaterMark: OUT_CHUNK });
   // The source's own errors (network, digest) pass unchanged; the decoder's mean a bad layer.
   let srcError: unknown;
@@ -41,7 +53,7 @@ export function decompressLayer(mediaType: string, src: Readable): Readable {
     out.destroy(
       err instanceof BerthError || err === srcError
         ? (err as Error)
-        : new BerthError('invalid-argument', `decompressing layer (${mediaType}): ${errorMessage(err)}`, { cause: err }),
+        : new BerthError('invalid-argument', `decompressing ${what}: ${errorMessage(err)}`, { cause: err }),
     );
   out.once('close', () => {
     if (!src.destroyed && !src.readableEnded) src.destroy();
@@ -53,12 +65,12 @@ export function decompressLayer(mediaType: string, src: Readable): Readable {
   const start = (head: Buffer) => {
     if (out.destroyed) return;
     const kind = sniffCompression(head);
-    if (kind === 'bzip2' || kind === 'xz') {
-      fail(new BerthError('invalid-argument', `unsupported layer compression ${kind} (${mediaType})`));
+    if ((kind === 'bzip2' || kind === 'xz') && refuse) {
+      fail(new BerthError('invalid-argument', refuse(kind)));
       return;
     }
     const decoder: Duplex =
-      kind === 'gzip' ? zlib.createGunzip({ chunkSize: OUT_CHUNK }) : kind === 'zstd' ? new ZstdDecoder() : new PassThrough();
+      kind === 'gzip' ? zlib.createGunzip({ chunkSize: OUT_CHUNK }) : kind === 'none' ? new PassThrough() : new ToolDecoder(kind);
     // out stays outside the pipeline so errors reach it wrapped (a pipeline would destroy it
     // with the raw error first); a consumer that stops early tears the pipeline down.
     pipeline(src, decoder, (err) => {
@@ -101,15 +113,15 @@ function readHead(src: Readable, n: number): Promise<Buffer> {
   });
 }
 
-/** `zstd -dc` as a Duplex: compressed bytes in, tar out. Fails unless zstd exits 0. */
-class ZstdDecoder extends Duplex {
+/** `zstd -dc` (or bzip2, xz) as a Duplex: compressed bytes in, tar out. Fails unless the tool exits 0. */
+class ToolDecoder extends Duplex {
   readonly #child: ChildProcess;
   #stderr = '';
   #exited = false;
 
-  constructor() {
+  constructor(readonly tool: 'zstd' | 'bzip2' | 'xz') {
     super({ readableHighWaterMark: 256 * 1024 });
-    this.#child = spawn('zstd', ['-dc', '-q', '--no-progress'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.#child = spawn(tool, tool === 'zstd' ? ['-dc', '-q', '--no-progress'] : ['-dc'], { stdio: ['pipe', 'pipe', 'pipe'] });
     const child = this.#child;
     child.stderr!.setEncoding('utf8').on('data', (d: string) => {
       if (this.#stderr.length < 4096) this.#stderr += d;
@@ -118,12 +130,12 @@ class ZstdDecoder extends Duplex {
       if (!this.push(d)) child.stdout!.pause();
     });
     child.stdin!.on('error', () => {}); // EPIPE after zstd gave up: its exit status says why
-    child.on('error', (err) => this.destroy(internal(`cannot run zstd: ${err.message}`, err)));
+    child.on('error', (err) => this.destroy(internal(`cannot run ${tool}: ${err.message}`, err)));
     // 'close' comes after the output is fully read and the process has exited.
     child.on('close', (code, signal) => {
       this.#exited = true;
       if (code === 0) this.push(null);
-      else if (!this.destroyed) this.destroy(new Error(`zstd: ${this.#stderr.trim() || `exited ${code ?? signal}`}`));
+      else if (!this.destroyed) this.destroy(new Error(`${tool}: ${this.#stderr.trim() || `exited ${code ?? signal}`}`));
     });
   }
 
@@ -132,7 +144,7 @@ class ZstdDecoder extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    if (this.#exited) return cb(new Error(`zstd: ${this.#stderr.trim() || 'exited early'}`));
+    if (this.#exited) return cb(new Error(`${this.tool}: ${this.#stderr.trim() || 'exited early'}`));
     this.#child.stdin!.write(chunk, () => cb());
   }
 

@@ -97,4 +97,14 @@ export const MIGRATIONS: string[] = [
     created_at INTEGER NOT NULL
   );
   `,
+  // 6: the classic builder's cache (docker build): step key → the image that step made
+  `
+  CREATE TABLE build_cache (
+    key TEXT PRIMARY KEY,            -- sha256 of parent image, instruction with expanded args, file checksums
+    image_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used INTEGER NOT NULL
+  );
+  CREATE INDEX build_cache_image ON build_cache(image_id);
+  `,
 ];

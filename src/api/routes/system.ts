@@ -38,6 +38,7 @@ export function systemRoutes(r: Router, engine: Engine): void {
 
   r.on('GET', '/version', (ctx) => {
     const h = engine.host;
+    ctx.res.setHeader('Builder-Version', '1'); // the classic builder (POST /build)
     sendJson(ctx, 200, {
       Platform: { Name: 'Berth' },
       Components: [

@@ -1,0 +1,129 @@
+/**
+ * The build context: the request body (a tar, plain or gzip/bzip2/xz) unpacked as it streams into
+ * a directory of its own under the data root, by the layer unpacker, which refuses hostile entries
+ * (`..`, escaping links, devices). Then the Dockerfile is read.
+ */
+import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
+import { randomBytes } from 'node:crypto';
+import { decompressArchive } from '../../images/decompress.js';
+import { isArchiveHead } from './copy-files.js';
+import { unpackLayer } from '../../images/unpack-layer.js';
+import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
+import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
+import { resolveInRoot } from './fs-in-root.js';
+import { httpGet } from './http-get.js';
+
+export interface BuildContext {
+  /** The unpacked context. */
+  dir: string;
+  dockerfile: string;
+  dockerfileName: string;
+  /** Removes the context from disk. */
+  dispose(): Promise<void>;
+}
+
+export async function receiveContext(workDir: string, body: Readable, dockerfileName: string | undefined): Promise<BuildContext> {
+  const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const dispose = () => rm(dir, { recursive: true, force: true });
+  try {
+    try {
+      await unpackLayer(decompressArchive('build context', body), dir);
+    } catch (err) {
+      if (err instanceof BerthError) throw invalidArgument(`invalid build context: ${err.message.replace(/layer entry/, 'context entry')}`);
+      throw err;
+    }
+    let name = dockerfileName || 'Dockerfile';
+    let text = await readInside(dir, name);
+    if (text === undefined && !dockerfileName) {
+      name = 'dockerfile';
+      text = await readInside(dir, name);
+    }
+    if (text === undefined) throw invalidArgument(`Cannot locate specified Dockerfile: ${dockerfileName || 'Dockerfile'}`);
+    // As dockerd: the client filters the context by .dockerignore; the daemon only takes out the
+    // .dockerignore and the Dockerfile themselves when the patterns name them.
+    const ignoreText = await readInside(dir, '.dockerignore');
+    if (ignoreText !== undefined) {
+      const ig = new DockerIgnore(readIgnorePatterns(ignoreText));
+      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(await resolveInRoot(dir, f, false), { force: true });
+    }
+    return { dir, dockerfile: text, dockerfileName: name, dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+/** A Dockerfile or .dockerignore bigger than this is refused rather than read into memory. */
+const MAX_TEXT = 16 * 1024 * 1024;
+
+async function readInside(root: string, rel: string): Promise<string | undefined> {
+  const abs = await resolveInRoot(root, rel);
+  try {
+    const st = await lstat(abs);
+    if (!st.isFile()) return undefined;
+    if (st.size > MAX_TEXT) throw invalidArgument(`${rel} is too large (${st.size} bytes; at most ${MAX_TEXT})`);
+    return await readFile(abs, 'utf8');
+  } catch (err) {
+    if (err instanceof BerthError) throw err;
+    return undefined;
+  }
+}
+
+/** The URL forms dockerd reads as git repositories. */
+const GIT_URL = /^(git:\/\/|git@|github\.com\/)|\.git(#.*)?$/;
+
+/**
+ * `remote=<url>`: a tar (plain or compressed) fetched over http(s) is the context; anything else
+ * fetched is taken as the Dockerfile of an otherwise empty context, as dockerd does. Git URLs are
+ * not supported.
+ */
+export async function receiveRemoteContext(workDir: string, url: string, dockerfileName: string | undefined, signal: AbortSignal): Promise<BuildContext> {
+  if (GIT_URL.test(url)) throw notImplemented(`git build contexts (remote=${url}) are not supported: send the context as the request body`);
+  if (!/^https?:\/\//.test(url)) throw invalidArgument(`remote context ${url} is not an http(s) URL`);
+  const { body } = await httpGet(url, signal);
+  const { head, rest } = await peek(body, 512);
+  if (isArchiveHead(head)) return receiveContext(workDir, rest, dockerfileName);
+  const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const dispose = () => rm(dir, { recursive: true, force: true });
+  try {
+    let size = 0;
+    const capped = rest.map((chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_TEXT) throw invalidArgument(`the Dockerfile at ${url} is too large (at most ${MAX_TEXT} bytes)`);
+      return chunk;
+    });
+    await pipeline(capped, createWriteStream(join(dir, 'Dockerfile')));
+    const text = await readInside(dir, 'Dockerfile');
+    return { dir, dockerfile: text ?? '', dockerfileName: 'Dockerfile', dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+/** The first `n` bytes (fewer at the end) and a stream of everything, those bytes included. */
+async function peek(src: Readable, n: number): Promise<{ head: Buffer; rest: Readable }> {
+  const it = src[Symbol.asyncIterator]();
+  const parts: Buffer[] = [];
+  let have = 0;
+  let done = false;
+  while (have < n) {
+    const r = await it.next();
+    if (r.done) { done = true; break; }
+    parts.push(r.value as Buffer);
+    have += (r.value as Buffer).length;
+  }
+  const head = Buffer.concat(parts);
+  async function* all(): AsyncGenerator<Buffer> {
+    if (head.length) yield head;
+    if (done) return;
+    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value as Buffer;
+  }
+  return { head, rest: Readable.from(all()) };
+}

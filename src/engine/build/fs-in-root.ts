@@ -1,0 +1,44 @@
+/**
+ * Paths inside a root directory (a build context, a mounted image) resolved the way the root's own
+ * processes would see them: symlinks are followed relative to the root, `..` stops at the root, so
+ * no resolved path lies outside it whatever the tree holds.
+ */
+import { lstat, readlink } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+
+const MAX_LINKS = 40;
+
+/** Absolute host path of `rel` inside `root`; the last component is followed only if `followLast`. */
+export async function resolveInRoot(root: string, rel: string, followLast = true): Promise<string> {
+  let parts = posix.normalize('/' + rel).split('/').filter(Boolean);
+  const done: string[] = [];
+  let links = 0;
+  while (parts.length > 0) {
+    const p = parts.shift()!;
+    if (p === '.' ) continue;
+    if (p === '..') { done.pop(); continue; }
+    const abs = join(root, ...done, p);
+    const last = parts.length === 0;
+    let st;
+    try {
+      st = await lstat(abs);
+    } catch {
+      done.push(p, ...parts);
+      break;
+    }
+    if (st.isSymbolicLink() && (!last || followLast)) {
+      if (++links > MAX_LINKS) throw new Error(`too many levels of symbolic links: ${rel}`);
+      const target = await readlink(abs);
+      if (target.startsWith('/')) done.length = 0;
+      parts = [...target.split('/').filter(Boolean), ...parts];
+      continue;
+    }
+    done.push(p);
+  }
+  return join(root, ...done);
+}
+
+/** The root-relative form of a path resolveInRoot returned. */
+export function relToRoot(root: string, abs: string): string {
+  return abs === root ? '' : abs.slice(root.length + 1);
+}
