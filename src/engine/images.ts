@@ -10,6 +10,7 @@ import type { ContentStore } from '../images/content-store.js';
 import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
 import { lookupImage, refKey, displayName } from './image-lookup.js';
 import type { EventBus } from './events.js';
+import type { LayerBlobRecords } from '../state/layer-blob-records.js';
 import { log } from '../lib/log.js';
 
 export interface ImageUsage {
@@ -45,6 +46,8 @@ export class ImageService {
     readonly layers: LayerStore,
     readonly content: ContentStore,
     readonly events: EventBus,
+    /** Compressed blobs kept for layers Berth made (push, save); absent in tests that need none. */
+    readonly layerBlobs?: LayerBlobRecords,
   ) {}
 
   get(nameOrId: string): ImageView {
@@ -175,6 +178,7 @@ export class ImageService {
       out.push({ Deleted: chainId });
     }
     await this.content.delete(image.id as `sha256:${string}`).catch(() => undefined);
+    await this.#deleteLayerBlobs(image, orphans);
     // A local parent left without a name or child is removed too, unless noprune.
     if (!noprune && image.parent) {
       const parent = this.records.getImage(image.parent);
@@ -183,6 +187,29 @@ export class ImageService {
       }
     }
     return out;
+  }
+
+  /** The compressed blobs of layers no image uses any more, unless another image names them too. */
+  async #deleteLayerBlobs(image: ImageRecord, orphans: string[]): Promise<void> {
+    if (orphans.length === 0) return;
+    const inUse = new Set<string>();
+    const diffIdsInUse = new Set<string>();
+    for (const other of this.records.listImages()) {
+      for (const b of other.layerBlobs) inUse.add(b.digest);
+      for (const d of this.config(other).rootfs?.diff_ids ?? []) diffIdsInUse.add(d);
+    }
+    const diffIds = this.config(image).rootfs?.diff_ids ?? [];
+    for (const chainId of orphans) {
+      const i = image.chainIds.indexOf(chainId);
+      const blob = image.layerBlobs[i];
+      if (blob && !inUse.has(blob.digest)) await this.content.delete(blob.digest).catch(() => undefined);
+      const diffId = diffIds[i];
+      const kept = diffId !== undefined && !diffIdsInUse.has(diffId) ? this.layerBlobs?.get(diffId) : undefined;
+      if (kept && diffId !== undefined) {
+        this.layerBlobs!.delete(diffId);
+        if (!inUse.has(kept.digest)) await this.content.delete(kept.digest).catch(() => undefined);
+      }
+    }
   }
 
   /**
@@ -217,6 +244,13 @@ export class ImageService {
       if ((this.#leases.get(chainId) ?? 0) > 1 || this.records.getLayer(chainId)) continue;
       await this.#removeLayer(chainId);
     }
+  }
+
+  /** After a failed pull: the compressed blobs it kept that no image names. */
+  async discardUnrecordedBlobs(digests: string[]): Promise<void> {
+    const inUse = new Set<string>();
+    for (const image of this.records.listImages()) for (const b of image.layerBlobs) inUse.add(b.digest);
+    for (const d of digests) if (!inUse.has(d)) await this.content.delete(d as `sha256:${string}`).catch(() => undefined);
   }
 
   /**

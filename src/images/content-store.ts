@@ -9,7 +9,7 @@
  * blob before that rename. Writing a blob that already exists succeeds. Any failure removes the
  * temp file. Which blobs are in use is recorded elsewhere (state/); this store only holds bytes.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync } from 'node:fs';
 import fs, { type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,7 +23,11 @@ export class ContentStore {
   readonly #blobs: string;
   readonly #ingest: string;
 
+  /** What it takes to open this store again, e.g. in a worker thread: `new ContentStore(root)`. */
+  readonly root: string;
+
   constructor(root: string) {
+    this.root = root;
     this.#blobs = join(root, 'blobs', 'sha256');
     this.#ingest = join(root, 'ingest');
     // Once, at startup: constructors cannot await.
@@ -77,6 +81,35 @@ export class ContentStore {
       throw err;
     }
     return { size: w.bytes };
+  }
+
+  /**
+   * Store a stream whose digest is not known in advance (a layer Berth compresses itself): hashed
+   * on the way to a temp file, then named by its digest. Nothing stays behind on failure.
+   */
+  async ingestComputed(src: Readable): Promise<{ digest: Digest; size: number }> {
+    const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
+    const hash = createHash('sha256');
+    let size = 0;
+    const fh = await fs.open(tmp, 'wx', 0o600);
+    try {
+      for await (const chunk of src as AsyncIterable<Buffer>) {
+        hash.update(chunk);
+        size += chunk.length;
+        await fh.write(chunk);
+      }
+      await fh.sync();
+      await fh.chmod(0o444);
+      await fh.close();
+      const digest: Digest = `sha256:${hash.digest('hex')}`;
+      await fs.rename(tmp, this.path(digest));
+      await fsyncDir(this.#blobs);
+      return { digest, size };
+    } catch (err) {
+      await fh.close().catch(() => {});
+      await fs.rm(tmp, { force: true });
+      throw err;
+    }
   }
 
   /** Store bytes Berth made itself (configs, manifests); returns their digest. */

@@ -18,6 +18,7 @@ import { describeRequest, errorFromResponse, readLimited, RegistryStatusError } 
 import { isDockerHub, RegistryHosts, type RegistryOptions } from './registry-hosts.js';
 import { RegistrySession, type PlannedRequest, type SessionContext } from './registry-session.js';
 import { TokenCache, TokenError } from './token-auth.js';
+import { PushSession } from './registry-push.js';
 
 export type { RegistryOptions } from './registry-hosts.js';
 export type { PlannedRequest } from './registry-session.js';
@@ -186,6 +187,17 @@ export class RegistryClient {
       }
     }
     return undefined;
+  }
+
+  /**
+   * A push conversation with `ref`'s repository on its own registry (never a mirror), with a token
+   * scope of `pull,push` and `pull` on each repository in `mountFrom` (blobs mounted from there).
+   */
+  async openPush(ref: Reference, opts: { auth?: AuthConfig | undefined; mountFrom?: string[]; signal?: AbortSignal | undefined; headers?: Record<string, string> | undefined }): Promise<PushSession> {
+    const host = await this.#hosts.host(ref.domain);
+    const extraScopes = (opts.mountFrom ?? []).filter((r) => r !== ref.path).map((r) => `repository:${r}:pull`);
+    const session = await RegistrySession.open(this.#ctx, host, { repository: ref.path, actions: 'pull,push', extraScopes, auth: opts.auth, headers: opts.headers, signal: opts.signal });
+    return new PushSession(session);
   }
 
   /**

@@ -1,0 +1,52 @@
+/**
+ * /images/{name}/push, /images/{name}/get, /images/get, /images/load, /images/search, import
+ * (`/images/create?fromSrc=`) and /distribution/{name}/json. The `/images/{name}/...` forms share
+ * the `/images/*` wildcard with images.ts, which hands them over through `suffixes`.
+ */
+import type { Router } from '../router.js';
+import type { RequestContext } from '../request.js';
+import { queryString } from '../request.js';
+import { JsonLineWriter } from '../json-lines.js';
+import type { ImageTransfer } from '../../engine/image-transfer/image-transfer.js';
+
+export type ImageSuffixHandler = (ctx: RequestContext, name: string) => Promise<void> | void;
+
+/** What images.ts delegates: `<name>/<suffix>` handlers by method, and import. */
+export interface ImageTransferHooks {
+  post: Record<string, ImageSuffixHandler>;
+  get: Record<string, ImageSuffixHandler>;
+}
+
+export function imageTransferRoutes(_r: Router, transfer: ImageTransfer): ImageTransferHooks {
+  return {
+    post: { push: (ctx, name) => push(ctx, transfer, name) },
+    get: {},
+  };
+}
+
+/** Aborted when the client goes away before the response finished. */
+function clientGone(ctx: RequestContext): AbortSignal {
+  const abort = new AbortController();
+  ctx.res.on('close', () => {
+    if (!ctx.res.writableFinished) abort.abort(new Error('client disconnected'));
+  });
+  return abort.signal;
+}
+
+function header(ctx: RequestContext, name: string): string | undefined {
+  const v = ctx.req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+async function push(ctx: RequestContext, transfer: ImageTransfer, name: string): Promise<void> {
+  const out = new JsonLineWriter(ctx.res);
+  const signal = clientGone(ctx);
+  try {
+    await transfer.push(name, { tag: queryString(ctx.query, 'tag'), registryAuth: header(ctx, 'x-registry-auth'), signal }, (m) => out.write(m));
+  } catch (err) {
+    if (!out.started) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    out.write({ errorDetail: { message }, error: message });
+  }
+  out.end();
+}
