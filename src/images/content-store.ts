@@ -112,6 +112,27 @@ export class ContentStore {
     }
   }
 
+  /** A new empty directory under ingest/ for a caller's staging (removed at startup if left). */
+  async stagingDir(): Promise<string> {
+    const dir = join(this.#ingest, `stage-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(dir, { mode: 0o700 });
+    return dir;
+  }
+
+  /**
+   * Adopts a staged file (on this file system, e.g. under stagingDir()) as a blob; the caller has
+   * hashed it as `d`. A blob already stored stays and the file is removed.
+   */
+  async adopt(file: string, d: Digest): Promise<void> {
+    if (await this.has(d)) {
+      await fs.rm(file, { force: true });
+      return;
+    }
+    await fs.chmod(file, 0o444);
+    await fs.rename(file, this.path(d));
+    await fsyncDir(this.#blobs);
+  }
+
   /** Store bytes Berth made itself (configs, manifests); returns their digest. */
   async writeBuffer(data: Buffer | string): Promise<Digest> {
     const buf = typeof data === 'string' ? Buffer.from(data) : data;

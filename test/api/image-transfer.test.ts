@@ -1,11 +1,19 @@
 /**
  * Images out and in through the real docker CLI and the Engine API: push to the harness's
  * registries (open, basic auth, token auth), then rmi and pull back (same digest, same image id,
- * the image runs); committed images pushed (their layer compressed once and kept).
+ * the image runs); committed images pushed (their layer compressed once and kept); docker save of
+ * two images and docker load back, a skopeo-made OCI archive loaded, hostile archives refused.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import tarStream from 'tar-stream';
+import { buildLayer, run, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { registryAuth } from './support.js';
 
 interface Line {
@@ -128,5 +136,170 @@ describe('push', () => {
     const r = await d().request('POST', '/images/127.0.0.1:1/nothing/push?tag=x', { headers: { 'X-Registry-Auth': registryAuth({}) } });
     assert.equal(r.status, 404);
     assert.match(r.json<{ message: string }>().message, /An image does not exist locally with the tag: 127\.0\.0\.1:1\/nothing/);
+  });
+});
+
+interface TarItem {
+  name: string;
+  data?: Buffer | string;
+  type?: 'file' | 'symlink' | 'link' | 'directory' | 'character-device';
+  linkname?: string;
+}
+
+/** A small archive in memory (test inputs only). */
+async function makeTar(items: TarItem[]): Promise<Buffer> {
+  const pack = tarStream.pack();
+  for (const it of items) {
+    if (it.type && it.type !== 'file') pack.entry({ name: it.name, type: it.type, linkname: it.linkname, size: 0 });
+    else pack.entry({ name: it.name }, typeof it.data === 'string' ? Buffer.from(it.data) : (it.data ?? Buffer.alloc(0)));
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+/** Names and sizes of a tar's entries (test reading of a saved archive). */
+async function tarEntries(file: string): Promise<Map<string, Buffer>> {
+  const out = new Map<string, Buffer>();
+  const extract = tarStream.extract();
+  const fed = pipeline(createReadStream(file), extract as unknown as NodeJS.WritableStream);
+  for await (const e of extract) {
+    const chunks: Buffer[] = [];
+    for await (const c of e as AsyncIterable<Buffer>) chunks.push(c);
+    out.set(e.header.name, Buffer.concat(chunks));
+  }
+  await fed;
+  return out;
+}
+
+function sha256(b: Buffer): string {
+  return `sha256:${createHash('sha256').update(b).digest('hex')}`;
+}
+
+async function loadApi(d: TestDaemon, body: Buffer, quiet = false): Promise<{ status: number; text: string }> {
+  const res = await d.request('POST', `/images/load${quiet ? '?quiet=1' : ''}`, { body, headers: { 'Content-Type': 'application/x-tar' } });
+  return { status: res.status, text: res.text() };
+}
+
+describe('save and load', () => {
+  const d = useDaemon();
+  const open = useSeededRegistry('open');
+  let dir = '';
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-imagesio-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('docker save of two images writes the Docker and OCI layouts with shared layers once; rmi; docker load brings both back', async () => {
+    const { seeded } = open();
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    await docker(d(), ['pull', seeded.refs.layered]);
+    const ids = [await imageId(d(), seeded.refs.busybox), await imageId(d(), seeded.refs.layered)];
+    const file = join(dir, 'two.tar');
+    await docker(d(), ['save', '-o', file, seeded.refs.busybox, seeded.refs.layered]);
+    const entries = await tarEntries(file);
+    assert.equal(entries.get('oci-layout')?.toString(), '{"imageLayoutVersion": "1.0.0"}');
+    const manifest = JSON.parse(entries.get('manifest.json')!.toString()) as { Config: string; RepoTags: string[]; Layers: string[] }[];
+    assert.equal(manifest.length, 2);
+    const index = JSON.parse(entries.get('index.json')!.toString()) as { manifests: { digest: string; annotations?: Record<string, string> }[] };
+    assert.equal(index.manifests.length, 2);
+    for (const m of index.manifests) assert.ok(entries.has(`blobs/sha256/${m.digest.slice(7)}`));
+    const repos = JSON.parse(entries.get('repositories')!.toString()) as Record<string, Record<string, string>>;
+    assert.equal(Object.keys(repos).length, 2);
+    // Every blob is named by its digest; layered's first layer is busybox's and is there once.
+    for (const [name, data] of entries) if (name.startsWith('blobs/sha256/') && data.length) assert.equal(sha256(data), `sha256:${name.slice(13)}`);
+    const layers = manifest.flatMap((m) => m.Layers);
+    assert.equal(new Set(layers).size, layers.length - 1);
+    assert.deepEqual(manifest.map((m) => m.RepoTags[0]).sort(), [seeded.refs.busybox, seeded.refs.layered].sort());
+
+    await docker(d(), ['rmi', seeded.refs.busybox, seeded.refs.layered]);
+    const out = await docker(d(), ['load', '-i', file]);
+    assert.match(out, new RegExp(`Loaded image: ${seeded.refs.busybox.replace(/[.]/g, '\\.')}`));
+    assert.match(out, new RegExp(`Loaded image: ${seeded.refs.layered.replace(/[.]/g, '\\.')}`));
+    assert.deepEqual([await imageId(d(), seeded.refs.busybox), await imageId(d(), seeded.refs.layered)], ids);
+    assert.equal((await docker(d(), ['run', '--rm', '--entrypoint', 'sh', seeded.refs.layered, '-c', 'test -f /data/keep && test ! -e /etc/removeme && echo layered-ok'])).trim(), 'layered-ok');
+
+    // The same archive gzipped, through the API with quiet: only the Loaded lines.
+    await docker(d(), ['rmi', seeded.refs.layered]);
+    const quiet = await loadApi(d(), gzipSync(readFileSync(file)), true);
+    assert.equal(quiet.status, 200, quiet.text);
+    assert.doesNotMatch(quiet.text, /Loading layer/);
+    assert.match(quiet.text, /"stream":"Loaded image: /);
+    assert.equal(await imageId(d(), seeded.refs.layered), ids[1]);
+  });
+
+  it('a committed image saves (its layer compressed once) and loads back by id when untagged', async () => {
+    const { seeded } = open();
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    const name = `save-src-${process.pid}`;
+    await docker(d(), ['run', '--name', name, seeded.refs.busybox, 'sh', '-c', 'echo saved > /saved.txt']);
+    const id = (await docker(d(), ['commit', name])).trim();
+    await docker(d(), ['rm', name]);
+    const res = await d().stream('GET', `/images/${id}/get`);
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'application/x-tar');
+    const chunks: Buffer[] = [];
+    for await (const c of res as AsyncIterable<Buffer>) chunks.push(c);
+    const archive = Buffer.concat(chunks);
+    await docker(d(), ['rmi', id]);
+    const loaded = await loadApi(d(), archive);
+    assert.equal(loaded.status, 200);
+    assert.match(loaded.text, new RegExp(`Loaded image ID: ${id}`));
+    assert.match(loaded.text, /"status":"Loading layer"/);
+    assert.equal((await docker(d(), ['run', '--rm', id, 'cat', '/saved.txt'])).trim(), 'saved');
+    await docker(d(), ['rmi', id]);
+  });
+
+  it('loads an OCI archive made by skopeo', async () => {
+    const { registry, seeded } = open();
+    const file = join(dir, 'skopeo-oci.tar');
+    const r = await run('skopeo', ['copy', '--src-tls-verify=false', `docker://${registry.host}/layered:latest`, `oci-archive:${file}:skopeo/layered:oci`], { timeoutMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    const loaded = await loadApi(d(), readFileSync(file));
+    assert.equal(loaded.status, 200, loaded.text);
+    assert.match(loaded.text, /Loaded image: skopeo\/layered:oci/);
+    await docker(d(), ['pull', seeded.refs.layered]);
+    assert.equal(await imageId(d(), 'skopeo/layered:oci'), await imageId(d(), seeded.refs.layered));
+    assert.equal((await docker(d(), ['run', '--rm', '--entrypoint', 'sh', 'skopeo/layered:oci', '-c', 'test -f /data/keep && echo oci-ok'])).trim(), 'oci-ok');
+    await docker(d(), ['rmi', 'skopeo/layered:oci', seeded.refs.layered]);
+  });
+
+  it('refuses hostile archives: ../ and absolute names, escaping links, wrong digests; nothing written outside, nothing visible', async () => {
+    const layer = await buildLayer([{ type: 'file', path: 'hello', content: 'hi\n' }], { compression: 'none' });
+    const layerTar = readFileSync(layer.path);
+    const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: {}, rootfs: { type: 'layers', diff_ids: [layer.diffId] } }));
+    const cfgName = `${sha256(config).slice(7)}.json`;
+    const good = [
+      { name: 'layer.tar', data: layerTar },
+      { name: cfgName, data: config },
+    ];
+    const manifest = (tag: string, layers = ['layer.tar']) => ({ name: 'manifest.json', data: JSON.stringify([{ Config: cfgName, RepoTags: [tag], Layers: layers }]) });
+    const outside = join(dir, `escape-${process.pid}`);
+    const before = (await docker(d(), ['images', '-q', '--no-trunc'])).trim();
+    const cases: [string, TarItem[]][] = [
+      ['../ name', [...good, { name: `../../../../../../..${outside}`, data: 'x' }, manifest('hostile/dotdot:1')]],
+      ['absolute name', [...good, { name: outside, data: 'x' }, manifest('hostile/abs:1')]],
+      ['escaping symlink', [...good, { name: 'evil', type: 'symlink', linkname: '../../../../../../../etc' }, manifest('hostile/link:1', ['evil/passwd'])]],
+      ['absolute hardlink', [...good, { name: 'evil', type: 'link', linkname: '/etc/passwd' }, manifest('hostile/hard:1', ['evil'])]],
+      ['device', [...good, { name: 'dev', type: 'character-device' }, manifest('hostile/dev:1')]],
+      ['wrong layer digest', [{ name: 'layer.tar', data: Buffer.concat([layerTar.subarray(0, 600), Buffer.from('X'), layerTar.subarray(601)]) }, { name: cfgName, data: config }, manifest('hostile/digest:1')]],
+      ['OCI blob not matching its name', [
+        { name: 'oci-layout', data: '{"imageLayoutVersion": "1.0.0"}' },
+        { name: 'index.json', data: JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: sha256(Buffer.from('{}')), size: 2 }] }) },
+        { name: `blobs/sha256/${sha256(Buffer.from('{}')).slice(7)}`, data: '{"x":1}' },
+      ]],
+    ];
+    for (const [what, items] of cases) {
+      const r = await loadApi(d(), await makeTar(items), true);
+      assert.ok(r.status >= 400 || /errorDetail/.test(r.text), `${what}: ${r.status} ${r.text}`);
+      assert.doesNotMatch(r.text, /Loaded image/, what);
+      assert.equal(existsSync(outside), false, what);
+    }
+    assert.equal((await docker(d(), ['images', '-q', '--no-trunc'])).trim(), before);
+    // The well-formed archive the hostile ones were built from loads.
+    const ok = await loadApi(d(), await makeTar([...good, manifest('hostile/none:1')]));
+    assert.match(ok.text, /Loaded image: hostile\/none:1/);
+    await docker(d(), ['rmi', 'hostile/none:1']);
   });
 });

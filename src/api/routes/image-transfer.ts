@@ -5,7 +5,7 @@
  */
 import type { Router } from '../router.js';
 import type { RequestContext } from '../request.js';
-import { queryString } from '../request.js';
+import { queryBool, queryString } from '../request.js';
 import { JsonLineWriter } from '../json-lines.js';
 import type { ImageTransfer } from '../../engine/image-transfer/image-transfer.js';
 
@@ -17,11 +17,35 @@ export interface ImageTransferHooks {
   get: Record<string, ImageSuffixHandler>;
 }
 
-export function imageTransferRoutes(_r: Router, transfer: ImageTransfer): ImageTransferHooks {
+export function imageTransferRoutes(r: Router, transfer: ImageTransfer): ImageTransferHooks {
+  r.on('GET', '/images/get', (ctx) => save(ctx, transfer, ctx.query.getAll('names')));
+  r.on('POST', '/images/load', (ctx) => load(ctx, transfer));
   return {
     post: { push: (ctx, name) => push(ctx, transfer, name) },
-    get: {},
+    get: { get: (ctx, name) => save(ctx, transfer, [name]) },
   };
+}
+
+async function save(ctx: RequestContext, transfer: ImageTransfer, names: string[]): Promise<void> {
+  const archive = await transfer.save(names);
+  ctx.res.writeHead(200, { 'Content-Type': 'application/x-tar' });
+  ctx.res.on('close', () => archive.destroy());
+  // A failure mid-way can only cut the archive short: the client sees a truncated tar.
+  archive.once('error', () => ctx.res.destroy());
+  archive.pipe(ctx.res);
+}
+
+async function load(ctx: RequestContext, transfer: ImageTransfer): Promise<void> {
+  const quiet = queryBool(ctx.query, 'quiet');
+  const out = new JsonLineWriter(ctx.res);
+  try {
+    await transfer.load(ctx.req, { quiet }, (m) => out.write(m));
+  } catch (err) {
+    if (!out.started) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    out.write({ errorDetail: { message }, error: message });
+  }
+  out.end();
 }
 
 /** Aborted when the client goes away before the response finished. */

@@ -10,6 +10,9 @@ import type { RegistryClient } from '../../registry/registry-client.js';
 import type { ImageService } from '../images.js';
 import type { ProgressSink } from '../progress.js';
 import { pushImage } from './push.js';
+import { saveImages } from './save.js';
+import { loadImages } from './load.js';
+import type { Readable } from 'node:stream';
 
 export class ImageTransfer {
   constructor(
@@ -24,6 +27,16 @@ export class ImageTransfer {
   push(name: string, opts: { tag?: string | undefined; registryAuth?: string | undefined; signal?: AbortSignal }, progress: ProgressSink): Promise<void> {
     const ref = parsePushTarget(name, opts.tag);
     return pushImage(this.registry, this.images, { ref: ref.ref, allTags: ref.allTags, auth: decodeRegistryAuth(opts.registryAuth), signal: opts.signal }, progress);
+  }
+
+  /** GET /images/{name}/get and /images/get?names=: one archive of all the images named. */
+  save(names: string[]): Promise<Readable> {
+    return saveImages(this.images, names);
+  }
+
+  /** POST /images/load: a Docker archive or OCI layout, plain or compressed. */
+  load(body: Readable, opts: { quiet: boolean }, progress: ProgressSink): Promise<void> {
+    return loadImages(this.images, body, progress, opts);
   }
 }
 

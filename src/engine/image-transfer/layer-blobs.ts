@@ -20,17 +20,24 @@ export interface LayerBlob {
   path: string;
 }
 
-/** Compresses layer `chainId` once and records the blob under its diff id; returns the blob. */
+/**
+ * Compresses layer `chainId` once and records the blob under its diff id; returns the blob. The
+ * layer's tar is its stored uncompressed blob when there is one (a loaded layer), else its files.
+ */
 export async function keepLayerBlob(images: ImageService, chainId: Digest, diffId: Digest): Promise<Descriptor> {
   const kept = images.layerBlobs?.get(diffId);
   if (kept && (await images.content.has(kept.digest))) return kept;
-  const desc = await compressLayer(images.layers, images.content, chainId, diffId);
+  const tar = (await images.content.has(diffId)) ? images.content.path(diffId) : undefined;
+  const desc = await compressLayer(images.layers, images.content, chainId, diffId, { tarFile: tar });
   images.layerBlobs?.put(diffId, desc);
   return desc;
 }
 
-/** The blobs of every layer of `image`, bottom first; compresses those never compressed here. */
-export async function layerBlobsOf(images: ImageService, image: ImageRecord, onCompress?: (i: number) => void): Promise<LayerBlob[]> {
+/**
+ * The blobs of every layer of `image`, bottom first; compresses those never compressed here.
+ * `compressed: false` (save) also takes a stored uncompressed layer tar as it is.
+ */
+export async function layerBlobsOf(images: ImageService, image: ImageRecord, opts: { compressed: boolean }): Promise<LayerBlob[]> {
   const diffIds = (images.config(image).rootfs?.diff_ids ?? []) as Digest[];
   const out: LayerBlob[] = [];
   for (let i = 0; i < image.chainIds.length; i++) {
@@ -38,11 +45,9 @@ export async function layerBlobsOf(images: ImageService, image: ImageRecord, onC
     const diffId = diffIds[i]!;
     const pulled = image.layerBlobs[i];
     let desc: Descriptor | undefined;
-    if (pulled && COMPRESSED.has(pulled.mediaType) && (await images.content.size(pulled.digest)) === pulled.size) desc = { mediaType: pulled.mediaType, digest: pulled.digest, size: pulled.size };
-    if (!desc) {
-      onCompress?.(i);
-      desc = await keepLayerBlob(images, chainId, diffId);
-    }
+    const usable = pulled && (COMPRESSED.has(pulled.mediaType) || (!opts.compressed && pulled.digest === diffId));
+    if (usable && (await images.content.size(pulled.digest)) === pulled.size) desc = { mediaType: pulled.mediaType, digest: pulled.digest, size: pulled.size };
+    desc ??= await keepLayerBlob(images, chainId, diffId);
     out.push({ desc, diffId, chainId, path: images.content.path(desc.digest) });
   }
   return out;

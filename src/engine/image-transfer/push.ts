@@ -37,7 +37,7 @@ export async function pushImage(registry: RegistryClient, images: ImageService, 
   const session = await registry.openPush(req.ref, { auth: req.auth, mountFrom, signal: req.signal });
   const pushed = new Map<string, Promise<void>>();
   for (const { tag, image } of tags) {
-    const blobs = await layerBlobsOf(images, image);
+    const blobs = await layerBlobsOf(images, image, { compressed: true });
     await pushLayers(session, blobs, mountFrom, pushed, progress, req.signal);
     const config = { mediaType: MediaType.dockerConfig, digest: image.id as Digest, size: Buffer.byteLength(image.config) };
     if (!(await images.content.has(config.digest))) await images.content.writeBuffer(image.config);

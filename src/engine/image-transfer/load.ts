@@ -1,0 +1,298 @@
+/**
+ * `docker load`: a Docker archive (`manifest.json`, any version of `docker save`) or an OCI image
+ * layout (`index.json` + `blobs/`, as skopeo or buildx write it), plain or compressed. The archive's
+ * files are staged under the content store's ingest dir by number, never by their names (so no
+ * name can reach outside it); names with `..` or absolute ones, links leaving the archive, devices,
+ * and blobs whose bytes do not match their digest refuse the whole archive. Every layer is unpacked
+ * and checked against the config's diff ids before anything is recorded, then all images are
+ * recorded in one transaction: a refused archive leaves nothing visible.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tarStream from 'tar-stream';
+import { decompressLayer } from '../../images/decompress.js';
+import { chainIds as computeChainIds } from '../../images/layer-store.js';
+import { invalidArgument } from '../../lib/errors.js';
+import { hexOf, isDigest, type Digest } from '../../lib/digest.js';
+import { MediaType, type Descriptor, type ImageConfig } from '../../lib/oci.js';
+import { familiarString, tryParseReference, type Reference } from '../../registry/reference.js';
+import type { LayerRecord } from '../../state/image-records.js';
+import { refKey } from '../image-lookup.js';
+import type { ImageService } from '../images.js';
+import { ProgressThrottle, type ProgressSink } from '../progress.js';
+
+const MAX_JSON = 32 * 1024 * 1024;
+
+interface Staged {
+  path: string;
+  size: number;
+  digest: Digest;
+}
+
+/** One image found in the archive, before anything is unpacked. */
+interface Candidate {
+  config: Buffer;
+  layers: Staged[];
+  /** The layer descriptors of an OCI manifest (media types), when the archive had one. */
+  layerTypes: (string | undefined)[];
+  refs: Reference[];
+}
+
+export async function loadImages(images: ImageService, body: Readable, progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
+  const stage = await images.content.stagingDir();
+  try {
+    const files = await stageArchive(decompressLayer('archive', body), stage);
+    const candidates = await readArchive(files);
+    if (candidates.length === 0) throw invalidArgument('invalid archive: no images found');
+    await install(images, candidates, progress, opts);
+  } finally {
+    await fs.rm(stage, { recursive: true, force: true });
+  }
+}
+
+function refuse(name: string, why: string): Error {
+  return invalidArgument(`invalid archive: refusing entry ${JSON.stringify(name)}: ${why}`);
+}
+
+/** An archive name as a clean relative path, or a refusal. */
+function cleanName(name: string): string {
+  if (name.startsWith('/')) throw refuse(name, 'absolute name');
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) throw refuse(name, 'name leaves the archive');
+  return parts.join('/');
+}
+
+/** Files of the archive by clean name, each staged as `<stage>/<n>` with its sha256. */
+async function stageArchive(tar: Readable, stage: string): Promise<Map<string, Staged>> {
+  const files = new Map<string, Staged>();
+  const links: { name: string; target: string }[] = [];
+  const extract = tarStream.extract();
+  const fed = pipeline(tar, extract as unknown as NodeJS.WritableStream);
+  fed.catch(() => {});
+  let n = 0;
+  try {
+    for await (const entry of extract) {
+      const h = entry.header;
+      const name = cleanName(h.name);
+      const e = entry as unknown as Readable;
+      if (h.type === 'file' || h.type === 'contiguous-file') {
+        const path = join(stage, String(n++));
+        const hash = createHash('sha256');
+        let size = 0;
+        const hasher = new Transform({
+          transform(chunk: Buffer, _enc, cb: TransformCallback) {
+            hash.update(chunk);
+            size += chunk.length;
+            cb(null, chunk);
+          },
+        });
+        await pipeline(e, hasher, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
+        files.set(name, { path, size, digest: `sha256:${hash.digest('hex')}` });
+        continue;
+      }
+      if (h.type === 'symlink' || h.type === 'link') {
+        const target = h.linkname ?? '';
+        if (target.startsWith('/')) throw refuse(h.name, 'link to an absolute name');
+        const resolved = h.type === 'symlink' ? posix.normalize(posix.join(posix.dirname(name), target)) : posix.normalize(target);
+        if (resolved === '..' || resolved.startsWith('../')) throw refuse(h.name, 'link leaves the archive');
+        links.push({ name, target: cleanName(resolved) });
+      } else if (h.type !== 'directory') {
+        throw refuse(h.name, `unsupported entry type ${h.type ?? 'unknown'}`);
+      }
+      e.resume();
+    }
+    await fed;
+  } catch (err) {
+    extract.destroy();
+    await fed.catch(() => {});
+    throw err;
+  }
+  // Links name files of the archive (old `docker save` links shared layers); chains are followed a few steps.
+  for (let round = 0; round < 8 && links.length > 0; round++) {
+    for (let i = links.length - 1; i >= 0; i--) {
+      const f = files.get(links[i]!.target);
+      if (f) {
+        files.set(links[i]!.name, f);
+        links.splice(i, 1);
+      }
+    }
+  }
+  return files;
+}
+
+async function readJson<T>(f: Staged | undefined, what: string): Promise<T> {
+  if (!f) throw invalidArgument(`invalid archive: ${what} is missing`);
+  if (f.size > MAX_JSON) throw invalidArgument(`invalid archive: ${what} is too large`);
+  try {
+    return JSON.parse(await fs.readFile(f.path, 'utf8')) as T;
+  } catch {
+    throw invalidArgument(`invalid archive: ${what} is not valid JSON`);
+  }
+}
+
+async function readArchive(files: Map<string, Staged>): Promise<Candidate[]> {
+  if (files.has('manifest.json')) return readDockerArchive(files);
+  if (files.has('index.json')) return readOciLayout(files);
+  throw invalidArgument('invalid archive: neither manifest.json nor index.json found');
+}
+
+async function readDockerArchive(files: Map<string, Staged>): Promise<Candidate[]> {
+  const items = await readJson<{ Config?: string; RepoTags?: string[] | null; Layers?: string[] }[]>(files.get('manifest.json'), 'manifest.json');
+  if (!Array.isArray(items)) throw invalidArgument('invalid archive: manifest.json is not a list');
+  const out: Candidate[] = [];
+  for (const item of items) {
+    const configFile = files.get(cleanName(String(item.Config ?? '')));
+    if (!configFile || configFile.size > MAX_JSON) throw invalidArgument(`invalid archive: config ${JSON.stringify(item.Config)} is missing`);
+    const layers = (item.Layers ?? []).map((l) => {
+      const f = files.get(cleanName(String(l)));
+      if (!f) throw invalidArgument(`invalid archive: layer ${JSON.stringify(l)} is missing`);
+      return f;
+    });
+    const refs: Reference[] = [];
+    for (const t of item.RepoTags ?? []) {
+      const ref = tryParseReference(String(t));
+      if (!ref || ref.digest) throw invalidArgument(`invalid archive: invalid tag ${JSON.stringify(t)}`);
+      refs.push(ref);
+    }
+    out.push({ config: await fs.readFile(configFile.path), layers, layerTypes: layers.map(() => undefined), refs });
+  }
+  return out;
+}
+
+/** A blob of the layout, checked against its descriptor's digest and size. */
+function blob(files: Map<string, Staged>, d: Descriptor): Staged {
+  if (!d || typeof d.digest !== 'string' || !isDigest(d.digest)) throw invalidArgument('invalid archive: a descriptor has no valid sha256 digest');
+  const f = files.get(`blobs/sha256/${hexOf(d.digest)}`);
+  if (!f) throw invalidArgument(`invalid archive: blob ${d.digest} is missing`);
+  if (f.digest !== d.digest || (typeof d.size === 'number' && f.size !== d.size)) throw invalidArgument(`invalid archive: blob ${d.digest} does not match its digest`);
+  return f;
+}
+
+async function readOciLayout(files: Map<string, Staged>): Promise<Candidate[]> {
+  const index = await readJson<{ manifests?: Descriptor[] }>(files.get('index.json'), 'index.json');
+  const out: Candidate[] = [];
+  const visit = async (d: Descriptor, names: Reference[], depth: number): Promise<void> => {
+    if (depth > 4) throw invalidArgument('invalid archive: indexes nested too deep');
+    const f = blob(files, d);
+    const doc = await readJson<{ mediaType?: string; manifests?: Descriptor[]; config?: Descriptor; layers?: Descriptor[] }>(f, `blob ${d.digest}`);
+    if (Array.isArray(doc.manifests)) {
+      // An index inside: the host's platform, or its only entry.
+      const pick = doc.manifests.find((m) => !m.platform || (m.platform.os === 'linux' && m.platform.architecture === hostArch())) ?? doc.manifests[0];
+      if (pick) await visit(pick, names, depth + 1);
+      return;
+    }
+    if (!doc.config) throw invalidArgument(`invalid archive: manifest ${d.digest} has no config`);
+    const config = blob(files, doc.config);
+    const layers = (doc.layers ?? []).map((l) => blob(files, l));
+    out.push({ config: await fs.readFile(config.path), layers, layerTypes: (doc.layers ?? []).map((l) => l.mediaType), refs: names });
+  };
+  for (const m of index.manifests ?? []) {
+    const a = m.annotations ?? {};
+    const name = a['io.containerd.image.name'] ?? a['org.opencontainers.image.ref.name'];
+    const ref = name ? tryParseReference(name) : undefined;
+    // A bare tag ("latest") names no repository: the image loads by id.
+    const named = ref && !ref.digest && (name!.includes(':') || name!.includes('/')) ? [ref] : [];
+    await visit(m, named, 0);
+  }
+  return out;
+}
+
+function hostArch(): string {
+  return process.arch === 'x64' ? 'amd64' : process.arch;
+}
+
+async function install(images: ImageService, candidates: Candidate[], progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
+  const plans: { id: Digest; config: ImageConfig; c: Candidate; chain: Digest[]; diffIds: Digest[] }[] = [];
+  for (const c of candidates) {
+    const id = `sha256:${createHash('sha256').update(c.config).digest('hex')}` as Digest;
+    let config: ImageConfig;
+    try {
+      config = JSON.parse(c.config.toString('utf8')) as ImageConfig;
+    } catch {
+      throw invalidArgument('invalid archive: an image config is not valid JSON');
+    }
+    const diffIds = (config.rootfs?.diff_ids ?? []) as Digest[];
+    if (!Array.isArray(diffIds) || diffIds.length !== c.layers.length || !diffIds.every((d) => isDigest(d))) {
+      throw invalidArgument(`invalid archive: image ${id} lists ${Array.isArray(diffIds) ? diffIds.length : 0} layers in its config but ${c.layers.length} in the archive`);
+    }
+    plans.push({ id, config, c, chain: computeChainIds(diffIds), diffIds });
+  }
+  const allChains = [...new Set(plans.flatMap((p) => p.chain))];
+  const release = await images.leaseLayers(allChains);
+  try {
+    const sizes = new Map<string, number>();
+    for (const p of plans) {
+      for (let i = 0; i < p.chain.length; i++) {
+        const chainId = p.chain[i]!;
+        if (sizes.has(chainId)) continue;
+        const have = images.records.getLayer(chainId);
+        if (have && (await images.layers.has(chainId))) {
+          sizes.set(chainId, have.size);
+          continue;
+        }
+        const f = p.c.layers[i]!;
+        const id = hexOf(p.diffIds[i]!).slice(0, 12);
+        const bar = opts.quiet ? undefined : new ProgressThrottle(progress, id, 'Loading layer', f.size);
+        let read = 0;
+        const counter = new Transform({
+          transform(chunk: Buffer, _enc, cb: TransformCallback) {
+            read += chunk.length;
+            bar?.update(read);
+            cb(null, chunk);
+          },
+        });
+        const src = createReadStream(f.path, { highWaterMark: 256 * 1024 }).pipe(counter);
+        const { size } = await images.layers.unpack(chainId, p.diffIds[i]!, decompressLayer(p.c.layerTypes[i] ?? 'layer', src));
+        bar?.update(f.size, true);
+        sizes.set(chainId, size);
+      }
+    }
+    // Keep each layer's blob as it came (a layer tar or its compressed form): save and push send it.
+    const blobs = new Map<string, Descriptor>();
+    for (const p of plans) {
+      for (let i = 0; i < p.chain.length; i++) {
+        const f = p.c.layers[i]!;
+        if (blobs.has(f.digest)) continue;
+        const type = f.digest === p.diffIds[i] ? MediaType.ociLayer : p.c.layerTypes[i] ?? MediaType.ociLayerGzip;
+        blobs.set(f.digest, { mediaType: type, digest: f.digest, size: f.size });
+        await images.content.adopt(f.path, f.digest).catch(() => undefined);
+      }
+    }
+    for (const p of plans) await images.content.writeBuffer(p.c.config);
+    const loaded: { id: string; refs: Reference[] }[] = [];
+    images.records.transaction(() => {
+      for (const p of plans) {
+        const layers: LayerRecord[] = p.chain.map((chainId, i) => ({ chainId, diffId: p.diffIds[i]!, parent: i === 0 ? null : p.chain[i - 1]!, size: sizes.get(chainId) ?? 0 }));
+        images.records.saveImage(
+          {
+            id: p.id,
+            config: p.c.config.toString('utf8'),
+            chainIds: p.chain,
+            layerBlobs: p.c.layers.map((f) => blobs.get(f.digest)!),
+            parent: '',
+            size: layers.reduce((n, l) => n + l.size, 0),
+            created: p.config.created ?? new Date(0).toISOString(),
+            addedAt: Date.now(),
+          },
+          layers,
+          p.c.refs.map((r) => ({ ref: refKey(r), kind: 'tag' as const })),
+        );
+        loaded.push({ id: p.id, refs: p.c.refs });
+      }
+    });
+    for (const l of loaded) {
+      images.events.publish('image', 'load', l.id, { name: l.id });
+      if (l.refs.length === 0) progress({ stream: `Loaded image ID: ${l.id}\n` });
+      for (const r of l.refs) progress({ stream: `Loaded image: ${familiarString(r)}\n` });
+    }
+  } catch (err) {
+    await images.discardUnrecordedLayers(allChains);
+    throw err;
+  } finally {
+    release();
+  }
+}
