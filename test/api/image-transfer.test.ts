@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -301,5 +302,90 @@ describe('save and load', () => {
     const ok = await loadApi(d(), await makeTar([...good, manifest('hostile/none:1')]));
     assert.match(ok.text, /Loaded image: hostile\/none:1/);
     await docker(d(), ['rmi', 'hostile/none:1']);
+  });
+});
+
+describe('import', () => {
+  const d = useDaemon();
+  const open = useSeededRegistry('open');
+  let dir = '';
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-imagesio-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('docker import of a gzipped rootfs with changes and a message; the image runs with them', async () => {
+    const { registry } = open();
+    // A root file system: the busybox layer plus one file, gzipped.
+    const exportRes = await (async () => {
+      await docker(d(), ['pull', `${registry.host}/busybox:latest`]);
+      const name = `export-src-${process.pid}`;
+      await docker(d(), ['create', '--name', name, `${registry.host}/busybox:latest`]);
+      const res = await d().request('GET', `/containers/${name}/export`);
+      await docker(d(), ['rm', name]);
+      return res.body;
+    })();
+    const file = join(dir, 'rootfs.tar.gz');
+    writeFileSync(file, gzipSync(exportRes));
+    const out = await docker(d(), ['import', '-m', 'from a test', '-c', 'ENV GREETING=hello', '-c', 'CMD ["sh", "-c", "echo $GREETING from $(pwd)"]', '-c', 'WORKDIR /tmp', '-c', 'LABEL a=b', '-c', 'EXPOSE 8080', file, 'imported/rootfs:v1']);
+    const id = out.trim();
+    assert.match(id, /^sha256:[0-9a-f]{64}$/);
+    const inspect = JSON.parse(await docker(d(), ['image', 'inspect', 'imported/rootfs:v1']))[0] as { Id: string; Comment: string; Config: { Env: string[]; Cmd: string[]; WorkingDir: string; Labels: Record<string, string>; ExposedPorts: Record<string, object> }; RootFS: { Layers: string[] } };
+    assert.equal(inspect.Id, id);
+    assert.equal(inspect.Comment, 'from a test');
+    assert.deepEqual(inspect.Config.Cmd, ['sh', '-c', 'echo $GREETING from $(pwd)']);
+    assert.ok(inspect.Config.Env.includes('GREETING=hello'));
+    assert.equal(inspect.Config.WorkingDir, '/tmp');
+    assert.deepEqual(inspect.Config.Labels, { a: 'b' });
+    assert.ok('8080/tcp' in inspect.Config.ExposedPorts);
+    assert.equal(inspect.RootFS.Layers.length, 1);
+    assert.equal((await docker(d(), ['run', '--rm', 'imported/rootfs:v1'])).trim(), 'hello from /tmp');
+    const history = await docker(d(), ['history', '--format', '{{.Comment}}', 'imported/rootfs:v1']);
+    assert.match(history, /from a test/);
+  });
+
+  it('docker export | import through the API (fromSrc=-), fromSrc=<url>, and a save of the imported image', async () => {
+    const { registry } = open();
+    await docker(d(), ['pull', `${registry.host}/busybox:latest`]);
+    const name = `export-pipe-${process.pid}`;
+    await docker(d(), ['run', '--name', name, `${registry.host}/busybox:latest`, 'sh', '-c', 'echo piped > /piped.txt']);
+    const tar = (await d().request('GET', `/containers/${name}/export`)).body;
+    await docker(d(), ['rm', name]);
+    const res = await d().request('POST', '/images/create?fromSrc=-&repo=imported/pipe&tag=v2', { body: tar, headers: { 'Content-Type': 'application/x-tar' } });
+    assert.equal(res.status, 200, res.text());
+    const id = (JSON.parse(res.text().trim().split('\r\n').pop()!) as { status: string }).status;
+    assert.equal(await imageId(d(), 'imported/pipe:v2'), id);
+    assert.equal((await docker(d(), ['run', '--rm', 'imported/pipe:v2', 'cat', '/piped.txt'])).trim(), 'piped');
+
+    // The same tar from a URL.
+    const server = createServer((_req, r) => {
+      r.writeHead(200, { 'content-length': tar.length });
+      r.end(tar);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/rootfs.tar`;
+      const r2 = await d().request('POST', `/images/create?fromSrc=${encodeURIComponent(url)}&repo=imported/url`, { body: '' });
+      assert.equal(r2.status, 200, r2.text());
+      assert.equal((await docker(d(), ['run', '--rm', 'imported/url', 'cat', '/piped.txt'])).trim(), 'piped');
+    } finally {
+      server.close();
+    }
+
+    // An imported layer saves as the tar it came as, and loads back under the same id.
+    const file = join(dir, 'imported.tar');
+    await docker(d(), ['save', '-o', file, 'imported/pipe:v2']);
+    await docker(d(), ['rmi', 'imported/pipe:v2']);
+    await docker(d(), ['load', '-i', file]);
+    assert.equal(await imageId(d(), 'imported/pipe:v2'), id);
+
+    // A tar that is not one, and a hostile one: refused, nothing new.
+    const before = (await docker(d(), ['images', '-q', '--no-trunc'])).trim();
+    const bad = await d().request('POST', '/images/create?fromSrc=-&repo=imported/bad', { body: Buffer.from('not a tar at all, not even close'.repeat(40)) });
+    assert.ok(bad.status >= 400 || /errorDetail/.test(bad.text()), bad.text());
+    const hostile = await makeTar([{ name: '../../escape-import', data: 'x' }]);
+    const h = await d().request('POST', '/images/create?fromSrc=-&repo=imported/hostile', { body: hostile });
+    assert.ok(h.status >= 400 || /errorDetail/.test(h.text()), h.text());
+    assert.equal((await docker(d(), ['images', '-q', '--no-trunc'])).trim(), before);
   });
 });

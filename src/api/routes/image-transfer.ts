@@ -8,6 +8,7 @@ import type { RequestContext } from '../request.js';
 import { queryBool, queryString } from '../request.js';
 import { JsonLineWriter } from '../json-lines.js';
 import type { ImageTransfer } from '../../engine/image-transfer/image-transfer.js';
+import { parsePlatform } from './images.js';
 
 export type ImageSuffixHandler = (ctx: RequestContext, name: string) => Promise<void> | void;
 
@@ -15,6 +16,8 @@ export type ImageSuffixHandler = (ctx: RequestContext, name: string) => Promise<
 export interface ImageTransferHooks {
   post: Record<string, ImageSuffixHandler>;
   get: Record<string, ImageSuffixHandler>;
+  /** `POST /images/create?fromSrc=`. */
+  importImage: (ctx: RequestContext) => Promise<void>;
 }
 
 export function imageTransferRoutes(r: Router, transfer: ImageTransfer): ImageTransferHooks {
@@ -23,7 +26,33 @@ export function imageTransferRoutes(r: Router, transfer: ImageTransfer): ImageTr
   return {
     post: { push: (ctx, name) => push(ctx, transfer, name) },
     get: { get: (ctx, name) => save(ctx, transfer, [name]) },
+    importImage: (ctx) => importImage(ctx, transfer),
   };
+}
+
+async function importImage(ctx: RequestContext, transfer: ImageTransfer): Promise<void> {
+  const q = ctx.query;
+  const out = new JsonLineWriter(ctx.res);
+  try {
+    await transfer.import(
+      {
+        source: queryString(q, 'fromSrc')!,
+        body: ctx.req,
+        repo: queryString(q, 'repo'),
+        tag: queryString(q, 'tag'),
+        message: queryString(q, 'message'),
+        platform: parsePlatform(queryString(q, 'platform')),
+        changes: q.getAll('changes'),
+        signal: clientGone(ctx),
+      },
+      (m) => out.write(m),
+    );
+  } catch (err) {
+    if (!out.started) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    out.write({ errorDetail: { message }, error: message });
+  }
+  out.end();
 }
 
 async function save(ctx: RequestContext, transfer: ImageTransfer, names: string[]): Promise<void> {

@@ -16,7 +16,7 @@ import type { ImageSuffixHandler, ImageTransferHooks } from './image-transfer.js
 
 export function imageRoutes(r: Router, engine: Engine, transfer?: ImageTransferHooks): void {
   r.on('GET', '/images/json', (ctx) => listImages(ctx, engine));
-  r.on('POST', '/images/create', (ctx) => createImage(ctx, engine));
+  r.on('POST', '/images/create', (ctx) => createImage(ctx, engine, transfer));
   r.on('POST', '/images/prune', (ctx) => pruneImages(ctx, engine));
   r.on('GET', '/images/*', (ctx) => {
     const rest = ctx.params['*']!;
@@ -160,8 +160,9 @@ function emptyConfig(): Record<string, unknown> {
   return { Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false, Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null, WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null };
 }
 
-async function createImage(ctx: RequestContext, engine: Engine): Promise<void> {
+async function createImage(ctx: RequestContext, engine: Engine, transfer?: ImageTransferHooks): Promise<void> {
   let fromImage = queryString(ctx.query, 'fromImage');
+  if (!fromImage && transfer && queryString(ctx.query, 'fromSrc')) return transfer.importImage(ctx);
   if (!fromImage) throw new BerthError('not-implemented', 'importing images (fromSrc) is not supported yet');
   if (fromImage.endsWith(':')) fromImage = fromImage.slice(0, -1);
   const tag = queryString(ctx.query, 'tag');

@@ -12,6 +12,7 @@ import type { ProgressSink } from '../progress.js';
 import { pushImage } from './push.js';
 import { saveImages } from './save.js';
 import { loadImages } from './load.js';
+import { importImage, type ImportRequest } from './import.js';
 import type { Readable } from 'node:stream';
 
 export class ImageTransfer {
@@ -32,6 +33,11 @@ export class ImageTransfer {
   /** GET /images/{name}/get and /images/get?names=: one archive of all the images named. */
   save(names: string[]): Promise<Readable> {
     return saveImages(this.images, names);
+  }
+
+  /** POST /images/create?fromSrc=: a root file system tar as a one-layer image; returns its id. */
+  import(req: ImportRequest, progress: ProgressSink): Promise<string> {
+    return importImage(this.images, req, progress);
   }
 
   /** POST /images/load: a Docker archive or OCI layout, plain or compressed. */
