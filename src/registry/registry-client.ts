@@ -19,6 +19,7 @@ import { isDockerHub, RegistryHosts, type RegistryOptions } from './registry-hos
 import { RegistrySession, type PlannedRequest, type SessionContext } from './registry-session.js';
 import { TokenCache, TokenError } from './token-auth.js';
 import { PushSession } from './registry-push.js';
+import { searchRegistry, type SearchResult } from './registry-search.js';
 
 export type { RegistryOptions } from './registry-hosts.js';
 export type { PlannedRequest } from './registry-session.js';
@@ -187,6 +188,11 @@ export class RegistryClient {
       }
     }
     return undefined;
+  }
+
+  /** The v1 search of the index `term` names (Docker Hub's unless it starts with a registry). */
+  search(term: string, limit: number, auth: AuthConfig | undefined, headers: Record<string, string>): Promise<SearchResult[]> {
+    return searchRegistry(this.#transport, this.#hosts, term, limit, auth, headers);
   }
 
   /**

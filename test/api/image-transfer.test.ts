@@ -389,3 +389,90 @@ describe('import', () => {
     assert.equal((await docker(d(), ['images', '-q', '--no-trunc'])).trim(), before);
   });
 });
+
+describe('distribution, search and image events', () => {
+  const d = useDaemon();
+  const open = useSeededRegistry('open');
+  const token = useSeededRegistry('token');
+
+  it('GET /distribution/{name}/json: an index with its platforms, a manifest with its config platform, auth', async () => {
+    const { registry, seeded } = open();
+    const multi = await d().request('GET', `/v1.45/distribution/${registry.host}/multiarch:latest/json`);
+    assert.equal(multi.status, 200, multi.text());
+    const m = multi.json<{ Descriptor: { mediaType: string; digest: string; size: number }; Platforms: { architecture: string; os: string }[] }>();
+    assert.equal(m.Descriptor.digest, seeded.digests.multiarch);
+    assert.equal(m.Descriptor.mediaType, 'application/vnd.oci.image.index.v1+json');
+    assert.deepEqual(m.Platforms.map((p) => p.architecture).sort(), ['amd64', 'arm64']);
+    const single = await d().request('GET', `/distribution/${registry.host}/busybox/json`);
+    const s = single.json<{ Descriptor: { mediaType: string; digest: string }; Platforms: { os: string }[] }>();
+    assert.equal(s.Descriptor.digest, seeded.digests.busybox);
+    assert.equal(s.Descriptor.mediaType, 'application/vnd.docker.distribution.manifest.v2+json');
+    assert.equal(s.Platforms.length, 1);
+    assert.equal(s.Platforms[0]!.os, 'linux');
+    const missing = await d().request('GET', `/distribution/${registry.host}/nothing-here:latest/json`);
+    assert.equal(missing.status, 404, missing.text());
+
+    const t = token();
+    const anon = await d().request('GET', `/distribution/${t.registry.host}/busybox/json`);
+    assert.ok(anon.status === 401 || anon.status === 404 || anon.status === 403, anon.text());
+    const authed = await d().request('GET', `/distribution/${t.registry.host}/busybox/json`, {
+      headers: { 'X-Registry-Auth': registryAuth({ username: t.registry.username, password: t.registry.password, serveraddress: t.registry.host }) },
+    });
+    assert.equal(authed.status, 200, authed.text());
+    assert.equal(authed.json<{ Descriptor: { digest: string } }>().Descriptor.digest, t.seeded.digests.busybox);
+    const bad = await d().request('GET', '/distribution/UPPER/json');
+    assert.equal(bad.status, 400);
+  });
+
+  it('GET /images/search answers as dockerd when no index answers: no v1 search, nothing listening, bad input', async () => {
+    const { registry } = open();
+    const noV1 = await d().request('GET', `/images/search?term=${registry.host}/busybox`);
+    assert.equal(noV1.status, 500, noV1.text());
+    assert.equal(noV1.json<{ message: string }>().message, 'unexpected status code 404');
+    const closed = await d().request('GET', '/images/search?term=127.0.0.1:1/busybox');
+    assert.equal(closed.status, 400, closed.text());
+    assert.match(closed.json<{ message: string }>().message, /^invalid registry endpoint "http:\/\/127\.0\.0\.1:1\/v1\/"\. HTTPS attempt: .*\. HTTP attempt: /);
+    const cli = await d().docker(['search', `${registry.host}/busybox`]);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /unexpected status code 404/);
+    for (const [q, re] of [
+      ['term=a&limit=101', /limit 101 is outside the range of \[1, 100\]/],
+      ['term=a&limit=x', /invalid limit specified/],
+      ['term=http://a/b', /should not have a scheme/],
+      [`term=a&filters=${encodeURIComponent('{"nope":["1"]}')}`, /invalid filter 'nope'/],
+      [`term=a&filters=${encodeURIComponent('{"stars":["x"]}')}`, /invalid filter 'stars=x'/],
+    ] as const) {
+      const r = await d().request('GET', `/images/search?${q}`);
+      assert.equal(r.status, 400, `${q}: ${r.text()}`);
+      assert.match(r.json<{ message: string }>().message, re);
+    }
+    // is-automated=true short-cuts to an empty list without asking any index.
+    const automated = await d().request('GET', `/images/search?term=127.0.0.1:1/x&filters=${encodeURIComponent('{"is-automated":["true"]}')}`);
+    assert.equal(automated.status, 200);
+    assert.deepEqual(automated.json(), []);
+  });
+
+  it('image events: push, save, load, import, tag, untag, delete', async () => {
+    const { registry, seeded } = open();
+    const since = Math.floor(Date.now() / 1000) - 1;
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    const target = `${registry.host}/events/busybox:e1`;
+    await docker(d(), ['tag', seeded.refs.busybox, target]);
+    await docker(d(), ['push', target]);
+    const archive = (await d().request('GET', `/images/${target}/get`)).body;
+    await docker(d(), ['rmi', target]);
+    await loadApi(d(), archive);
+    const tar = await makeTar([{ name: 'hello', data: 'hi\n' }]);
+    const imp = await d().request('POST', '/images/create?fromSrc=-', { body: tar });
+    const importedId = (JSON.parse(imp.text().trim()) as { status: string }).status;
+    await docker(d(), ['rmi', importedId]);
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const res = await d().request('GET', `/events?since=${since}&until=${until}&filters=${encodeURIComponent('{"type":["image"]}')}`);
+    const events = res.text().trim().split('\n').map((l) => JSON.parse(l) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } });
+    const actions = new Set(events.map((e) => e.Action));
+    for (const a of ['pull', 'tag', 'push', 'save', 'untag', 'load', 'import', 'delete']) assert.ok(actions.has(a), `no ${a} event in ${[...actions].join(', ')}`);
+    assert.equal(events.find((e) => e.Action === 'push')!.Actor.ID, target);
+    assert.equal(events.find((e) => e.Action === 'import')!.Actor.ID, importedId);
+    assert.ok(events.some((e) => e.Action === 'delete' && e.Actor.ID === importedId));
+  });
+});

@@ -5,7 +5,9 @@
  */
 import type { Router } from '../router.js';
 import type { RequestContext } from '../request.js';
-import { queryBool, queryString } from '../request.js';
+import { queryBool, queryString, sendJson } from '../request.js';
+import { filterBool, parseFilters } from '../filters.js';
+import { invalidArgument, notFound } from '../../lib/errors.js';
 import { JsonLineWriter } from '../json-lines.js';
 import type { ImageTransfer } from '../../engine/image-transfer/image-transfer.js';
 import { parsePlatform } from './images.js';
@@ -23,6 +25,12 @@ export interface ImageTransferHooks {
 export function imageTransferRoutes(r: Router, transfer: ImageTransfer): ImageTransferHooks {
   r.on('GET', '/images/get', (ctx) => save(ctx, transfer, ctx.query.getAll('names')));
   r.on('POST', '/images/load', (ctx) => load(ctx, transfer));
+  r.on('GET', '/images/search', (ctx) => search(ctx, transfer));
+  r.on('GET', '/distribution/*', async (ctx) => {
+    const rest = ctx.params['*']!;
+    if (!rest.endsWith('/json')) throw notFound('page not found');
+    sendJson(ctx, 200, await transfer.distribution(rest.slice(0, -5), header(ctx, 'x-registry-auth'), clientGone(ctx)));
+  });
   return {
     post: { push: (ctx, name) => push(ctx, transfer, name) },
     get: { get: (ctx, name) => save(ctx, transfer, [name]) },
@@ -53,6 +61,32 @@ async function importImage(ctx: RequestContext, transfer: ImageTransfer): Promis
     out.write({ errorDetail: { message }, error: message });
   }
   out.end();
+}
+
+async function search(ctx: RequestContext, transfer: ImageTransfer): Promise<void> {
+  const q = ctx.query;
+  const limitText = queryString(q, 'limit');
+  const limit = limitText === undefined ? 0 : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 0) throw invalidArgument('invalid limit specified');
+  const filters = parseFilters(q.get('filters'), ['is-automated', 'is-official', 'stars']);
+  let stars = 0;
+  for (const s of filters.get('stars') ?? []) {
+    const n = Number(s);
+    if (!/^-?\d+$/.test(s)) throw invalidArgument(`invalid filter 'stars=${s}'`);
+    stars = Math.max(stars, n);
+  }
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(ctx.req.headers)) if (k.startsWith('x-meta-') && typeof v === 'string') headers[k] = v;
+  const results = await transfer.search({
+    term: queryString(q, 'term') ?? '',
+    limit,
+    isOfficial: filterBool(filters.get('is-official'), 'is-official'),
+    isAutomated: filterBool(filters.get('is-automated'), 'is-automated'),
+    stars,
+    registryAuth: header(ctx, 'x-registry-auth'),
+    headers,
+  });
+  sendJson(ctx, 200, results);
 }
 
 async function save(ctx: RequestContext, transfer: ImageTransfer, names: string[]): Promise<void> {
