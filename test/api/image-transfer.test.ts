@@ -6,15 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import tarStream from 'tar-stream';
-import { buildLayer, run, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { buildLayer, makeTempDir, removeDir, run, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { registryAuth } from './support.js';
 
 interface Line {
@@ -178,6 +177,16 @@ function sha256(b: Buffer): string {
   return `sha256:${createHash('sha256').update(b).digest('hex')}`;
 }
 
+/** A temp dir for the tests of one describe (archives written by the CLI), removed after them. */
+function useScratchDir(): () => string {
+  let dir = '';
+  before(() => {
+    dir = makeTempDir('imagesio');
+  });
+  after(() => removeDir(dir));
+  return () => dir;
+}
+
 async function loadApi(d: TestDaemon, body: Buffer, quiet = false): Promise<{ status: number; text: string }> {
   const res = await d.request('POST', `/images/load${quiet ? '?quiet=1' : ''}`, { body, headers: { 'Content-Type': 'application/x-tar' } });
   return { status: res.status, text: res.text() };
@@ -186,18 +195,14 @@ async function loadApi(d: TestDaemon, body: Buffer, quiet = false): Promise<{ st
 describe('save and load', () => {
   const d = useDaemon();
   const open = useSeededRegistry('open');
-  let dir = '';
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'berth-imagesio-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  const scratch = useScratchDir();
 
   it('docker save of two images writes the Docker and OCI layouts with shared layers once; rmi; docker load brings both back', async () => {
     const { seeded } = open();
     await docker(d(), ['pull', seeded.refs.busybox]);
     await docker(d(), ['pull', seeded.refs.layered]);
     const ids = [await imageId(d(), seeded.refs.busybox), await imageId(d(), seeded.refs.layered)];
-    const file = join(dir, 'two.tar');
+    const file = join(scratch(), 'two.tar');
     await docker(d(), ['save', '-o', file, seeded.refs.busybox, seeded.refs.layered]);
     const entries = await tarEntries(file);
     assert.equal(entries.get('oci-layout')?.toString(), '{"imageLayoutVersion": "1.0.0"}');
@@ -254,7 +259,7 @@ describe('save and load', () => {
 
   it('loads an OCI archive made by skopeo', async () => {
     const { registry, seeded } = open();
-    const file = join(dir, 'skopeo-oci.tar');
+    const file = join(scratch(), 'skopeo-oci.tar');
     const r = await run('skopeo', ['copy', '--src-tls-verify=false', `docker://${registry.host}/layered:latest`, `oci-archive:${file}:skopeo/layered:oci`], { timeoutMs: 60_000 });
     assert.equal(r.code, 0, r.stderr);
     const loaded = await loadApi(d(), readFileSync(file));
@@ -276,7 +281,7 @@ describe('save and load', () => {
       { name: cfgName, data: config },
     ];
     const manifest = (tag: string, layers = ['layer.tar']) => ({ name: 'manifest.json', data: JSON.stringify([{ Config: cfgName, RepoTags: [tag], Layers: layers }]) });
-    const outside = join(dir, `escape-${process.pid}`);
+    const outside = join(scratch(), `escape-${process.pid}`);
     const before = (await docker(d(), ['images', '-q', '--no-trunc'])).trim();
     const cases: [string, TarItem[]][] = [
       ['../ name', [...good, { name: `../../../../../../..${outside}`, data: 'x' }, manifest('hostile/dotdot:1')]],
@@ -308,11 +313,7 @@ describe('save and load', () => {
 describe('import', () => {
   const d = useDaemon();
   const open = useSeededRegistry('open');
-  let dir = '';
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'berth-imagesio-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  const scratch = useScratchDir();
 
   it('docker import of a gzipped rootfs with changes and a message; the image runs with them', async () => {
     const { registry } = open();
@@ -325,7 +326,7 @@ describe('import', () => {
       await docker(d(), ['rm', name]);
       return res.body;
     })();
-    const file = join(dir, 'rootfs.tar.gz');
+    const file = join(scratch(), 'rootfs.tar.gz');
     writeFileSync(file, gzipSync(exportRes));
     const out = await docker(d(), ['import', '-m', 'from a test', '-c', 'ENV GREETING=hello', '-c', 'CMD ["sh", "-c", "echo $GREETING from $(pwd)"]', '-c', 'WORKDIR /tmp', '-c', 'LABEL a=b', '-c', 'EXPOSE 8080', file, 'imported/rootfs:v1']);
     const id = out.trim();
@@ -373,7 +374,7 @@ describe('import', () => {
     }
 
     // An imported layer saves as the tar it came as, and loads back under the same id.
-    const file = join(dir, 'imported.tar');
+    const file = join(scratch(), 'imported.tar');
     await docker(d(), ['save', '-o', file, 'imported/pipe:v2']);
     await docker(d(), ['rmi', 'imported/pipe:v2']);
     await docker(d(), ['load', '-i', file]);
