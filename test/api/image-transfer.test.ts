@@ -15,6 +15,7 @@ import { gzipSync } from 'node:zlib';
 import tarStream from 'tar-stream';
 import { buildLayer, makeTempDir, removeDir, run, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { registryAuth } from './support.js';
+import { runDockerPy } from '../harness/python.js';
 
 interface Line {
   status?: string;
@@ -306,7 +307,14 @@ describe('save and load', () => {
     // The well-formed archive the hostile ones were built from loads.
     const ok = await loadApi(d(), await makeTar([...good, manifest('hostile/none:1')]));
     assert.match(ok.text, /Loaded image: hostile\/none:1/);
-    await docker(d(), ['rmi', 'hostile/none:1']);
+    // Loading another image under a name in use moves the name, saying so as dockerd does.
+    const { seeded } = open();
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    const oldId = await imageId(d(), seeded.refs.busybox);
+    const moved = await loadApi(d(), await makeTar([...good, manifest(seeded.refs.busybox)]));
+    assert.ok(moved.text.includes(`The image ${seeded.refs.busybox} already exists, renaming the old one with ID ${oldId} to empty string`), moved.text);
+    assert.equal(await imageId(d(), seeded.refs.busybox), sha256(config));
+    await docker(d(), ['rmi', 'hostile/none:1', seeded.refs.busybox, oldId]);
   });
 });
 
@@ -475,5 +483,38 @@ describe('distribution, search and image events', () => {
     assert.equal(events.find((e) => e.Action === 'push')!.Actor.ID, target);
     assert.equal(events.find((e) => e.Action === 'import')!.Actor.ID, importedId);
     assert.ok(events.some((e) => e.Action === 'delete' && e.Actor.ID === importedId));
+  });
+});
+
+describe('docker-py: push, save, load, import', () => {
+  const d = useDaemon();
+  const open = useSeededRegistry('open');
+
+  it('pushes with decoded progress, saves to bytes, loads them back, imports a tar', async () => {
+    const { registry, seeded } = open();
+    const script = `
+import docker, io, json, tarfile
+c = docker.from_env()
+img = c.images.pull(${JSON.stringify(seeded.refs.busybox.replace(/:latest$/, ''))}, tag='latest')
+img.tag('${registry.host}/py/pushed', 'p1')
+events = list(c.images.push('${registry.host}/py/pushed', tag='p1', stream=True, decode=True))
+aux = [e['aux'] for e in events if 'aux' in e]
+data = b''.join(img.save(named=True))
+c.images.remove('${registry.host}/py/pushed:p1')
+c.images.remove(img.id)
+loaded = c.images.load(data)
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode='w') as t:
+    info = tarfile.TarInfo('hello.txt'); body = b'from python\\n'; info.size = len(body); t.addfile(info, io.BytesIO(body))
+imported = c.api.import_image_from_data(buf.getvalue(), repository='py/imported', tag='v1')
+print(json.dumps({'aux': aux, 'loaded': [i.id for i in loaded], 'tags': loaded[0].tags, 'id': img.id, 'imported': c.images.get('py/imported:v1').id}))
+`;
+    const r = await runDockerPy(d().socket, script);
+    assert.equal(r.code, 0, r.stderr);
+    const got = JSON.parse(r.stdout) as { aux: { Tag: string; Digest: string }[]; loaded: string[]; tags: string[]; id: string; imported: string };
+    assert.deepEqual(got.aux.map((a) => [a.Tag, a.Digest]), [['p1', seeded.digests.busybox]]);
+    assert.deepEqual(got.loaded, [got.id]);
+    assert.deepEqual(got.tags, [seeded.refs.busybox]);
+    assert.match(got.imported, /^sha256:[0-9a-f]{64}$/);
   });
 });

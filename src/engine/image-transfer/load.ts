@@ -263,6 +263,12 @@ async function install(images: ImageService, candidates: Candidate[], progress: 
       }
     }
     for (const p of plans) await images.content.writeBuffer(p.c.config);
+    for (const p of plans) {
+      for (const r of p.c.refs) {
+        const old = images.records.getRef(refKey(r));
+        if (old && old.imageId !== p.id) progress({ stream: `The image ${familiarString(r)} already exists, renaming the old one with ID ${old.imageId} to empty string\n` });
+      }
+    }
     const loaded: { id: string; refs: Reference[] }[] = [];
     images.records.transaction(() => {
       for (const p of plans) {
