@@ -1,7 +1,8 @@
 /**
  * The distribution push protocol for one repository: HEAD to find blobs the registry already
  * has, cross-repository mounts, blob uploads streamed from disk (a PATCH of what remains, resumed
- * from the offset the registry reports after a broken connection, then the closing PUT), and
+ * from the offset the registry reports after a broken connection, or sent again in a new upload
+ * when the registry will not go on, then the closing PUT), and
  * manifest PUTs. Built by RegistryClient.openPush with a `pull,push` token scope.
  */
 import type { IncomingMessage } from 'node:http';
@@ -14,7 +15,7 @@ import type { RegistrySession } from './registry-session.js';
 /** Opens a blob's bytes from `offset` on (a file read stream). */
 export type BlobSource = (offset: number) => Readable;
 
-const UPLOAD_ATTEMPTS = 3;
+const UPLOAD_ATTEMPTS = 4;
 
 export class PushSession {
   constructor(readonly session: RegistrySession) {}
@@ -62,21 +63,21 @@ export class PushSession {
    * broken transfer the registry's offset (GET on the upload) says where to go on from.
    */
   async upload(desc: Descriptor, open: BlobSource, onBytes: (sent: number) => void, signal?: AbortSignal): Promise<void> {
-    const start = this.session.url(`/v2/${this.repository}/blobs/uploads/`);
-    const res = await this.session.request('POST', start, { signal, headers: { 'content-length': 0 }, maxRedirects: 0 });
-    res.resume();
-    if (res.statusCode !== 202) throw await errorFromResponse(res, 'POST', start);
-    let location = this.#location(res, start);
+    let location = await this.#startUpload(signal);
     let offset = 0;
+    let resumed = false;
     for (let attempt = 1; ; attempt++) {
       try {
         location = await this.#patch(location, desc, offset, open, onBytes, signal);
         break;
       } catch (err) {
-        if (signal?.aborted || attempt >= UPLOAD_ATTEMPTS || err instanceof RegistryStatusError) throw err;
-        const status = await this.#uploadOffset(location, signal).catch(() => undefined);
-        if (status === undefined) throw err;
-        ({ location, offset } = status);
+        // A registry error ends the push, unless it refused a resumed upload (distribution may
+        // judge the upload state stale after a cut-off PATCH): then the blob goes again, anew.
+        if (signal?.aborted || attempt >= UPLOAD_ATTEMPTS || (err instanceof RegistryStatusError && !resumed)) throw err;
+        const status = err instanceof RegistryStatusError ? undefined : await this.#uploadOffset(location, signal).catch(() => undefined);
+        resumed = status !== undefined;
+        if (status) ({ location, offset } = status);
+        else [location, offset] = [await this.#startUpload(signal), 0];
       }
     }
     const put = new URL(location);
@@ -84,6 +85,14 @@ export class PushSession {
     const done = await this.session.request('PUT', put, { signal, headers: { 'content-length': 0 }, maxRedirects: 0 });
     done.resume();
     if (done.statusCode !== 201 && done.statusCode !== 204) throw await errorFromResponse(done, 'PUT', put);
+  }
+
+  async #startUpload(signal?: AbortSignal): Promise<URL> {
+    const start = this.session.url(`/v2/${this.repository}/blobs/uploads/`);
+    const res = await this.session.request('POST', start, { signal, headers: { 'content-length': 0 }, maxRedirects: 0 });
+    res.resume();
+    if (res.statusCode !== 202) throw await errorFromResponse(res, 'POST', start);
+    return this.#location(res, start);
   }
 
   async #patch(location: URL, desc: Descriptor, offset: number, open: BlobSource, onBytes: (sent: number) => void, signal?: AbortSignal): Promise<URL> {

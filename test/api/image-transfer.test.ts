@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
@@ -131,6 +131,49 @@ describe('push', () => {
     assert.equal((await docker(d(), ['run', '--rm', target, 'cat', '/hello.txt'])).trim(), 'committed');
     assert.deepEqual(JSON.parse(await docker(d(), ['image', 'inspect', '-f', '{{json .RepoDigests}}', target])), [`${registry.host}/team/committed@${digest}`]);
     await docker(d(), ['rmi', target]);
+  });
+
+  it('an upload cut off mid-blob is taken up again (at the offset the registry reports, or anew) and the push completes', async () => {
+    const { seeded } = open();
+    const { registry: target } = basic();
+    // A proxy in front of the basic registry that breaks the first PATCH after 64 KiB of body.
+    let cut = 0;
+    const proxy = createServer((req, res) => {
+      const upstream = httpRequest({ host: '127.0.0.1', port: Number(target.host.split(':')[1]), method: req.method, path: req.url, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      if (req.method === 'PATCH' && cut === 0) {
+        cut++;
+        let seen = 0;
+        req.on('data', (chunk: Buffer) => {
+          seen += chunk.length;
+          if (seen > 64 * 1024) {
+            upstream.destroy();
+            req.socket.destroy();
+          }
+        });
+      }
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const host = `127.0.0.1:${(proxy.address() as { port: number }).port}`;
+      await docker(d(), ['pull', seeded.refs.busybox]);
+      await docker(d(), ['tag', seeded.refs.busybox, `${host}/resumed/busybox:r1`]);
+      const r = await pushApi(d(), `${host}/resumed/busybox`, 'r1', { username: target.username, password: target.password, serveraddress: host });
+      assert.equal(cut, 1);
+      assert.ok(!r.lines.some((l) => l.errorDetail), r.text);
+      assert.equal(r.lines.find((l) => l.aux)!.aux!.Digest, seeded.digests.busybox);
+      await docker(d(), ['rmi', `${host}/resumed/busybox:r1`, seeded.refs.busybox]);
+      await docker(d(), ['login', host, '-u', target.username!, '--password-stdin'], target.password);
+      await docker(d(), ['pull', `${host}/resumed/busybox:r1`]);
+      assert.equal((await docker(d(), ['run', '--rm', `${host}/resumed/busybox:r1`, 'echo', 'resumed'])).trim(), 'resumed');
+      await docker(d(), ['rmi', `${host}/resumed/busybox:r1`]);
+    } finally {
+      proxy.close();
+    }
   });
 
   it('answers 404 for an image that does not exist locally', async () => {
