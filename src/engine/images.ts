@@ -12,6 +12,7 @@ import { lookupImage, refKey, displayName } from './image-lookup.js';
 import type { EventBus } from './events.js';
 import type { LayerBlobRecords } from '../state/layer-blob-records.js';
 import { log } from '../lib/log.js';
+import { open } from 'node:fs/promises';
 
 export interface ImageUsage {
   running: string[];
@@ -254,10 +255,12 @@ export class ImageService {
   }
 
   /**
-   * Removes layer directories nothing records (left by a pull that was killed before it finished).
-   * Meant for startup, before the API serves requests.
+   * Removes layer directories nothing records (left by a pull that was killed before it finished),
+   * and first the layer blobs nothing names (sweepUnrecordedBlobs). Meant for startup, before the
+   * API serves requests.
    */
   async sweepUnrecordedLayers(): Promise<string[]> {
+    await this.sweepUnrecordedBlobs();
     const removed: string[] = [];
     for (const chainId of await this.layers.list()) {
       if (this.#leases.has(chainId) || this.records.getLayer(chainId)) continue;
@@ -265,6 +268,44 @@ export class ImageService {
       removed.push(chainId);
     }
     return removed;
+  }
+
+  /**
+   * Removes layer blobs nothing names (kept by a pull or load killed before it recorded its image):
+   * blobs no image, kept-layer row or digest reference names and that are not JSON documents
+   * (configs and manifests stay: an index's child manifests are named only inside the index).
+   * Meant for startup, like sweepUnrecordedLayers.
+   */
+  async sweepUnrecordedBlobs(): Promise<string[]> {
+    const named = new Set<string>();
+    for (const image of this.records.listImages()) {
+      named.add(image.id);
+      for (const b of image.layerBlobs) named.add(b.digest);
+      for (const d of this.config(image).rootfs?.diff_ids ?? []) {
+        const kept = this.layerBlobs?.get(d);
+        if (kept) named.add(kept.digest);
+      }
+    }
+    for (const r of this.records.allRefs()) if (r.kind === 'digest') named.add(r.ref.slice(r.ref.lastIndexOf('@') + 1));
+    const removed: string[] = [];
+    for (const d of await this.content.list()) {
+      if (named.has(d) || (await this.#isJsonBlob(d))) continue;
+      await this.content.delete(d);
+      removed.push(d);
+    }
+    return removed;
+  }
+
+  async #isJsonBlob(d: `sha256:${string}`): Promise<boolean> {
+    const fh = await open(this.content.path(d), 'r').catch(() => undefined);
+    if (!fh) return true;
+    try {
+      const buf = Buffer.alloc(1);
+      const { bytesRead } = await fh.read(buf, 0, 1, 0);
+      return bytesRead === 1 && buf[0] === 0x7b; // '{'
+    } finally {
+      await fh.close();
+    }
   }
 
   #removeLayer(chainId: string): Promise<void> {

@@ -361,6 +361,34 @@ describe('save and load', () => {
   });
 });
 
+describe('kept layer blobs', () => {
+  const d = useDaemon();
+  const open = useSeededRegistry('open');
+
+  it('a pulled layer blob is kept while an image uses it, goes with the last image, and a stray one goes at start-up', async () => {
+    const { seeded } = open();
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    const blobs = join(d().dataRoot, 'blobs', 'sha256');
+    const manifest = JSON.parse(readFileSync(join(blobs, seeded.digests.busybox.slice(7)), 'utf8')) as { layers: { digest: string }[] };
+    const layerBlob = join(blobs, manifest.layers[0]!.digest.slice(7));
+    assert.ok(existsSync(layerBlob));
+    await docker(d(), ['rmi', seeded.refs.busybox]);
+    assert.equal(existsSync(layerBlob), false);
+
+    // What a pull killed after keeping its blob leaves behind; JSON documents stay.
+    await d().stop();
+    const stray = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]);
+    const strayPath = join(blobs, sha256(stray).slice(7));
+    writeFileSync(strayPath, stray);
+    const doc = Buffer.from('{"schemaVersion":2}');
+    const docPath = join(blobs, sha256(doc).slice(7));
+    writeFileSync(docPath, doc);
+    await d().restart();
+    assert.equal(existsSync(strayPath), false);
+    assert.equal(existsSync(docPath), true);
+  });
+});
+
 describe('import', () => {
   const d = useDaemon();
   const open = useSeededRegistry('open');
