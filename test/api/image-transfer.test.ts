@@ -176,10 +176,19 @@ describe('push', () => {
     }
   });
 
-  it('answers 404 for an image that does not exist locally', async () => {
-    const r = await d().request('POST', '/images/127.0.0.1:1/nothing/push?tag=x', { headers: { 'X-Registry-Auth': registryAuth({}) } });
-    assert.equal(r.status, 404);
-    assert.match(r.json<{ message: string }>().message, /An image does not exist locally with the tag: 127\.0\.0\.1:1\/nothing/);
+  it('reports a repository or tag that does not exist locally in the stream, after the repository line', async () => {
+    const none = await pushApi(d(), '127.0.0.1:1/nothing', 'x');
+    assert.equal(none.status, 200);
+    assert.equal(none.lines[0]!.status, 'The push refers to repository [127.0.0.1:1/nothing]');
+    assert.equal(none.lines.at(-1)!.errorDetail?.message, 'An image does not exist locally with the tag: 127.0.0.1:1/nothing');
+    const { seeded } = open();
+    await docker(d(), ['pull', seeded.refs.busybox]);
+    const repo = seeded.refs.busybox.replace(/:latest$/, '');
+    const noTag = await pushApi(d(), repo, 'missing');
+    assert.equal(noTag.lines.at(-1)!.errorDetail?.message, `tag does not exist: ${repo}:missing`);
+    const cli = await d().docker(['push', `${repo}:missing`]);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /tag does not exist/);
   });
 });
 

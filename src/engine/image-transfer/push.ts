@@ -30,9 +30,15 @@ export interface PushRequest {
 
 export async function pushImage(registry: RegistryClient, images: ImageService, req: PushRequest, progress: ProgressSink): Promise<void> {
   const repo = fullName(req.ref);
-  const tags = tagsToPush(images, req);
-  if (tags.length === 0) throw notFound(`An image does not exist locally with the tag: ${req.allTags ? familiarRepo(req.ref) : `${familiarRepo(req.ref)}:${req.ref.tag ?? 'latest'}`}`);
+  // As dockerd: the repository line first, then what is missing (in the stream).
   progress({ status: `The push refers to repository [${repo}]` });
+  const tags = tagsToPush(images, { ...req, allTags: true });
+  if (tags.length === 0) throw notFound(`An image does not exist locally with the tag: ${familiarRepo(req.ref)}`);
+  if (!req.allTags) {
+    const wanted = req.ref.tag ?? 'latest';
+    tags.splice(0, tags.length, ...tags.filter((t) => t.tag === wanted));
+    if (tags.length === 0) throw notFound(`tag does not exist: ${familiarRepo(req.ref)}:${wanted}`);
+  }
   const mountFrom = mountSources(images, tags.map((t) => t.image), req.ref);
   const session = await registry.openPush(req.ref, { auth: req.auth, mountFrom, signal: req.signal });
   const pushed = new Map<string, Promise<void>>();
