@@ -99,12 +99,12 @@ async function save(ctx: RequestContext, transfer: ImageTransfer, names: string[
 }
 
 async function load(ctx: RequestContext, transfer: ImageTransfer): Promise<void> {
-  const quiet = queryBool(ctx.query, 'quiet');
+  // As dockerd: quiet unless asked otherwise, and always 200 with any failure in the stream.
+  const quiet = queryBool(ctx.query, 'quiet', true);
   const out = new JsonLineWriter(ctx.res);
   try {
     await transfer.load(ctx.req, { quiet }, (m) => out.write(m));
   } catch (err) {
-    if (!out.started) throw err;
     const message = err instanceof Error ? err.message : String(err);
     out.write({ errorDetail: { message }, error: message });
   }
