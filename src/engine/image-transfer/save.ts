@@ -3,14 +3,14 @@
  * (`oci-layout`, `index.json`, `blobs/sha256/` with each config, an OCI manifest per image and each
  * layer's uncompressed tar named by its diff id, shared layers once) plus the Docker archive's
  * `manifest.json` and `repositories`. Streamed: each layer tar is read from the blob kept for it
- * (decompressed on the way and checked against its diff id) straight into the archive.
+ * (decompressed on the way, its size checked) straight into the archive.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
-import { PassThrough, type Readable } from 'node:stream';
-import tarStream from 'tar-stream';
+import { Readable } from 'node:stream';
 import { decompressLayer } from '../../images/decompress.js';
+import { END_OF_ARCHIVE, encodeEntryHeader, padding } from '../../images/tar-format.js';
 import { BerthError, invalidArgument } from '../../lib/errors.js';
 import { hexOf, type Digest } from '../../lib/digest.js';
 import { MediaType, type Descriptor } from '../../lib/oci.js';
@@ -56,19 +56,9 @@ export async function saveImages(images: ImageService, names: string[]): Promise
     perImage.set(image.id, blobs);
     for (const b of blobs) if (!layers.has(b.diffId)) layers.set(b.diffId, await layerSource(b));
   }
-  const pack = tarStream.pack();
-  const out = new PassThrough({ highWaterMark: 256 * 1024 });
-  pack.on('error', (err: Error) => out.destroy(err));
-  out.on('close', () => {
-    if (!out.readableEnded) pack.destroy();
-  });
-  pack.pipe(out);
-  void writeArchive(pack, [...selected.values()], perImage, layers).catch((err: Error) => {
-    pack.destroy(err);
-    out.destroy(err);
-  });
+  const archive = Readable.from(archiveChunks([...selected.values()], perImage, layers), { objectMode: false, highWaterMark: 1024 * 1024 });
   for (const { image } of selected.values()) images.events.publish('image', 'save', image.id, { name: image.id });
-  return out;
+  return archive;
 }
 
 function resolve(images: ImageService, name: string): { image: ImageRecord; ref?: Reference }[] {
@@ -115,16 +105,16 @@ async function gzipIsize(path: string): Promise<number | undefined> {
   }
 }
 
-async function writeArchive(pack: tarStream.Pack, saved: SavedImage[], perImage: Map<string, LayerBlob[]>, layers: Map<string, LayerSource>): Promise<void> {
-  const blobs = new Map<string, { size: number; write: () => Promise<void> }>();
+/** The archive's bytes: tar headers from tar-format.ts, blobs in digest order, then the layout files. */
+async function* archiveChunks(saved: SavedImage[], perImage: Map<string, LayerBlob[]>, layers: Map<string, LayerSource>): AsyncGenerator<Buffer> {
+  const blobs = new Map<string, { size: number; data?: Buffer; layer?: LayerSource }>();
   const manifestJson: Record<string, unknown>[] = [];
   const index: Descriptor[] = [];
   const repositories: Record<string, Record<string, string>> = {};
-  const small = (bytes: Buffer) => ({ size: bytes.length, write: () => entry(pack, `blobs/sha256/${hexOf(sha(bytes))}`, bytes) });
   for (const { image, refs } of saved) {
     const diffIds = perImage.get(image.id)!.map((b) => b.diffId);
     const config = Buffer.from(image.config);
-    blobs.set(image.id, small(config));
+    blobs.set(image.id, { size: config.length, data: config });
     const manifest = Buffer.from(
       JSON.stringify({
         schemaVersion: 2,
@@ -134,15 +124,12 @@ async function writeArchive(pack: tarStream.Pack, saved: SavedImage[], perImage:
       }),
     );
     const manifestDigest = sha(manifest);
-    blobs.set(manifestDigest, small(manifest));
-    for (const d of diffIds) {
-      const src = layers.get(d)!;
-      blobs.set(d, { size: src.size, write: () => layerEntry(pack, src) });
-    }
+    blobs.set(manifestDigest, { size: manifest.length, data: manifest });
+    for (const d of diffIds) blobs.set(d, { size: layers.get(d)!.size, layer: layers.get(d)! });
     const desc: Descriptor = { mediaType: MediaType.ociManifest, digest: manifestDigest, size: manifest.length };
     for (const ref of refs) {
       index.push({ ...desc, annotations: { 'io.containerd.image.name': fullString(ref), 'org.opencontainers.image.ref.name': ref.tag ?? 'latest' } });
-      (repositories[familiarName(ref)] ??= {})[ref.tag ?? 'latest'] = hexOf(diffIds[diffIds.length - 1] ?? image.id as Digest);
+      (repositories[familiarName(ref)] ??= {})[ref.tag ?? 'latest'] = hexOf(diffIds[diffIds.length - 1] ?? (image.id as Digest));
     }
     if (refs.length === 0) index.push(desc);
     const item: Record<string, unknown> = {
@@ -153,57 +140,59 @@ async function writeArchive(pack: tarStream.Pack, saved: SavedImage[], perImage:
     if (image.parent && saved.some((s) => s.image.id === image.parent)) item.Parent = image.parent;
     manifestJson.push(item);
   }
-  await dir(pack, 'blobs/');
-  await dir(pack, 'blobs/sha256/');
-  for (const key of [...blobs.keys()].sort()) await blobs.get(key)!.write();
-  await entry(pack, 'index.json', Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaType.ociIndex, manifests: index })));
-  await entry(pack, 'manifest.json', Buffer.from(JSON.stringify(manifestJson) + '\n'));
-  await entry(pack, 'oci-layout', Buffer.from('{"imageLayoutVersion": "1.0.0"}'));
-  if (Object.keys(repositories).length > 0) await entry(pack, 'repositories', Buffer.from(JSON.stringify(repositories) + '\n'));
-  pack.finalize();
+  yield header('blobs/', 'directory', 0);
+  yield header('blobs/sha256/', 'directory', 0);
+  for (const key of [...blobs.keys()].sort()) {
+    const b = blobs.get(key)!;
+    yield header(`blobs/sha256/${hexOf(key as Digest)}`, 'file', b.size);
+    if (b.data) yield* withPadding(b.data);
+    else yield* layerData(b.layer!);
+  }
+  yield* file('index.json', Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaType.ociIndex, manifests: index })));
+  yield* file('manifest.json', Buffer.from(JSON.stringify(manifestJson) + '\n'));
+  yield* file('oci-layout', Buffer.from('{"imageLayoutVersion": "1.0.0"}'));
+  if (Object.keys(repositories).length > 0) yield* file('repositories', Buffer.from(JSON.stringify(repositories) + '\n'));
+  yield END_OF_ARCHIVE;
 }
 
 function sha(b: Buffer): Digest {
   return `sha256:${createHash('sha256').update(b).digest('hex')}`;
 }
 
-const EPOCH = new Date(0);
-
-function dir(pack: tarStream.Pack, name: string): Promise<void> {
-  return new Promise((resolve, reject) => pack.entry({ name, type: 'directory', mode: 0o755, mtime: EPOCH }, (err) => (err ? reject(err) : resolve())));
+function header(name: string, type: 'file' | 'directory', size: number): Buffer {
+  return encodeEntryHeader({ name, type, size, mode: type === 'directory' ? 0o755 : 0o644, uid: 0, gid: 0, mtime: 0 });
 }
 
-function entry(pack: tarStream.Pack, name: string, data: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => pack.entry({ name, size: data.length, mode: 0o644, mtime: EPOCH }, data, (err) => (err ? reject(err) : resolve())));
+function* withPadding(data: Buffer): Generator<Buffer> {
+  yield data;
+  const pad = padding(data.length);
+  if (pad) yield Buffer.alloc(pad);
 }
 
-/** A layer tar into the archive, checked on the way: exactly `size` bytes hashing to its diff id. */
-async function layerEntry(pack: tarStream.Pack, src: LayerSource): Promise<void> {
-  const hash = createHash('sha256');
+function* file(name: string, data: Buffer): Generator<Buffer> {
+  yield header(name, 'file', data.length);
+  yield* withPadding(data);
+}
+
+/**
+ * A layer tar, exactly `size` bytes. Its digest is not computed again: every stored blob was checked
+ * when it came in (a pull's against the manifest, each layer's tar against its diff id).
+ */
+async function* layerData(src: LayerSource): AsyncGenerator<Buffer> {
   let n = 0;
-  let done: Promise<void>;
-  const sink = pack.entry({ name: `blobs/sha256/${hexOf(src.diffId)}`, size: src.size, mode: 0o644, mtime: EPOCH }, (err?: Error | null) => {
-    settle(err);
-  });
-  let settle!: (err?: Error | null) => void;
-  done = new Promise<void>((resolve, reject) => (settle = (err) => (err ? reject(err) : resolve())));
   const input = src.open();
   try {
     for await (const chunk of input as AsyncIterable<Buffer>) {
       n += chunk.length;
       if (n > src.size) throw mismatch(src);
-      hash.update(chunk);
-      // streamx's write() returns false when its buffer is full: wait for it to drain.
-      if (!sink.write(chunk)) await new Promise<void>((resolve) => sink.once('drain', () => resolve()));
+      yield chunk;
     }
-    if (n !== src.size || `sha256:${hash.digest('hex')}` !== src.diffId) throw mismatch(src);
-  } catch (err) {
+  } finally {
     input.destroy();
-    sink.destroy(err as Error);
-    throw err;
   }
-  sink.end(undefined as unknown as Buffer);
-  await done;
+  if (n !== src.size) throw mismatch(src);
+  const pad = padding(n);
+  if (pad) yield Buffer.alloc(pad);
 }
 
 function mismatch(src: LayerSource): BerthError {
