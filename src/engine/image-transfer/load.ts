@@ -11,11 +11,12 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { PassThrough, Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { decompressLayer } from '../../images/decompress.js';
-import { chainIds as computeChainIds } from '../../images/layer-store.js';
+import { chainIds as computeChainIds, type LayerStore, type PendingLayer } from '../../images/layer-store.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { hexOf, isDigest, type Digest } from '../../lib/digest.js';
 import { MediaType, type Descriptor, type ImageConfig } from '../../lib/oci.js';
@@ -44,12 +45,15 @@ interface Candidate {
 
 export async function loadImages(images: ImageService, body: Readable, progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
   const stage = await images.content.stagingDir();
+  const early = new Map<string, Promise<PendingLayer>>();
   try {
-    const files = await stageArchive(decompressLayer('archive', body), stage);
+    const files = await stageArchive(decompressLayer('archive', body), stage, images.layers, early, opts.quiet ? undefined : progress);
     const candidates = await readArchive(files);
     if (candidates.length === 0) throw invalidArgument('invalid archive: no images found');
-    await install(images, candidates, progress, opts);
+    await install(images, candidates, early, progress, opts);
   } finally {
+    // Layers unpacked on the way that no image took.
+    for (const p of early.values()) await p.then((l) => images.layers.discardPending(l), () => undefined);
     await fs.rm(stage, { recursive: true, force: true });
   }
 }
@@ -66,8 +70,12 @@ function cleanName(name: string): string {
   return parts.join('/');
 }
 
-/** Files of the archive by clean name, each staged as `<stage>/<n>` with its sha256. */
-async function stageArchive(tar: Readable, stage: string): Promise<Map<string, Staged>> {
+/**
+ * Files of the archive by clean name, each staged as `<stage>/<n>` with its sha256. A file that looks
+ * like a layer (a tar, or gzip or zstd data) is unpacked on the way as well (`early`, by staged path):
+ * the archive's manifest, which says which files are layers, usually comes last.
+ */
+async function stageArchive(tar: Readable, stage: string, store: LayerStore, early: Map<string, Promise<PendingLayer>>, progress: ProgressSink | undefined): Promise<Map<string, Staged>> {
   const files = new Map<string, Staged>();
   const links: { name: string; target: string }[] = [];
   const extract = tarStream.extract();
@@ -81,17 +89,16 @@ async function stageArchive(tar: Readable, stage: string): Promise<Map<string, S
       const e = entry as unknown as Readable;
       if (h.type === 'file' || h.type === 'contiguous-file') {
         const path = join(stage, String(n++));
-        const hash = createHash('sha256');
-        let size = 0;
-        const hasher = new Transform({
-          transform(chunk: Buffer, _enc, cb: TransformCallback) {
-            hash.update(chunk);
-            size += chunk.length;
-            cb(null, chunk);
-          },
-        });
-        await pipeline(e, hasher, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
-        files.set(name, { path, size, digest: `sha256:${hash.digest('hex')}` });
+        const bar = progress && new ProgressThrottle(progress, shortName(name), 'Loading layer', h.size ?? 0);
+        const { size, digest } = await stageEntry(e, path, (head) => {
+          if (!looksLikeLayer(head)) return undefined;
+          const toLayer = new PassThrough({ highWaterMark: 1024 * 1024 });
+          const p = store.unpackPending(decompressLayer('layer', toLayer));
+          p.catch(() => toLayer.resume()); // a file that was no layer after all: the rest is dropped
+          early.set(path, p);
+          return toLayer;
+        }, bar);
+        files.set(name, { path, size, digest });
         continue;
       }
       if (h.type === 'symlink' || h.type === 'link') {
@@ -122,6 +129,84 @@ async function stageArchive(tar: Readable, stage: string): Promise<Map<string, S
     }
   }
   return files;
+}
+
+/** `blobs/sha256/<hex>` or `<hex>/layer.tar` → 12 hex digits, for progress ids. */
+function shortName(name: string): string {
+  const hex = /[0-9a-f]{12,}/.exec(name)?.[0];
+  return hex ? hex.slice(0, 12) : name;
+}
+
+/** Gzip, zstd, or a tar header (`ustar` at offset 257). */
+function looksLikeLayer(head: Buffer): boolean {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return true;
+  if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) return true;
+  return head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar';
+}
+
+const HEAD_BYTES = 262;
+
+/**
+ * Writes an entry to `path` while hashing it. `tee`, asked once with the entry's first bytes, may
+ * return a stream that gets every byte too (with backpressure; it may give up early).
+ */
+async function stageEntry(entry: Readable, path: string, tee: (head: Buffer) => PassThrough | undefined, bar: ProgressThrottle | undefined): Promise<{ size: number; digest: Digest }> {
+  const hash = createHash('sha256');
+  const out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
+  const written = finished(out);
+  written.catch(() => {});
+  let size = 0;
+  let held: Buffer[] = []; // the first bytes, until there are enough to tell a layer
+  let heldBytes = 0;
+  let side: PassThrough | undefined;
+  const send = async (chunk: Buffer) => {
+    hash.update(chunk);
+    size += chunk.length;
+    if (side) bar?.update(size);
+    const waits: Promise<void>[] = [];
+    if (!out.write(chunk)) waits.push(drained(out));
+    if (side && !side.destroyed && !side.write(chunk)) waits.push(drained(side));
+    await Promise.all(waits);
+  };
+  try {
+    for await (const chunk of entry as AsyncIterable<Buffer>) {
+      if (heldBytes < HEAD_BYTES) {
+        held.push(chunk);
+        heldBytes += chunk.length;
+        if (heldBytes < HEAD_BYTES) continue;
+        const head = Buffer.concat(held);
+        held = [];
+        side = tee(head);
+        await send(head);
+        continue;
+      }
+      await send(chunk);
+    }
+    if (heldBytes < HEAD_BYTES && held.length > 0) await send(Buffer.concat(held));
+    side?.end();
+    out.end();
+    await written;
+  } catch (err) {
+    side?.destroy(err as Error);
+    out.destroy();
+    throw err;
+  }
+  return { size, digest: `sha256:${hash.digest('hex')}` };
+}
+
+/** Resolves once `s` drains, or when it closes or fails (a consumer that gave up never drains). */
+function drained(s: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      s.off('drain', done);
+      s.off('close', done);
+      s.off('error', done);
+      resolve();
+    };
+    s.on('drain', done);
+    s.on('close', done);
+    s.on('error', done);
+  });
 }
 
 async function readJson<T>(f: Staged | undefined, what: string): Promise<T> {
@@ -205,7 +290,7 @@ function hostArch(): string {
   return process.arch === 'x64' ? 'amd64' : process.arch;
 }
 
-async function install(images: ImageService, candidates: Candidate[], progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
+async function install(images: ImageService, candidates: Candidate[], early: Map<string, Promise<PendingLayer>>, progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
   const plans: { id: Digest; config: ImageConfig; c: Candidate; chain: Digest[]; diffIds: Digest[] }[] = [];
   for (const c of candidates) {
     const id = `sha256:${createHash('sha256').update(c.config).digest('hex')}` as Digest;
@@ -235,6 +320,13 @@ async function install(images: ImageService, candidates: Candidate[], progress: 
           continue;
         }
         const f = p.c.layers[i]!;
+        // Unpacked while the archive streamed: taken when its tar is this layer's.
+        const pending = await early.get(f.path)?.catch(() => undefined);
+        if (pending && pending.diffId === p.diffIds[i]) {
+          early.delete(f.path);
+          sizes.set(chainId, await images.layers.installPending(pending, chainId));
+          continue;
+        }
         const id = hexOf(p.diffIds[i]!).slice(0, 12);
         const bar = opts.quiet ? undefined : new ProgressThrottle(progress, id, 'Loading layer', f.size);
         let read = 0;
