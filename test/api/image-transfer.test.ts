@@ -448,6 +448,19 @@ describe('import', () => {
     assert.equal(await imageId(d(), 'imported/pipe:v2'), id);
     assert.equal((await docker(d(), ['run', '--rm', 'imported/pipe:v2', 'cat', '/piped.txt'])).trim(), 'piped');
 
+    // The CLI pipe itself: docker export | docker import -.
+    await docker(d(), ['create', '--name', `${name}-2`, 'imported/pipe:v2', 'true']);
+    const env = { ...process.env, DOCKER_HOST: `unix://${d().socket}`, DOCKER_CONFIG: scratch() };
+    const piped = await run('sh', ['-c', `docker export ${name}-2 | docker import -c 'CMD ["cat", "/piped.txt"]' - imported/pipe-cli:v3`], { env, timeoutMs: 120_000 });
+    assert.equal(piped.code, 0, piped.stderr);
+    await docker(d(), ['rm', `${name}-2`]);
+    assert.equal((await docker(d(), ['run', '--rm', 'imported/pipe-cli:v3'])).trim(), 'piped');
+    // Bad changes and platforms are refused before the body is read.
+    const badChange = await d().request('POST', `/images/create?fromSrc=-&changes=${encodeURIComponent('FROM busybox')}`, { body: tar });
+    assert.equal(badChange.status, 400, badChange.text());
+    const badPlatform = await d().request('POST', '/images/create?fromSrc=-&platform=a/b/c/d', { body: tar });
+    assert.equal(badPlatform.status, 400, badPlatform.text());
+
     // The same tar from a URL.
     const server = createServer((_req, r) => {
       r.writeHead(200, { 'content-length': tar.length });

@@ -18,7 +18,8 @@ import type { ImageService } from '../images.js';
 import { ProgressThrottle, type ProgressSink } from '../progress.js';
 import { layerBlobsOf, type LayerBlob } from './layer-blobs.js';
 
-const MAX_CONCURRENT_UPLOADS = 3;
+// dockerd's default max-concurrent-uploads: the same layers show `Waiting`.
+const MAX_CONCURRENT_UPLOADS = 5;
 
 export interface PushRequest {
   ref: Reference;
