@@ -535,7 +535,7 @@ describe('distribution, search and image events', () => {
     assert.equal(noV1.json<{ message: string }>().message, 'unexpected status code 404');
     const closed = await d().request('GET', '/images/search?term=127.0.0.1:1/busybox');
     assert.equal(closed.status, 400, closed.text());
-    assert.match(closed.json<{ message: string }>().message, /^invalid registry endpoint "http:\/\/127\.0\.0\.1:1\/v1\/"\. HTTPS attempt: .*\. HTTP attempt: /);
+    assert.match(closed.json<{ message: string }>().message, /^invalid registry endpoint "http:\/\/127\.0\.0\.1:1\/v1\/"\. HTTPS attempt: .*\. HTTP attempt: Get "http:\/\/127\.0\.0\.1:1\/v1\/_ping": dial tcp 127\.0\.0\.1:1: connect: connection refused$/);
     const cli = await d().docker(['search', `${registry.host}/busybox`]);
     assert.notEqual(cli.code, 0);
     assert.match(cli.stderr, /unexpected status code 404/);
