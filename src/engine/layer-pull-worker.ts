@@ -63,7 +63,7 @@ async function pull(m: Extract<ToWorker, { type: 'pull' }>): Promise<void> {
       onBytes: (received) => post({ type: 'bytes', job, received }),
       onDownloaded: () => post({ type: 'downloaded', job }),
       signal: abort.signal,
-      keep: m.content !== undefined ? contentFor(m.content).writer(desc.digest, desc.size) : undefined,
+      keep: m.content !== undefined ? contentFor(m.content).writer(desc.digest, desc.size, { verifiedUpstream: true }) : undefined,
     });
     post({ type: 'done', job, size });
   } catch (err) {

@@ -182,7 +182,7 @@ async function fetchLayer(
     // Foreign layers, and blobs the registry did not simply serve (an expired token, an error
     // to report): the registry client's own request, and the same transfer on this thread.
     const blob = await registry.openBlob(resolved, desc, signal);
-    const keep = desc.mediaType === MediaType.dockerForeignLayerGzip ? undefined : images.content.writer(desc.digest, desc.size);
+    const keep = desc.mediaType === MediaType.dockerForeignLayerGzip ? undefined : images.content.writer(desc.digest, desc.size, { verifiedUpstream: true });
     size = await transferLayer(blob, { mediaType: desc.mediaType, unpack: (tar) => images.layers.unpack(chainId, diffId, tar), onBytes, onDownloaded, signal, keep });
   }
   progress({ status: 'Extracting', progressDetail: { current: desc.size, total: desc.size }, id });

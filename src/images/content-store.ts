@@ -57,12 +57,14 @@ export class ContentStore {
    * it and consume its output elsewhere (e.g. decompress and unpack): the bytes are read once.
    * The blob is committed when the input ends and checks out, before the output ends; a wrong
    * digest or size (too many bytes fail at once) errors the stream and leaves nothing behind
-   * (once it has emitted 'close'), as does destroying it.
+   * (once it has emitted 'close'), as does destroying it. `verifiedUpstream`: the input comes
+   * through a verifier that fails the stream before its end on a mismatch (a pull's BlobVerifier),
+   * so the bytes are not hashed a second time here.
    */
-  writer(expected: Digest, size?: number): BlobWriter {
+  writer(expected: Digest, size?: number, opts: { verifiedUpstream?: boolean } = {}): BlobWriter {
     const d = parseDigest(expected);
     const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
-    return new BlobWriter(d, size, tmp, async () => {
+    return new BlobWriter(d, size, tmp, opts.verifiedUpstream ?? false, async () => {
       // An existing copy has the same bytes: replacing it is harmless.
       await fs.rename(tmp, this.path(d));
       await fsyncDir(this.#blobs);
@@ -189,12 +191,14 @@ export class BlobWriter extends DigestVerifier {
   readonly #size: number | undefined;
   readonly #tmp: string;
   readonly #publish: () => Promise<void>;
+  readonly #trusted: boolean;
   #fh: FileHandle | undefined;
   #committed = false;
 
   /** Made by ContentStore.writer(): `publish` moves the verified temp file into place. */
-  constructor(expected: Digest, size: number | undefined, tmp: string, publish: () => Promise<void>) {
+  constructor(expected: Digest, size: number | undefined, tmp: string, trusted: boolean, publish: () => Promise<void>) {
     super({ expected, size, what: 'blob' });
+    this.#trusted = trusted;
     this.#expected = expected;
     this.#size = size !== undefined && size >= 0 ? size : undefined;
     this.#tmp = tmp;
@@ -213,10 +217,20 @@ export class BlobWriter extends DigestVerifier {
       cb(new BerthError('invalid-argument', `blob ${this.#expected} is larger than the expected ${this.#size} bytes`));
       return;
     }
-    this.#fh!.write(chunk).then(() => super._transform(chunk, enc, cb), cb);
+    const pass = this.#trusted
+      ? () => {
+          this.bytes += chunk.length;
+          cb(null, chunk);
+        }
+      : () => super._transform(chunk, enc, cb);
+    this.#fh!.write(chunk).then(pass, cb);
   }
 
   override _flush(cb: TransformCallback): void {
+    if (this.#trusted) {
+      this.#commit().then(() => cb(), cb);
+      return;
+    }
     super._flush((err) => {
       if (err) return cb(err);
       this.#commit().then(() => cb(), cb);
