@@ -170,7 +170,7 @@ async function main(): Promise<number> {
   log(`pulling ${refs.busybox} on every engine`);
   await prePull(engines, refs.busybox);
 
-  const ctx: Ctx = { engines, rec, opts, refs, pushRegistry: pushRegistry.host, busyboxLayerPath: busybox.layers[0]!.path, tmp, log };
+  const ctx: Ctx = { engines, rec, opts, refs, pushRegistry: { host: pushRegistry.host, storage: join(pushRegistry.dir, 'data') }, busyboxLayerPath: busybox.layers[0]!.path, tmp, log };
   const started = Date.now();
   for (const w of workloads) {
     log(`workload ${w.id}: ${w.name}`);

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { drainProgress } from '../lib/api-client.js';
 import type { Options } from '../lib/options.js';
 import { timed } from '../lib/timing.js';
@@ -9,8 +10,8 @@ const NO_AUTH = Buffer.from('{}').toString('base64');
 
 /**
  * 10. A push of the three-layer image of random data (fixture bigImage, pulled first) to a new,
- * empty repository of a registry that holds none of its blobs: POST /images/{name}/push read to the
- * end of its progress stream. Each push goes to a repository of its own.
+ * empty repository of a registry that holds none of its blobs (its storage is emptied before each
+ * push): POST /images/{name}/push read to the end of its progress stream.
  */
 export const push: Workload = {
   id: 10,
@@ -25,7 +26,9 @@ export const push: Workload = {
         ctx.opts.pushIterations,
         async (e, i) => {
           await e.api.expect('POST', `/images/create?fromImage=${encodeURIComponent(ctx.refs.big)}`, [200], { timeoutMs: 300_000 });
-          const repo = `${ctx.pushRegistry}/push-${e.name}-${i}-${Date.now()}`;
+          // An empty registry each time: no blob to find with HEAD or to mount from an earlier push.
+          rmSync(ctx.pushRegistry.storage, { recursive: true, force: true });
+          const repo = `${ctx.pushRegistry.host}/push-${e.name}-${i}-${Date.now()}`;
           await e.api.expect('POST', `/images/${encodeURIComponent(ctx.refs.big)}/tag?repo=${encodeURIComponent(repo)}&tag=latest`, [201]);
           tagged.push({ e: e.name, ref: `${repo}:latest` });
           const { ms } = await timed(async () => {
