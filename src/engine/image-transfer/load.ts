@@ -389,6 +389,7 @@ async function install(images: ImageService, candidates: Candidate[], early: Map
     }
   } catch (err) {
     await images.discardUnrecordedLayers(allChains);
+    await images.discardUnrecordedBlobs(plans.flatMap((p) => p.c.layers.map((f) => f.digest)));
     throw err;
   } finally {
     release();
