@@ -1,7 +1,7 @@
 /**
  * /images/{name}/push, /images/{name}/get, /images/get, /images/load, /images/search, import
  * (`/images/create?fromSrc=`) and /distribution/{name}/json. The `/images/{name}/...` forms share
- * the `/images/*` wildcard with images.ts, which hands them over through `suffixes`.
+ * the `/images/*` wildcard with images.ts, which hands them over through the hooks returned here.
  */
 import type { Router } from '../router.js';
 import type { RequestContext } from '../request.js';
