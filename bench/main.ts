@@ -29,7 +29,9 @@ import { commit } from './workloads/w7-commit.js';
 import { ping } from './workloads/w8-ping.js';
 import { crunFloor } from './workloads/w9-crun-floor.js';
 import { volumeRun } from './workloads/w10-volume-run.js';
-import { build } from './workloads/w10-build.js';
+import { build } from './workloads/w11-build.js';
+import { push } from './workloads/w12-push.js';
+import { saveLoad } from './workloads/w13-save-load.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -38,7 +40,7 @@ import { build } from './workloads/w10-build.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 
@@ -82,12 +84,12 @@ async function prepareCgroups(): Promise<void> {
   for (const f of failed) log(`cgroups: could not mount ${f.controller}: ${f.error}`);
 }
 
-async function startEngines(opts: Options, dockerConfig: string, registry: TestRegistry, notes: string[]): Promise<Engine[]> {
+async function startEngines(opts: Options, dockerConfig: string, registry: TestRegistry, pushRegistry: TestRegistry, notes: string[]): Promise<Engine[]> {
   const engines: Engine[] = [];
   const starters: Record<EngineName, () => Promise<Engine>> = {
     berth: () => startBerth({ dockerConfig, logLevel: opts.berthLogLevel }),
     dockerd: () => startDockerd({ dockerConfig }),
-    podman: () => startPodman({ dockerConfig, registryHost: registry.host }),
+    podman: () => startPodman({ dockerConfig, registryHost: registry.host, moreRegistryHosts: [pushRegistry.host] }),
   };
   // Always Berth first, then dockerd, then podman: the table's columns keep that order.
   for (const name of ENGINE_NAMES.filter((n) => opts.engines.includes(n))) {
@@ -159,15 +161,18 @@ async function main(): Promise<number> {
   await pushImage(registry, 'busybox', 'latest', busybox);
   await pushImage(registry, 'big', 'latest', big);
   const refs = { busybox: `${registry.host}/busybox:latest`, big: `${registry.host}/big:latest` };
+  // Pushes go to a registry of their own, where no repository holds the image's blobs to mount.
+  const pushRegistry = await startRegistry('open');
+  onCleanup('push registry', () => pushRegistry.stop());
   const bigBytes = big.layers.reduce((n, l) => n + l.size, 0);
   notes.push(`big image: ${big.layers.length} layers, ${(bigBytes / 1e6).toFixed(1)} MB compressed`);
 
-  const engines = await startEngines(opts, dockerConfig, registry, notes);
+  const engines = await startEngines(opts, dockerConfig, registry, pushRegistry, notes);
   if (!engines.length) throw new Error('no engine started');
   log(`pulling ${refs.busybox} on every engine`);
   await prePull(engines, refs.busybox);
 
-  const ctx: Ctx = { engines, rec, opts, refs, busyboxLayerPath: busybox.layers[0]!.path, tmp, log };
+  const ctx: Ctx = { engines, rec, opts, refs, pushRegistry: { host: pushRegistry.host, storage: join(pushRegistry.dir, 'data') }, busyboxLayerPath: busybox.layers[0]!.path, tmp, log };
   const started = Date.now();
   for (const w of workloads) {
     log(`workload ${w.id}: ${w.name}`);

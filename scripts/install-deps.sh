@@ -14,6 +14,7 @@ APT_PACKAGES=(
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
   e2fsprogs                           # lsattr: the tests read ext4 flags independently
+  skopeo                              # image-transfer tests: an OCI archive made by another tool
 )
 
 missing=()

@@ -19,6 +19,9 @@ import { Router, SERVER_VERSION } from './api/router.js';
 import { listen, closeListeners } from './api/server.js';
 import { systemRoutes } from './api/routes/system.js';
 import { imageRoutes } from './api/routes/images.js';
+import { imageTransferRoutes } from './api/routes/image-transfer.js';
+import { ImageTransfer } from './engine/image-transfer/image-transfer.js';
+import { LayerBlobRecords } from './state/layer-blob-records.js';
 import { containerRoutes } from './api/routes/containers.js';
 import { containerLogRoutes } from './api/routes/container-logs.js';
 import { containerExtraRoutes } from './api/routes/container-extras.js';
@@ -88,7 +91,7 @@ async function main(): Promise<void> {
   await layers.cleanTemp();
 
   const events = new EventBus();
-  const images = new ImageService(new ImageRecords(db), layers, content, events);
+  const images = new ImageService(new ImageRecords(db), layers, content, events, new LayerBlobRecords(db));
   // Layer dirs a killed pull left behind, recorded by no image.
   await images.sweepUnrecordedLayers();
   const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
@@ -126,7 +129,7 @@ async function main(): Promise<void> {
 
   const router = new Router();
   systemRoutes(router, engine);
-  imageRoutes(router, engine);
+  imageRoutes(router, engine, imageTransferRoutes(router, new ImageTransfer(images, registry)));
   containerRoutes(router, engine, containers);
   containerLogRoutes(router, containers, config.logOpts);
   networkRoutes(router, networks);

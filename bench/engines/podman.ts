@@ -79,7 +79,7 @@ function listNetns(): Set<string> {
   }
 }
 
-export async function startPodman(o: { dockerConfig: string; registryHost: string }): Promise<Engine> {
+export async function startPodman(o: { dockerConfig: string; registryHost: string; moreRegistryHosts?: string[] }): Promise<Engine> {
   const dir = makeTempDir('bench-podman');
   const socket = join(dir, 'podman.sock');
   const logFile = join(dir, 'podman.log');
@@ -138,7 +138,7 @@ export async function startPodman(o: { dockerConfig: string; registryHost: strin
     const registriesConf = join(dir, 'registries.conf');
     writeFileSync(
       registriesConf,
-      ['unqualified-search-registries = []', '[[registry]]', `location = ${q(o.registryHost)}`, 'insecure = true', ''].join('\n'),
+      ['unqualified-search-registries = []', ...[o.registryHost, ...(o.moreRegistryHosts ?? [])].flatMap((h) => ['[[registry]]', `location = ${q(h)}`, 'insecure = true']), ''].join('\n'),
     );
     const env = {
       ...process.env,

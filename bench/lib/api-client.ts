@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { Agent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 
 /**
@@ -28,7 +29,9 @@ export class ApiClient {
 
   /** The response, unread; the caller consumes it (logs, pull progress). */
   stream(method: string, path: string, opts: ApiRequestOptions = {}): Promise<IncomingMessage> {
-    const payload = opts.body === undefined ? undefined : Buffer.isBuffer(opts.body) ? opts.body : Buffer.from(JSON.stringify(opts.body));
+    // A stream body (an archive to load) goes out chunked, as the docker CLI sends it.
+    const piped = opts.body instanceof Readable ? opts.body : undefined;
+    const payload = opts.body === undefined || piped ? undefined : Buffer.isBuffer(opts.body) ? opts.body : Buffer.from(JSON.stringify(opts.body));
     const headers: Record<string, string | number> = { Host: 'docker', ...(opts.headers ?? {}) };
     if (payload) {
       headers['Content-Length'] = payload.length;
@@ -40,7 +43,8 @@ export class ApiClient {
       if (opts.timeoutMs) {
         req.setTimeout(opts.timeoutMs, () => req.destroy(new Error(`${method} ${path} timed out after ${opts.timeoutMs} ms`)));
       }
-      req.end(payload);
+      if (piped) piped.pipe(req);
+      else req.end(payload);
     });
   }
 

@@ -12,6 +12,8 @@ export interface Options {
   scale: number;
   pullIterations: number;
   pullMB: number;
+  pushIterations: number;
+  saveIterations: number;
   logIterations: number;
   logMB: number;
   commitIterations: number;
@@ -38,6 +40,8 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --containers N         containers started with docker run -d (default 100)
   --scale N              containers for the second list-rate measurement (default 1000, 0 skips)
   --pull-iterations N    cold pulls per engine (default 5); --pull-mb MB image size (default 60)
+  --push-iterations N    pushes of the big image to an empty repository per engine (default 5)
+  --save-iterations N    save + load rounds of the big image per engine (default 5)
   --log-iterations N     200 MB log runs per engine (default 3); --log-mb MB (default 200)
   --commit-iterations N  commits per engine (default 3); --commit-mib MiB written (default 50)
   --build-iterations N   builds per engine, cold and cached (default 3); --build-mib MiB COPY'd (default 20)
@@ -62,6 +66,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       scale: { type: 'string' },
       'pull-iterations': { type: 'string' },
       'pull-mb': { type: 'string' },
+      'push-iterations': { type: 'string' },
+      'save-iterations': { type: 'string' },
       'log-iterations': { type: 'string' },
       'log-mb': { type: 'string' },
       'commit-iterations': { type: 'string' },
@@ -88,7 +94,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 10)) throw new Error(`--only wants workload numbers 1-10, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 13)) throw new Error(`--only wants workload numbers 1-13, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
@@ -99,6 +105,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     scale: int('scale', values.scale, 1000, 0),
     pullIterations: int('pull-iterations', values['pull-iterations'], 5, 2, 1),
     pullMB: int('pull-mb', values['pull-mb'], 60, 6, 1),
+    pushIterations: int('push-iterations', values['push-iterations'], 5, 2, 1),
+    saveIterations: int('save-iterations', values['save-iterations'], 5, 2, 1),
     logIterations: int('log-iterations', values['log-iterations'], 3, 1, 1),
     logMB: int('log-mb', values['log-mb'], 200, 10, 1),
     commitIterations: int('commit-iterations', values['commit-iterations'], 3, 1, 1),

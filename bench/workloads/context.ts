@@ -11,6 +11,8 @@ export interface Ctx {
   opts: Options;
   /** Image references in the local registry. */
   refs: { busybox: string; big: string };
+  /** The registry pushes go to (`host:port`) and its storage dir, emptied before each push. */
+  pushRegistry: { host: string; storage: string };
   /** The busybox layer (gzip tar) the registry serves, for the crun floor's bundle. */
   busyboxLayerPath: string;
   /** A temp dir of the suite's own. */

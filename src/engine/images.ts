@@ -10,7 +10,9 @@ import type { ContentStore } from '../images/content-store.js';
 import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
 import { lookupImage, refKey, displayName } from './image-lookup.js';
 import type { EventBus } from './events.js';
+import type { LayerBlobRecords } from '../state/layer-blob-records.js';
 import { log } from '../lib/log.js';
+import { open } from 'node:fs/promises';
 
 export interface ImageUsage {
   running: string[];
@@ -45,6 +47,8 @@ export class ImageService {
     readonly layers: LayerStore,
     readonly content: ContentStore,
     readonly events: EventBus,
+    /** Compressed blobs kept for layers Berth made (push, save); absent in tests that need none. */
+    readonly layerBlobs?: LayerBlobRecords,
   ) {}
 
   get(nameOrId: string): ImageView {
@@ -175,6 +179,7 @@ export class ImageService {
       out.push({ Deleted: chainId });
     }
     await this.content.delete(image.id as `sha256:${string}`).catch(() => undefined);
+    await this.#deleteLayerBlobs(image, orphans);
     // A local parent left without a name or child is removed too, unless noprune.
     if (!noprune && image.parent) {
       const parent = this.records.getImage(image.parent);
@@ -183,6 +188,29 @@ export class ImageService {
       }
     }
     return out;
+  }
+
+  /** The compressed blobs of layers no image uses any more, unless another image names them too. */
+  async #deleteLayerBlobs(image: ImageRecord, orphans: string[]): Promise<void> {
+    if (orphans.length === 0) return;
+    const inUse = new Set<string>();
+    const diffIdsInUse = new Set<string>();
+    for (const other of this.records.listImages()) {
+      for (const b of other.layerBlobs) inUse.add(b.digest);
+      for (const d of this.config(other).rootfs?.diff_ids ?? []) diffIdsInUse.add(d);
+    }
+    const diffIds = this.config(image).rootfs?.diff_ids ?? [];
+    for (const chainId of orphans) {
+      const i = image.chainIds.indexOf(chainId);
+      const blob = image.layerBlobs[i];
+      if (blob && !inUse.has(blob.digest)) await this.content.delete(blob.digest).catch(() => undefined);
+      const diffId = diffIds[i];
+      const kept = diffId !== undefined && !diffIdsInUse.has(diffId) ? this.layerBlobs?.get(diffId) : undefined;
+      if (kept && diffId !== undefined) {
+        this.layerBlobs!.delete(diffId);
+        if (!inUse.has(kept.digest)) await this.content.delete(kept.digest).catch(() => undefined);
+      }
+    }
   }
 
   /**
@@ -219,11 +247,20 @@ export class ImageService {
     }
   }
 
+  /** After a failed pull: the compressed blobs it kept that no image names. */
+  async discardUnrecordedBlobs(digests: string[]): Promise<void> {
+    const inUse = new Set<string>();
+    for (const image of this.records.listImages()) for (const b of image.layerBlobs) inUse.add(b.digest);
+    for (const d of digests) if (!inUse.has(d)) await this.content.delete(d as `sha256:${string}`).catch(() => undefined);
+  }
+
   /**
-   * Removes layer directories nothing records (left by a pull that was killed before it finished).
-   * Meant for startup, before the API serves requests.
+   * Removes layer directories nothing records (left by a pull that was killed before it finished),
+   * and first the layer blobs nothing names (sweepUnrecordedBlobs). Meant for startup, before the
+   * API serves requests.
    */
   async sweepUnrecordedLayers(): Promise<string[]> {
+    await this.sweepUnrecordedBlobs();
     const removed: string[] = [];
     for (const chainId of await this.layers.list()) {
       if (this.#leases.has(chainId) || this.records.getLayer(chainId)) continue;
@@ -231,6 +268,44 @@ export class ImageService {
       removed.push(chainId);
     }
     return removed;
+  }
+
+  /**
+   * Removes layer blobs nothing names (kept by a pull or load killed before it recorded its image):
+   * blobs no image, kept-layer row or digest reference names and that are not JSON documents
+   * (configs and manifests stay: an index's child manifests are named only inside the index).
+   * Meant for startup, like sweepUnrecordedLayers.
+   */
+  async sweepUnrecordedBlobs(): Promise<string[]> {
+    const named = new Set<string>();
+    for (const image of this.records.listImages()) {
+      named.add(image.id);
+      for (const b of image.layerBlobs) named.add(b.digest);
+      for (const d of this.config(image).rootfs?.diff_ids ?? []) {
+        const kept = this.layerBlobs?.get(d);
+        if (kept) named.add(kept.digest);
+      }
+    }
+    for (const r of this.records.allRefs()) if (r.kind === 'digest') named.add(r.ref.slice(r.ref.lastIndexOf('@') + 1));
+    const removed: string[] = [];
+    for (const d of await this.content.list()) {
+      if (named.has(d) || (await this.#isJsonBlob(d))) continue;
+      await this.content.delete(d);
+      removed.push(d);
+    }
+    return removed;
+  }
+
+  async #isJsonBlob(d: `sha256:${string}`): Promise<boolean> {
+    const fh = await open(this.content.path(d), 'r').catch(() => undefined);
+    if (!fh) return true;
+    try {
+      const buf = Buffer.alloc(1);
+      const { bytesRead } = await fh.read(buf, 0, 1, 0);
+      return bytesRead === 1 && buf[0] === 0x7b; // '{'
+    } finally {
+      await fh.close();
+    }
   }
 
   #removeLayer(chainId: string): Promise<void> {

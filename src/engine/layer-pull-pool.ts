@@ -22,6 +22,8 @@ export interface LayerJob {
   chainId: Digest;
   diffId: Digest;
   store: { root: string; opts: LayerStoreOptions };
+  /** The content store's root, where the worker keeps the compressed blob. */
+  content?: string;
 }
 
 export interface LayerJobEvents {

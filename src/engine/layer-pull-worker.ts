@@ -8,6 +8,7 @@ import { parentPort } from 'node:worker_threads';
 import { BerthError } from '../lib/errors.js';
 import type { Digest } from '../lib/digest.js';
 import type { Descriptor } from '../lib/oci.js';
+import { ContentStore } from '../images/content-store.js';
 import { LayerStore, type LayerStoreOptions } from '../images/layer-store.js';
 import { HttpTransport } from '../registry/http-transport.js';
 import { verifiedBlob, type PlannedRequest } from '../registry/registry-client.js';
@@ -15,7 +16,7 @@ import { transferLayer } from './layer-transfer.js';
 
 /** Main thread → worker. */
 export type ToWorker =
-  | { type: 'pull'; job: number; request: PlannedRequest; desc: Descriptor; chainId: Digest; diffId: Digest; store: { root: string; opts: LayerStoreOptions } }
+  | { type: 'pull'; job: number; request: PlannedRequest; desc: Descriptor; chainId: Digest; diffId: Digest; store: { root: string; opts: LayerStoreOptions }; content?: string }
   | { type: 'abort'; job: number; reason: string };
 
 /** Worker → main thread. `fallback`: the registry did not answer 200; the main thread retries. */
@@ -62,6 +63,7 @@ async function pull(m: Extract<ToWorker, { type: 'pull' }>): Promise<void> {
       onBytes: (received) => post({ type: 'bytes', job, received }),
       onDownloaded: () => post({ type: 'downloaded', job }),
       signal: abort.signal,
+      keep: m.content !== undefined ? contentFor(m.content).writer(desc.digest, desc.size, { verifiedUpstream: true }) : undefined,
     });
     post({ type: 'done', job, size });
   } catch (err) {
@@ -69,6 +71,13 @@ async function pull(m: Extract<ToWorker, { type: 'pull' }>): Promise<void> {
   } finally {
     running.delete(job);
   }
+}
+
+const contents = new Map<string, ContentStore>();
+function contentFor(root: string): ContentStore {
+  let c = contents.get(root);
+  if (!c) contents.set(root, (c = new ContentStore(root)));
+  return c;
 }
 
 function storeFor(root: string, opts: LayerStoreOptions): LayerStore {

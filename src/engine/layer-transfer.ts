@@ -15,6 +15,11 @@ export interface TransferOptions {
   /** The whole blob arrived and its digest checked out. */
   onDownloaded: () => void;
   signal: AbortSignal;
+  /**
+   * Where the compressed blob is kept as it flows (ContentStore.writer): a pulled image pushes
+   * back and saves as the very bytes it came as. The blob is stored before the download counts as done.
+   */
+  keep?: Transform | undefined;
 }
 
 /** Resolves with the unpacked size once both the download and the unpack have finished. */
@@ -39,7 +44,17 @@ export async function transferLayer(blob: Readable, o: TransferOptions): Promise
     counter.once('close', () => reject(new Error('layer download interrupted')));
     blob.once('error', reject);
   });
-  blob.pipe(counter);
+  const keep = o.keep;
+  if (keep) {
+    blob.once('error', (err) => keep.destroy(err));
+    keep.once('error', (err) => counter.destroy(err));
+    counter.once('close', () => {
+      if (!keep.writableFinished) keep.destroy();
+    });
+    blob.pipe(keep).pipe(counter);
+  } else {
+    blob.pipe(counter);
+  }
   const tar = decompressLayer(o.mediaType, counter);
   // The unpacker starts listening only after some async set-up; a failure before that (a short
   // layer failing its digest) must reach it through the stream's state, not crash the process.

@@ -7,6 +7,8 @@ export interface ProgressMessage {
   errorDetail?: { message: string; code?: number };
   error?: string;
   aux?: unknown;
+  /** Text lines (load's `Loaded image: ...`). */
+  stream?: string;
 }
 
 export type ProgressSink = (m: ProgressMessage) => void;

@@ -6,7 +6,7 @@
  */
 import { invalidArgument } from '../lib/errors.js';
 import { sha256Of, hexOf, type Digest } from '../lib/digest.js';
-import type { Descriptor, ImageConfig, Platform } from '../lib/oci.js';
+import { MediaType, type Descriptor, type ImageConfig, type Platform } from '../lib/oci.js';
 import type { RegistryClient, ResolvedImage } from '../registry/registry-client.js';
 import type { AuthConfig } from '../registry/auth-config.js';
 import { familiarString, fullName, type Reference } from '../registry/reference.js';
@@ -57,6 +57,7 @@ export async function pullImage(registry: RegistryClient, images: ImageService, 
   } catch (err) {
     // Nothing of a failed pull stays: the layers it unpacked go unless something else uses them.
     await images.discardUnrecordedLayers(chain);
+    await images.discardUnrecordedBlobs(layerDescs.map((l) => l.digest));
     throw err;
   } finally {
     release();
@@ -174,14 +175,15 @@ async function fetchLayer(
   let size: number | undefined;
   const request = await registry.planBlob(resolved, desc, signal);
   if (request) {
-    const done = await workers.run({ request, desc, chainId, diffId, store: images.layers.location }, { onBytes, onDownloaded }, signal);
+    const done = await workers.run({ request, desc, chainId, diffId, store: images.layers.location, content: images.content.root }, { onBytes, onDownloaded }, signal);
     if (done !== 'fallback') size = done.size;
   }
   if (size === undefined) {
     // Foreign layers, and blobs the registry did not simply serve (an expired token, an error
     // to report): the registry client's own request, and the same transfer on this thread.
     const blob = await registry.openBlob(resolved, desc, signal);
-    size = await transferLayer(blob, { mediaType: desc.mediaType, unpack: (tar) => images.layers.unpack(chainId, diffId, tar), onBytes, onDownloaded, signal });
+    const keep = desc.mediaType === MediaType.dockerForeignLayerGzip ? undefined : images.content.writer(desc.digest, desc.size, { verifiedUpstream: true });
+    size = await transferLayer(blob, { mediaType: desc.mediaType, unpack: (tar) => images.layers.unpack(chainId, diffId, tar), onBytes, onDownloaded, signal, keep });
   }
   progress({ status: 'Extracting', progressDetail: { current: desc.size, total: desc.size }, id });
   progress({ status: 'Pull complete', progressDetail: {}, id });

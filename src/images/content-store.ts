@@ -9,7 +9,7 @@
  * blob before that rename. Writing a blob that already exists succeeds. Any failure removes the
  * temp file. Which blobs are in use is recorded elsewhere (state/); this store only holds bytes.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync } from 'node:fs';
 import fs, { type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,7 +23,11 @@ export class ContentStore {
   readonly #blobs: string;
   readonly #ingest: string;
 
+  /** What it takes to open this store again, e.g. in a worker thread: `new ContentStore(root)`. */
+  readonly root: string;
+
   constructor(root: string) {
+    this.root = root;
     this.#blobs = join(root, 'blobs', 'sha256');
     this.#ingest = join(root, 'ingest');
     // Once, at startup: constructors cannot await.
@@ -53,12 +57,14 @@ export class ContentStore {
    * it and consume its output elsewhere (e.g. decompress and unpack): the bytes are read once.
    * The blob is committed when the input ends and checks out, before the output ends; a wrong
    * digest or size (too many bytes fail at once) errors the stream and leaves nothing behind
-   * (once it has emitted 'close'), as does destroying it.
+   * (once it has emitted 'close'), as does destroying it. `verifiedUpstream`: the input comes
+   * through a verifier that fails the stream before its end on a mismatch (a pull's BlobVerifier),
+   * so the bytes are not hashed a second time here.
    */
-  writer(expected: Digest, size?: number): BlobWriter {
+  writer(expected: Digest, size?: number, opts: { verifiedUpstream?: boolean } = {}): BlobWriter {
     const d = parseDigest(expected);
     const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
-    return new BlobWriter(d, size, tmp, async () => {
+    return new BlobWriter(d, size, tmp, opts.verifiedUpstream ?? false, async () => {
       // An existing copy has the same bytes: replacing it is harmless.
       await fs.rename(tmp, this.path(d));
       await fsyncDir(this.#blobs);
@@ -77,6 +83,56 @@ export class ContentStore {
       throw err;
     }
     return { size: w.bytes };
+  }
+
+  /**
+   * Store a stream whose digest is not known in advance (a layer Berth compresses itself): hashed
+   * on the way to a temp file, then named by its digest. Nothing stays behind on failure.
+   */
+  async ingestComputed(src: Readable): Promise<{ digest: Digest; size: number }> {
+    const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
+    const hash = createHash('sha256');
+    let size = 0;
+    const fh = await fs.open(tmp, 'wx', 0o600);
+    try {
+      for await (const chunk of src as AsyncIterable<Buffer>) {
+        hash.update(chunk);
+        size += chunk.length;
+        await fh.write(chunk);
+      }
+      await fh.sync();
+      await fh.chmod(0o444);
+      await fh.close();
+      const digest: Digest = `sha256:${hash.digest('hex')}`;
+      await fs.rename(tmp, this.path(digest));
+      await fsyncDir(this.#blobs);
+      return { digest, size };
+    } catch (err) {
+      await fh.close().catch(() => {});
+      await fs.rm(tmp, { force: true });
+      throw err;
+    }
+  }
+
+  /** A new empty directory under ingest/ for a caller's staging (removed at startup if left). */
+  async stagingDir(): Promise<string> {
+    const dir = join(this.#ingest, `stage-${randomBytes(8).toString('hex')}`);
+    await fs.mkdir(dir, { mode: 0o700 });
+    return dir;
+  }
+
+  /**
+   * Adopts a staged file (on this file system, e.g. under stagingDir()) as a blob; the caller has
+   * hashed it as `d`. A blob already stored stays and the file is removed.
+   */
+  async adopt(file: string, d: Digest): Promise<void> {
+    if (await this.has(d)) {
+      await fs.rm(file, { force: true });
+      return;
+    }
+    await fs.chmod(file, 0o444);
+    await fs.rename(file, this.path(d));
+    await fsyncDir(this.#blobs);
   }
 
   /** Store bytes Berth made itself (configs, manifests); returns their digest. */
@@ -135,12 +191,14 @@ export class BlobWriter extends DigestVerifier {
   readonly #size: number | undefined;
   readonly #tmp: string;
   readonly #publish: () => Promise<void>;
+  readonly #trusted: boolean;
   #fh: FileHandle | undefined;
   #committed = false;
 
   /** Made by ContentStore.writer(): `publish` moves the verified temp file into place. */
-  constructor(expected: Digest, size: number | undefined, tmp: string, publish: () => Promise<void>) {
+  constructor(expected: Digest, size: number | undefined, tmp: string, trusted: boolean, publish: () => Promise<void>) {
     super({ expected, size, what: 'blob' });
+    this.#trusted = trusted;
     this.#expected = expected;
     this.#size = size !== undefined && size >= 0 ? size : undefined;
     this.#tmp = tmp;
@@ -159,10 +217,20 @@ export class BlobWriter extends DigestVerifier {
       cb(new BerthError('invalid-argument', `blob ${this.#expected} is larger than the expected ${this.#size} bytes`));
       return;
     }
-    this.#fh!.write(chunk).then(() => super._transform(chunk, enc, cb), cb);
+    const pass = this.#trusted
+      ? () => {
+          this.bytes += chunk.length;
+          cb(null, chunk);
+        }
+      : () => super._transform(chunk, enc, cb);
+    this.#fh!.write(chunk).then(pass, cb);
   }
 
   override _flush(cb: TransformCallback): void {
+    if (this.#trusted) {
+      this.#commit().then(() => cb(), cb);
+      return;
+    }
     super._flush((err) => {
       if (err) return cb(err);
       this.#commit().then(() => cb(), cb);

@@ -42,6 +42,16 @@ interface LayerRecord {
   size: number;
 }
 
+/** A layer unpacked by unpackPending(), not yet named. */
+export interface PendingLayer {
+  readonly tmp: string;
+  readonly diffId: Digest;
+  /** Bytes of the unpacked files. */
+  readonly size: number;
+  /** Bytes of the layer tar. */
+  readonly tarSize: number;
+}
+
 export class LayerStore {
   readonly #root: string;
   readonly #dir: string;
@@ -128,6 +138,23 @@ export class LayerStore {
    * the tar; same atomicity as unpack().
    */
   async unpackComputed(parentChainId: Digest | undefined, tar: Readable): Promise<{ chainId: Digest; diffId: Digest; size: number; tarSize: number }> {
+    const p = await this.unpackPending(tar);
+    const chainId = parentChainId === undefined ? p.diffId : sha256Of(`${parentChainId} ${p.diffId}`);
+    try {
+      return { chainId, diffId: p.diffId, size: await this.installPending(p, chainId), tarSize: p.tarSize };
+    } catch (err) {
+      await this.discardPending(p);
+      throw err;
+    }
+  }
+
+  /**
+   * Unpack a layer tar before knowing where it goes (`docker load` reads an archive's layers before
+   * the manifest that orders them): the tree lands in a temp dir and its diff id is computed on the
+   * way. installPending() then names it by its chainID; discardPending() drops it. Nothing is
+   * visible before the install.
+   */
+  async unpackPending(tar: Readable): Promise<PendingLayer> {
     const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
     await fs.mkdir(tmp);
     try {
@@ -144,17 +171,25 @@ export class LayerStore {
         },
       });
       const { size } = await unpackLayer(pipeline(tar, hasher, () => {}), diff);
-      const diffId: Digest = `sha256:${hash.digest('hex')}`;
-      const chainId = parentChainId === undefined ? diffId : sha256Of(`${parentChainId} ${diffId}`);
-      if (await this.#record(chainId)) {
-        await fs.rm(tmp, { recursive: true, force: true });
-        return { chainId, diffId, size: (await this.#record(chainId))?.size ?? size, tarSize };
-      }
-      return { chainId, diffId, size: await this.#install(tmp, this.#layerDir(chainId), chainId, { diffId, size }), tarSize };
+      return { tmp, diffId: `sha256:${hash.digest('hex')}`, size, tarSize };
     } catch (err) {
       await fs.rm(tmp, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /** Makes a pending layer the layer `chainId` (or drops it when that is stored already); returns its size. */
+  async installPending(p: PendingLayer, chainId: Digest): Promise<number> {
+    const existing = await this.#record(chainId);
+    if (existing) {
+      await this.discardPending(p);
+      return existing.size;
+    }
+    return this.#install(p.tmp, this.#layerDir(chainId), chainId, { diffId: p.diffId, size: p.size });
+  }
+
+  async discardPending(p: PendingLayer): Promise<void> {
+    await fs.rm(p.tmp, { recursive: true, force: true });
   }
 
   /**

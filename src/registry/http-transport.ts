@@ -6,6 +6,7 @@
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
+import { Readable } from 'node:stream';
 import { createSecureContext } from 'node:tls';
 import { BerthError, errorMessage } from '../lib/errors.js';
 import type { HostTls } from './certs-dir.js';
@@ -17,7 +18,8 @@ export interface HttpRequest {
   method: string;
   url: URL;
   headers?: OutgoingHttpHeaders;
-  body?: string | Buffer;
+  /** A stream body is sent once (never across a redirect); the caller sets content-length. */
+  body?: string | Buffer | Readable;
   signal?: AbortSignal | undefined;
   /** Verify TLS certificates (default true). */
   tlsVerify?: boolean;
@@ -55,7 +57,7 @@ export class HttpTransport {
     for (let hop = 0; ; hop++) {
       const res = await this.#once(method, url, headers, body, req);
       const location = res.headers.location;
-      if (!REDIRECTS.has(res.statusCode ?? 0) || location === undefined || hop >= (req.maxRedirects ?? 0)) return res;
+      if (!REDIRECTS.has(res.statusCode ?? 0) || location === undefined || hop >= (req.maxRedirects ?? 0) || body instanceof Readable) return res;
       res.resume();
       const next = new URL(location, url);
       if (next.protocol !== 'http:' && next.protocol !== 'https:') return res;
@@ -73,7 +75,7 @@ export class HttpTransport {
     }
   }
 
-  #once(method: string, url: URL, headers: OutgoingHttpHeaders, body: string | Buffer | undefined, req: HttpRequest): Promise<IncomingMessage> {
+  #once(method: string, url: URL, headers: OutgoingHttpHeaders, body: string | Buffer | Readable | undefined, req: HttpRequest): Promise<IncomingMessage> {
     const isHttps = url.protocol === 'https:';
     const what = describeRequest(method, url);
     return new Promise((resolve, reject) => {
@@ -89,7 +91,7 @@ export class HttpTransport {
         return;
       }
       const outHeaders = { ...headers };
-      if (body !== undefined) outHeaders['content-length'] = Buffer.byteLength(body);
+      if (body !== undefined && !(body instanceof Readable)) outHeaders['content-length'] = Buffer.byteLength(body);
       const options: https.RequestOptions = { method, headers: outHeaders, agent };
       if (req.signal) options.signal = req.signal;
       const cr = (isHttps ? https : http).request(url, options);
@@ -105,7 +107,12 @@ export class HttpTransport {
         clearTimeout(timer);
         reject(req.signal?.aborted ? req.signal.reason : new TransportError(what, err));
       });
-      cr.end(body);
+      if (body instanceof Readable) {
+        body.once('error', (err) => cr.destroy(err));
+        body.pipe(cr);
+      } else {
+        cr.end(body);
+      }
     });
   }
 

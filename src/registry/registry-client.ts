@@ -18,6 +18,8 @@ import { describeRequest, errorFromResponse, readLimited, RegistryStatusError } 
 import { isDockerHub, RegistryHosts, type RegistryOptions } from './registry-hosts.js';
 import { RegistrySession, type PlannedRequest, type SessionContext } from './registry-session.js';
 import { TokenCache, TokenError } from './token-auth.js';
+import { PushSession } from './registry-push.js';
+import { searchRegistry, type SearchResult } from './registry-search.js';
 
 export type { RegistryOptions } from './registry-hosts.js';
 export type { PlannedRequest } from './registry-session.js';
@@ -186,6 +188,22 @@ export class RegistryClient {
       }
     }
     return undefined;
+  }
+
+  /** The v1 search of the index `term` names (Docker Hub's unless it starts with a registry). */
+  search(term: string, limit: number, auth: AuthConfig | undefined, headers: Record<string, string>): Promise<SearchResult[]> {
+    return searchRegistry(this.#transport, this.#hosts, term, limit, auth, headers);
+  }
+
+  /**
+   * A push conversation with `ref`'s repository on its own registry (never a mirror), with a token
+   * scope of `pull,push` and `pull` on each repository in `mountFrom` (blobs mounted from there).
+   */
+  async openPush(ref: Reference, opts: { auth?: AuthConfig | undefined; mountFrom?: string[]; signal?: AbortSignal | undefined; headers?: Record<string, string> | undefined }): Promise<PushSession> {
+    const host = await this.#hosts.host(ref.domain);
+    const extraScopes = (opts.mountFrom ?? []).filter((r) => r !== ref.path).map((r) => `repository:${r}:pull`);
+    const session = await RegistrySession.open(this.#ctx, host, { repository: ref.path, actions: 'pull,push', extraScopes, auth: opts.auth, headers: opts.headers, signal: opts.signal });
+    return new PushSession(session);
   }
 
   /**

@@ -4,6 +4,7 @@
  * (Basic, or a cached Bearer token) and retry once on 401 with a fresh token.
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import { log } from '../lib/log.js';
 import type { AuthConfig } from './auth-config.js';
 import { withExtraCas, type HostTls } from './certs-dir.js';
@@ -32,6 +33,10 @@ export interface PlannedRequest {
 export interface SessionOptions {
   /** Repository path; token scope is `repository:<path>:pull`. Undefined for a login check. */
   repository?: string | undefined;
+  /** The actions asked of the repository (default `pull`; a push asks `pull,push`). */
+  actions?: string | undefined;
+  /** More scopes for the token, e.g. `repository:<other>:pull` to mount a blob from there. */
+  extraScopes?: string[] | undefined;
   auth?: AuthConfig | undefined;
   /** Extra headers for every registry request (`X-Meta-*` passthrough). */
   headers?: Record<string, string> | undefined;
@@ -51,6 +56,8 @@ export class RegistrySession {
   readonly #auth: AuthConfig | undefined;
   readonly #headers: Record<string, string>;
   readonly #offline: boolean;
+  readonly #actions: string;
+  readonly #extraScopes: string[];
   #challenge: Challenge | undefined;
   #lastGrant: TokenGrant | undefined;
   readonly #realmTls = new Map<string, { tlsVerify: boolean; tls: HostTls | undefined }>();
@@ -63,6 +70,8 @@ export class RegistrySession {
     this.#auth = opts.auth;
     this.#headers = { ...opts.headers };
     this.#offline = opts.offline ?? false;
+    this.#actions = opts.actions ?? 'pull';
+    this.#extraScopes = opts.extraScopes ?? [];
     this.#challenge = challenge;
   }
 
@@ -116,7 +125,11 @@ export class RegistrySession {
    * Sends a request to this registry with auth. Returns the response whatever its status;
    * a 401 is retried once after taking the challenge it carries into account.
    */
-  async request(method: string, target: string | URL, opts: { headers?: OutgoingHttpHeaders; signal?: AbortSignal | undefined; maxRedirects?: number; headersTimeoutMs?: number } = {}): Promise<IncomingMessage> {
+  async request(
+    method: string,
+    target: string | URL,
+    opts: { headers?: OutgoingHttpHeaders; signal?: AbortSignal | undefined; maxRedirects?: number; headersTimeoutMs?: number; body?: () => Readable | Buffer | string } = {},
+  ): Promise<IncomingMessage> {
     const url = typeof target === 'string' ? this.url(target) : target;
     for (let attempt = 0; ; attempt++) {
       const headers: OutgoingHttpHeaders = { ...this.#headers, ...opts.headers };
@@ -125,6 +138,8 @@ export class RegistrySession {
       const res = await this.#ctx.transport.request({
         method, url, headers, signal: opts.signal, tlsVerify: this.endpoint.tlsVerify, tls: this.endpoint.tls,
         maxRedirects: opts.maxRedirects ?? 5, headersTimeoutMs: opts.headersTimeoutMs ?? REQUEST_HEADERS_TIMEOUT_MS,
+        // A fresh body per attempt: a stream cannot be sent twice.
+        ...(opts.body ? { body: opts.body() } : {}),
       });
       if (res.statusCode !== 401 || attempt > 0) return res;
       const challenge = pickChallenge(parseChallenges(res.headers['www-authenticate']));
@@ -192,7 +207,7 @@ export class RegistrySession {
     return {
       realm: ch.params.realm ?? '',
       service: ch.params.service,
-      scopes: this.repository !== undefined ? [`repository:${this.repository}:pull`] : [],
+      scopes: this.repository !== undefined ? [`repository:${this.repository}:${this.#actions}`, ...this.#extraScopes] : [],
       auth: this.#auth,
       offline: this.#offline,
       signal,

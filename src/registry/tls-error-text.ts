@@ -1,7 +1,8 @@
 /**
  * Node's TLS failures in the words dockerd (Go's crypto/tls and x509) uses, so users and tools
  * see `tls: failed to verify certificate: x509: certificate signed by unknown authority` rather
- * than OpenSSL's names. Anything else keeps Node's message.
+ * than OpenSSL's names; likewise a refused connection and an unknown host name. Anything else keeps
+ * Node's message.
  */
 import { isIP } from 'node:net';
 import type { PeerCertificate } from 'node:tls';
@@ -52,6 +53,10 @@ export function transportErrorText(err: unknown): string {
   }
   const alert = /(?:sslv3|tlsv1|tlsv13) alert (.+)$/.exec(e.reason ?? '')?.[1];
   if (alert !== undefined) return `remote error: tls: ${ALERTS[alert] ?? alert}`;
+  // Go's net package words these two, which users meet most (nothing listening, a name unknown).
+  const net = err as { address?: string; port?: number; hostname?: string };
+  if (code === 'ECONNREFUSED' && net.address !== undefined) return `dial tcp ${net.address.includes(':') ? `[${net.address}]` : net.address}:${net.port ?? ''}: connect: connection refused`;
+  if (code === 'ENOTFOUND' && net.hostname !== undefined) return `dial tcp: lookup ${net.hostname}: no such host`;
   return errorMessage(err);
 }
 

@@ -107,4 +107,15 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX build_cache_image ON build_cache(image_id);
   `,
+  `,
+  // 7: image transfer (push, save, load): the compressed blob kept for a layer Berth made itself
+  // (commit, build, import, load), by diff id, so it is compressed once and pushed as the same bytes
+  `
+  CREATE TABLE layer_blobs (
+    diff_id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL
+  );
+  `,
 ];

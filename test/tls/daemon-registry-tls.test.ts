@@ -1,5 +1,5 @@
 /**
- * `docker login` and `docker pull` through berthd (the real docker CLI on the unix socket)
+ * `docker login`, `docker pull` and `docker push` through berthd (the real docker CLI on the unix socket)
  * against docker-registry over HTTPS with a private CA: they work once the CA (and, for a
  * registry that wants one, a client certificate) is in the certs.d directory, and fail with
  * dockerd's x509 wording when it is not.
@@ -133,5 +133,24 @@ describe('docker login and pull through berthd over HTTPS with a private CA', as
     certsFor(mtlsReg.host, { 'ca.crt': ca.certPem, 'client.cert': goodClient.certPem, 'client.key': goodClient.keyPem });
     const pull = await docker(['pull', `${mtlsReg.host}/tls/mtls:v1`]);
     assert.equal(pull.code, 0, pull.stderr);
+  });
+  test('push over HTTPS: the CA and the client certificate in certs.d, credentials from docker login; pulls back as the same image', { skip }, async () => {
+    certsFor(basicReg.host, { 'ca.crt': ca.certPem });
+    certsFor(mtlsReg.host, { 'ca.crt': ca.certPem, 'client.cert': goodClient.certPem, 'client.key': goodClient.keyPem });
+    const login = await docker(['login', basicReg.host, '-u', creds.user, '--password-stdin'], creds.password);
+    assert.equal(login.code, 0, login.stderr);
+    const source = `${basicReg.host}/tls/hello:v1`;
+    assert.equal((await docker(['pull', source])).code, 0);
+    const id = (await docker(['image', 'inspect', '-f', '{{.Id}}', source])).stdout.trim();
+    for (const target of [`${basicReg.host}/tls/pushed:v1`, `${mtlsReg.host}/tls/pushed:v1`]) {
+      assert.equal((await docker(['tag', source, target])).code, 0);
+      const push = await docker(['push', target]);
+      assert.equal(push.code, 0, push.stderr);
+      assert.match(push.stdout, /v1: digest: sha256:[0-9a-f]{64} size: \d+/);
+      assert.equal((await docker(['rmi', target])).code, 0);
+      const pull = await docker(['pull', target]);
+      assert.equal(pull.code, 0, pull.stderr);
+      assert.equal((await docker(['image', 'inspect', '-f', '{{.Id}}', target])).stdout.trim(), id);
+    }
   });
 });

@@ -12,15 +12,18 @@ import type { Platform } from '../../lib/oci.js';
 import { isDigest } from '../../lib/digest.js';
 import { JsonLineWriter } from '../json-lines.js';
 import { defaultPlatform } from '../../engine/system.js';
+import type { ImageSuffixHandler, ImageTransferHooks } from './image-transfer.js';
 
-export function imageRoutes(r: Router, engine: Engine): void {
+export function imageRoutes(r: Router, engine: Engine, transfer?: ImageTransferHooks): void {
   r.on('GET', '/images/json', (ctx) => listImages(ctx, engine));
-  r.on('POST', '/images/create', (ctx) => createImage(ctx, engine));
+  r.on('POST', '/images/create', (ctx) => createImage(ctx, engine, transfer));
   r.on('POST', '/images/prune', (ctx) => pruneImages(ctx, engine));
   r.on('GET', '/images/*', (ctx) => {
     const rest = ctx.params['*']!;
     if (rest.endsWith('/json')) return sendJson(ctx, 200, inspectImage(engine, engine.images.get(rest.slice(0, -5)), ctx.version));
     if (rest.endsWith('/history')) return sendJson(ctx, 200, engine.images.history(rest.slice(0, -8)));
+    const get = transferHook(transfer?.get, rest);
+    if (get) return get.handler(ctx, get.name);
     throw notFound('page not found');
   });
   r.on('POST', '/images/*', (ctx) => {
@@ -33,12 +36,21 @@ export function imageRoutes(r: Router, engine: Engine): void {
       ctx.res.end();
       return;
     }
+    const post = transferHook(transfer?.post, rest);
+    if (post) return post.handler(ctx, post.name);
     throw notFound('page not found');
   });
   r.on('DELETE', '/images/*', async (ctx) => {
     const items = await engine.images.remove(ctx.params['*']!, { force: queryBool(ctx.query, 'force'), noprune: queryBool(ctx.query, 'noprune') });
     sendJson(ctx, 200, items);
   });
+}
+
+/** `<name>/<suffix>` → the image-transfer handler for that suffix (push, get). */
+function transferHook(hooks: Record<string, ImageSuffixHandler> | undefined, rest: string): { handler: ImageSuffixHandler; name: string } | undefined {
+  const slash = rest.lastIndexOf('/');
+  const handler = slash > 0 ? hooks?.[rest.slice(slash + 1)] : undefined;
+  return handler && { handler, name: rest.slice(0, slash) };
 }
 
 const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
@@ -148,8 +160,9 @@ function emptyConfig(): Record<string, unknown> {
   return { Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false, Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null, WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null };
 }
 
-async function createImage(ctx: RequestContext, engine: Engine): Promise<void> {
+async function createImage(ctx: RequestContext, engine: Engine, transfer?: ImageTransferHooks): Promise<void> {
   let fromImage = queryString(ctx.query, 'fromImage');
+  if (!fromImage && transfer && queryString(ctx.query, 'fromSrc')) return transfer.importImage(ctx);
   if (!fromImage) throw new BerthError('not-implemented', 'importing images (fromSrc) is not supported yet');
   if (fromImage.endsWith(':')) fromImage = fromImage.slice(0, -1);
   const tag = queryString(ctx.query, 'tag');
