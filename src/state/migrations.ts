@@ -107,7 +107,6 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX build_cache_image ON build_cache(image_id);
   `,
-  `,
   // 7: image transfer (push, save, load): the compressed blob kept for a layer Berth made itself
   // (commit, build, import, load), by diff id, so it is compressed once and pushed as the same bytes
   `
