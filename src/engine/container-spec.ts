@@ -8,7 +8,7 @@ import { invalidArgument } from '../lib/errors.js';
 import type { ContainerRecord, MountSpec } from './container-model.js';
 import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../runtime/build-spec.js';
 import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js';
-import { resolveUser } from './container-rootfs.js';
+import { prepareWorkingDir, resolveUser } from './container-rootfs.js';
 
 const ULIMIT_NAMES: Record<string, string> = {
   core: 'RLIMIT_CORE', cpu: 'RLIMIT_CPU', data: 'RLIMIT_DATA', fsize: 'RLIMIT_FSIZE', locks: 'RLIMIT_LOCKS',
@@ -38,9 +38,14 @@ export function withNetworkNamespace(input: RuntimeSpecInput, netnsPath: string 
 export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promise<RuntimeSpecInput> {
   const cfg = c.config;
   const hc = c.hostConfig;
-  const user = await resolveUser(ctx.rootfs, cfg.User ?? '').catch((err: Error) => {
-    throw invalidArgument(err.message);
-  });
+  const [user] = await Promise.all([
+    resolveUser(ctx.rootfs, cfg.User ?? '').catch((err: Error) => {
+      throw invalidArgument(err.message);
+    }),
+    prepareWorkingDir(ctx.rootfs, cfg.WorkingDir ?? '').catch((err: Error) => {
+      throw invalidArgument(err.message);
+    }),
+  ]);
   const args = [...(cfg.Entrypoint ?? []), ...(cfg.Cmd ?? [])];
   if (args.length === 0) throw invalidArgument('no command specified');
   const env = [...(cfg.Env ?? [])];
