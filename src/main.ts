@@ -22,6 +22,8 @@ import { imageRoutes } from './api/routes/images.js';
 import { containerRoutes } from './api/routes/containers.js';
 import { containerLogRoutes } from './api/routes/container-logs.js';
 import { containerExtraRoutes } from './api/routes/container-extras.js';
+import { containerArchiveRoutes } from './api/routes/container-archive.js';
+import { ContainerArchive } from './engine/containers/container-archive.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { ContainerService } from './engine/containers.js';
@@ -115,6 +117,7 @@ async function main(): Promise<void> {
   containers.execIds = (id) => execs.idsFor(id);
   execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
+  containerArchiveRoutes(router, new ContainerArchive(containers));
   swarmRoutes(router, swarm, containers);
   const health = new HealthMonitor(containers, runtime);
   health.start();

@@ -177,8 +177,11 @@ function opaqueMarker(rel: string, dir: BigIntStats): Buffer {
 
 /** Exactly `size` bytes of the file plus padding; a file that shrank meanwhile is zero-filled. */
 async function* fileData(abs: string, size: number): AsyncGenerator<Buffer> {
-  const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+  // O_NONBLOCK: a running container (commit with pause=false) may have swapped the file for a FIFO
+  // since it was listed; opening that must not wait for a writer, and fstat then refuses it.
+  const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
+    if (!(await fh.stat()).isFile()) throw new Error(`${abs}: changed to a non-regular file while being packed`);
     let done = 0;
     while (done < size) {
       const buf = Buffer.allocUnsafe(Math.min(CHUNK, size - done));

@@ -134,7 +134,40 @@ function viaOpenat2(fn: Openat2, rootFd: number, path: string, followLast: boole
  * inode), so a name swapped in between is an error rather than a way out.
  */
 async function walk(rootFd: number, path: string, followLast: boolean): Promise<number> {
-  const stack: number[] = [await openFd(at(rootFd), O_PATH | constants.O_DIRECTORY)];
+  return (await walkMounts(rootFd, path, followLast, new Map())).fd;
+}
+
+/** A mount of a container: what the container sees at `destination` is the host's `source`. */
+export interface RootMount {
+  source: string;
+  destination: string;
+  rw: boolean;
+}
+
+interface Step {
+  fd: number;
+  /** The container path this descriptor is at, symlinks resolved. */
+  path: string;
+  /** The innermost mount the path is in, if any. */
+  mount?: RootMount;
+}
+
+/** A path resolved inside a container: the O_PATH descriptor (the caller closes it), where it is, and through which mount. */
+export interface ResolvedPath {
+  fd: number;
+  path: string;
+  mount?: RootMount;
+}
+
+const childPath = (dir: string, name: string) => (dir === '/' ? `/${name}` : `${dir}/${name}`);
+
+/**
+ * The walk, aware of mounts: when the container path reached is a mount's destination, the walk
+ * goes on in the mount's source (a host directory the container's owner named, so opened as it
+ * is), and `..` from there returns to the directory holding the destination, as in the container.
+ */
+async function walkMounts(rootFd: number, path: string, followLast: boolean, mounts: Map<string, RootMount>): Promise<Step> {
+  const stack: Step[] = [{ fd: await openFd(at(rootFd), O_PATH | constants.O_DIRECTORY), path: '/' }];
   const queue = path.split('/').filter((p) => p !== '' && p !== '.');
   let links = 0;
   try {
@@ -142,18 +175,29 @@ async function walk(rootFd: number, path: string, followLast: boolean): Promise<
       const name = queue.shift()!;
       const top = stack[stack.length - 1]!;
       if (name === '..') {
-        if (stack.length > 1) closeSync(stack.pop()!);
+        if (stack.length > 1) closeSync(stack.pop()!.fd);
         continue;
       }
-      const p = at(top, name);
+      const last = queue.length === 0;
+      const here = childPath(top.path, name);
+      const mount = mounts.get(here);
+      if (mount) {
+        const fd = await openFd(mount.source, O_PATH);
+        if (!last && !fstatSync(fd).isDirectory()) {
+          closeSync(fd);
+          throw inRootError('ENOTDIR', path);
+        }
+        stack.push({ fd, path: here, mount });
+        continue;
+      }
+      const p = at(top.fd, name);
       const st = await fsp.lstat(p).catch((err: NodeJS.ErrnoException) => {
         throw inRootError(err.code ?? 'ENOENT', path);
       });
-      const last = queue.length === 0;
       if (st.isSymbolicLink() && (!last || followLast)) {
         if (++links > MAX_SYMLINKS) throw inRootError('ELOOP', path);
         const target = await fsp.readlink(p);
-        if (target.startsWith('/')) while (stack.length > 1) closeSync(stack.pop()!);
+        if (target.startsWith('/')) while (stack.length > 1) closeSync(stack.pop()!.fd);
         queue.unshift(...target.split('/').filter((x) => x !== '' && x !== '.'));
         continue;
       }
@@ -164,13 +208,85 @@ async function walk(rootFd: number, path: string, followLast: boolean): Promise<
         closeSync(fd);
         throw inRootError('EAGAIN', path, 'changed while it was being resolved');
       }
-      stack.push(fd);
+      stack.push({ fd, path: here, mount: top.mount });
     }
-    const result = stack.pop()!;
-    return result;
+    return stack.pop()!;
   } finally {
-    for (const fd of stack) closeSync(fd);
+    for (const s of stack) closeSync(s.fd);
   }
+}
+
+/**
+ * A container's file system as the container sees it: `root` (its rootfs), and its mounts. Paths
+ * resolve inside the root, symlinks followed within it, and a path that reaches a mount's
+ * destination continues in the mount's source. Mount destinations are resolved first (the runtime
+ * mounts at a destination's resolved place); later mounts win. Without mounts, resolution is
+ * resolveInRoot's (openat2 where the kernel has it). Close it when done.
+ */
+export class ContainerView {
+  private constructor(
+    readonly root: string,
+    private readonly rootFd: number,
+    private readonly byDest: Map<string, RootMount>,
+  ) {}
+
+  static async open(root: string, mounts: RootMount[] = []): Promise<ContainerView> {
+    const rootFd = openSync(root, O_PATH | constants.O_DIRECTORY);
+    const byDest = new Map<string, RootMount>();
+    try {
+      for (const m of mounts) {
+        let dest = cleanPath(m.destination);
+        try {
+          const r = await walkMounts(rootFd, dest, true, byDest);
+          closeSync(r.fd);
+          dest = r.path;
+        } catch {
+          // Not there yet (the runtime creates it): the mount sits at the path as written.
+        }
+        byDest.set(dest, m);
+      }
+    } catch (err) {
+      closeSync(rootFd);
+      throw err;
+    }
+    return new ContainerView(root, rootFd, byDest);
+  }
+
+  /** The mount whose destination is exactly this (resolved) container path. */
+  mountAt(path: string): RootMount | undefined {
+    return this.byDest.get(path);
+  }
+
+  async resolve(path: string, opts: { followLast?: boolean } = {}): Promise<ResolvedPath> {
+    const followLast = opts.followLast ?? true;
+    if (this.byDest.size === 0) {
+      const fd = await resolveInRoot(this.root, path, { followLast });
+      return { fd, path: await containerPathOf(this.root, fd) };
+    }
+    return walkMounts(this.rootFd, path, followLast, this.byDest);
+  }
+
+  close(): void {
+    closeSync(this.rootFd);
+  }
+}
+
+/** Where a descriptor resolved inside `root` is, as a container path. */
+async function containerPathOf(root: string, fd: number): Promise<string> {
+  const [real, target] = await Promise.all([fsp.realpath(root), fsp.readlink(at(fd))]);
+  if (target === real) return '/';
+  return target.startsWith(`${real}/`) ? target.slice(real.length) : '/';
+}
+
+/** The lexically clean absolute form of a container path (no `.`, `..` or doubled slashes). */
+export function cleanPath(path: string): string {
+  const out: string[] = [];
+  for (const p of path.split('/')) {
+    if (p === '' || p === '.') continue;
+    if (p === '..') out.pop();
+    else out.push(p);
+  }
+  return `/${out.join('/')}`;
 }
 
 /** open(2) returning the bare number (a FileHandle would close it when collected). */
