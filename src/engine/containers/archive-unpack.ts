@@ -14,7 +14,7 @@
  * A read-only mount or rootfs is refused before anything is written there.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, constants, fchmod as fchmodCb, fchown as fchownCb, fstatSync, futimes as futimesCb, open, write } from 'node:fs';
+import { closeSync, constants, fchmod as fchmodCb, fchmodSync, fchown as fchownCb, fchownSync, fstatSync, futimes as futimesCb, futimesSync, lstatSync, open, openSync, write, writeSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -28,6 +28,8 @@ const O_PATH = 0o10000000;
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_DIRECTORY } = constants;
 /** Parent directory descriptors kept open between entries (most archives write one directory at a time). */
 const DIR_CACHE = 32;
+/** Files up to this size are written synchronously in the rootfs (larger ones could hold the loop on a slow disk). */
+const SYNC_WRITE_MAX = 1024 * 1024;
 
 export interface UnpackOptions {
   noOverwriteDirNonDir: boolean;
@@ -109,7 +111,11 @@ class Unpacker {
       return;
     }
 
-    const existing = await fsp.lstat(at(parent.fd, base)).catch(() => undefined);
+    // In the rootfs (an overlay: nothing there can make these wait) the small steps of an entry run
+    // synchronously, microseconds each instead of a pool round trip each; in a mount's source
+    // (possibly a network file system) they stay asynchronous.
+    const local = !parent.mount;
+    const existing = local ? lstatSync(at(parent.fd, base), { throwIfNoEntry: false }) : await fsp.lstat(at(parent.fd, base)).catch(() => undefined);
     const isDir = h.type === 'directory';
     if (existing) {
       if (this.opts.noOverwriteDirNonDir && existing.isDirectory() && !isDir) throw invalidArgument(`cannot overwrite directory "${cpath}" with non-directory "${h.name}"`);
@@ -129,12 +135,20 @@ class Unpacker {
         return;
       case 'file':
       case 'contiguous-file': {
-        const fd = await openFd(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+        const flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+        const fd = local ? openSync(name, flags, 0o600) : await openFd(name, flags, 0o600);
         try {
-          await writeAll(fd, e);
-          await fchown(fd, uid, gid);
-          await fchmod(fd, mode);
-          await futimes(fd, h.mtime ?? new Date());
+          if (local && (h.size ?? 0) <= SYNC_WRITE_MAX) {
+            for await (const chunk of e) for (let off = 0; off < chunk.length; ) off += writeSync(fd, chunk, off);
+            fchownSync(fd, uid, gid);
+            fchmodSync(fd, mode);
+            futimesSync(fd, h.mtime ?? new Date(), h.mtime ?? new Date());
+          } else {
+            await writeAll(fd, e);
+            await fchown(fd, uid, gid);
+            await fchmod(fd, mode);
+            await futimes(fd, h.mtime ?? new Date());
+          }
         } finally {
           closeSync(fd);
         }
