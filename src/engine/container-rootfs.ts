@@ -104,8 +104,12 @@ export interface ResolvedUser {
   home: string;
 }
 
-/** Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group. */
-export async function resolveUser(rootfs: string, user: string): Promise<ResolvedUser> {
+/**
+ * Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group;
+ * `groupAdd` (HostConfig.GroupAdd: names or ids) joins the additional groups, looked up in the same
+ * file, as dockerd does.
+ */
+export async function resolveUser(rootfs: string, user: string, groupAdd: string[] = []): Promise<ResolvedUser> {
   const [u = '', g] = user.split(':', 2);
   const failed = (err: Error) => {
     throw new Error(`unable to find user ${u || 'root'}: ${err.message}`);
@@ -141,6 +145,12 @@ export async function resolveUser(rootfs: string, user: string): Promise<Resolve
     else throw new Error(`unable to find group ${g}: no matching entries in group file`);
   }
   const additionalGids = userName ? gr.filter((f) => f[3]!.split(',').includes(userName!) && Number(f[2]) !== gid).map((f) => Number(f[2])) : [];
+  for (const name of groupAdd) {
+    const entry = gr.find((f) => f[0] === name) ?? (/^\d+$/.test(name) ? gr.find((f) => f[2] === name) : undefined);
+    if (!entry && !/^\d+$/.test(name)) throw new Error(`Unable to find group ${name}: no matching entries in group file`);
+    const id = entry ? Number(entry[2]) : Number(name);
+    if (!additionalGids.includes(id)) additionalGids.push(id);
+  }
   return { uid, gid, additionalGids, home };
 }
 

@@ -5,7 +5,7 @@
  * blocks, and 20 ordinary containers started meanwhile run normally.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -53,7 +53,12 @@ describe('hostile user files and WORKDIR', () => {
       { tag: 'fifo-workdir', layer: [{ type: 'fifo', path: 'srv' }], config: { WorkingDir: '/srv' }, error: /Cannot mkdir: \/srv is not a directory/ },
     ];
     const base = await busyboxLayer('gzip');
-    for (const c of [...cases, { tag: 'link-workdir', layer: [{ type: 'symlink', path: 'srv', target: outside } as LayerEntry], config: { WorkingDir: '/srv/app' } }]) {
+    const etcFiles: LayerEntry[] = [
+      { type: 'fifo', path: 'etc/hosts' },
+      { type: 'symlink', path: 'etc/resolv.conf', target: join(outside, 'passwd') },
+      { type: 'symlink', path: 'etc/hostname', target: '/dev/zero' },
+    ];
+    for (const c of [...cases, { tag: 'link-workdir', layer: [{ type: 'symlink', path: 'srv', target: outside } as LayerEntry], config: { WorkingDir: '/srv/app' } }, { tag: 'etc-files', layer: etcFiles }]) {
       const top = await buildLayer(c.layer);
       const image = assembleManifest({
         format: 'docker',
@@ -117,6 +122,18 @@ describe('hostile user files and WORKDIR', () => {
     assert.equal(run.code, 0, run.stderr);
     assert.equal(run.stdout, `${outside}/app\ndrwxr-xr-x\n`);
     assert.deepEqual(readdirSync(outside), ['passwd'], 'nothing created on the host');
+  });
+
+  it('/etc/hosts, /etc/hostname and /etc/resolv.conf as a FIFO or links out of the root: the container gets its own files', async () => {
+    const dm = d();
+    const run = await dm.docker(['run', '--name', 'etc-files', '--hostname', 'etcbox', refs.get('etc-files')!, 'sh', '-c', 'cat /etc/hostname; grep -c localhost /etc/hosts; grep -c nameserver /etc/resolv.conf'], { timeoutMs: 60_000 });
+    assert.equal(run.code, 0, run.stderr);
+    const [hostname, hosts, resolv] = run.stdout.trim().split('\n');
+    assert.equal(hostname, 'etcbox');
+    assert.ok(Number(hosts) >= 1, run.stdout);
+    assert.ok(Number(resolv) >= 1, run.stdout);
+    assert.equal(readFileSync(join(outside, 'passwd'), 'utf8'), 'berth:x:4242:4242::/:/bin/sh\n', 'the host file is untouched');
+    await dm.docker(['rm', '-f', 'etc-files']);
   });
 
   it('a container that replaces its /etc/passwd with a FIFO gets a clear error on its next start, over and over, and others still start', async () => {

@@ -10,12 +10,13 @@
  * same inode, so a running container that swaps a name for a link meanwhile gets an error, never
  * a read outside its root. FIFOs and devices are archived as such, never opened.
  */
-import { closeSync, constants, fstatSync, lstatSync, open, openSync, read, readSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, open, openSync, readSync, type Stats } from 'node:fs';
 import fsp from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { at, fstatPath, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
 import { encodeEntryHeader, END_OF_ARCHIVE, padding, type TarHeader } from '../../images/tar-format.js';
+import { sizedData } from '../../images/layer-diff.js';
 
 const openFd = promisify(open) as (path: string, flags: number, mode?: number) => Promise<number>;
 const O_PATH = 0o10000000;
@@ -150,30 +151,8 @@ async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string,
       return;
     }
     yield header(name, fst, 'file', { size });
-    yield* fileData(rfd, size);
+    yield* sizedData(rfd, size);
   } finally {
     closeSync(rfd);
   }
-}
-
-const readFd = (fd: number, buf: Buffer, pos: number) =>
-  new Promise<number>((resolve, reject) => read(fd, buf, 0, buf.length, pos, (err, n) => (err ? reject(err) : resolve(n))));
-
-/** Exactly `size` bytes and the padding: a file that shrank meanwhile is zero-filled, one that grew is cut. */
-async function* fileData(fd: number, size: number): AsyncGenerator<Buffer> {
-  let done = 0;
-  while (done < size) {
-    const buf = Buffer.allocUnsafe(Math.min(CHUNK, size - done));
-    const n = await readFd(fd, buf, done);
-    if (n === 0) {
-      buf.fill(0);
-      done += buf.length;
-      yield buf;
-      continue;
-    }
-    done += n;
-    yield buf.subarray(0, n);
-  }
-  const pad = padding(size);
-  if (pad) yield Buffer.alloc(pad);
 }
