@@ -234,6 +234,13 @@ describe('container archive (docker cp)', () => {
     assert.equal(replaced.status, 200, replaced.text());
     assert.equal(await shIn(d, id, 'cat /tmp/t/adir'), 'now a file');
 
+    // A link replaced by a directory within one archive: later entries go into the new directory.
+    const relink = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t`, {
+      body: await makeTar([{ name: 'target', type: 'directory' }, { name: 'ln', type: 'symlink', linkname: 'target' }, { name: 'ln/x', content: 'x' }, { name: 'ln', type: 'directory' }, { name: 'ln/y', content: 'y' }]),
+    });
+    assert.equal(relink.status, 200, relink.text());
+    assert.equal(await shIn(d, id, 'cd /tmp/t && ls target ln | tr "\\n" " "'), 'ln: y  target: x ');
+
     const notDir = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t/afile`, { body: fileOverDir });
     assert.equal(notDir.status, 400);
     assert.match(notDir.json().message, /not a directory/);

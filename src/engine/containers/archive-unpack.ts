@@ -120,7 +120,10 @@ class Unpacker {
     if (existing) {
       if (this.opts.noOverwriteDirNonDir && existing.isDirectory() && !isDir) throw invalidArgument(`cannot overwrite directory "${cpath}" with non-directory "${h.name}"`);
       if (this.opts.noOverwriteDirNonDir && !existing.isDirectory() && isDir) throw invalidArgument(`cannot overwrite non-directory "${cpath}" with directory "${h.name}"`);
-      if (!(existing.isDirectory() && isDir)) await removeAt(parent.fd, base);
+      if (!(existing.isDirectory() && isDir)) {
+        await removeAt(parent.fd, base);
+        this.#forget(rel); // a directory reached through what was there (a link) is not this one
+      }
     }
     const uid = this.opts.chown?.uid ?? h.uid ?? 0;
     const gid = this.opts.chown?.gid ?? h.gid ?? 0;
