@@ -185,6 +185,9 @@ describe('container archive (docker cp)', () => {
       assert.equal(statSync(join(out, 'dir/a.txt')).mode & 0o777, 0o640);
       assert.equal(readlinkSync(join(out, 'dir/link')), 'a.txt');
       assert.equal(readFileSync(join(out, 'dir/sub/b'), 'utf8'), 'deep\n');
+      const followed = await d.docker(['cp', '-L', `${id}:/data/dir/link`, join(out, 'followed.txt')]);
+      assert.equal(followed.code, 0, followed.stderr);
+      assert.equal(readFileSync(join(out, 'followed.txt'), 'utf8'), 'hello\n');
       const single = await d.docker(['cp', `${id}:/data/dir/a.txt`, join(out, 'renamed.txt')]);
       assert.equal(single.code, 0, single.stderr);
       assert.equal(readFileSync(join(out, 'renamed.txt'), 'utf8'), 'hello\n');
@@ -198,6 +201,8 @@ describe('container archive (docker cp)', () => {
       symlinkSync('nested/y', join(src, 'tree/ylink'));
       const cpIn = await d.docker(['cp', join(src, 'tree'), `${id}:/data/`]);
       assert.equal(cpIn.code, 0, cpIn.stderr);
+      const archived = await d.docker(['cp', '-a', join(src, 'tree/x.sh'), `${id}:/data/archived.sh`]);
+      assert.equal(archived.code, 0, archived.stderr);
       const cpFile = await d.docker(['cp', join(src, 'tree/x.sh'), `${id}:/data/new-name.sh`]);
       assert.equal(cpFile.code, 0, cpFile.stderr);
       const cpContents = await d.docker(['cp', `${join(src, 'tree')}/.`, `${id}:/data/dir/sub`]);
