@@ -4,7 +4,9 @@
  * attempts (links to host paths and to /, `..`, hostile tars, a link swapped during copies).
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -263,6 +265,24 @@ describe('container archive (docker cp)', () => {
     assert.match(roMount.json().message, /mounted volume is marked read-only/);
     assert.equal(existsSync(join(host, 'adir')), false);
     await d.request('DELETE', `/containers/${ro}?force=1`);
+  });
+
+  it('PUT: gzip, bzip2 and xz archives as the API allows; a corrupt one is a 400', async () => {
+    const d = daemon();
+    const id = await container(d, 'mkdir /z', { keep: true });
+    const compress = (tool: string, data: Buffer) => execFileSync(tool, ['-c'], { input: data });
+    const bodies: [string, (b: Buffer) => Buffer][] = [['gzip', (b) => gzipSync(b)], ['bzip2', (b) => compress('bzip2', b)], ['xz', (b) => compress('xz', b)]];
+    for (const [kind, pack] of bodies) {
+      const r = await d.request('PUT', `/containers/${id}/archive?path=/z`, { body: pack(await makeTar([{ name: `${kind}.txt`, content: kind }])) });
+      assert.equal(r.status, 200, `${kind}: ${r.text()}`);
+    }
+    assert.equal(await shIn(d, id, 'cat /z/gzip.txt /z/bzip2.txt /z/xz.txt'), 'gzipbzip2xz');
+    const corrupt = compress('xz', await makeTar([{ name: 'c', content: 'c' }]));
+    corrupt[corrupt.length - 20] ^= 0xff;
+    const bad = await d.request('PUT', `/containers/${id}/archive?path=/z`, { body: corrupt });
+    assert.equal(bad.status, 400, bad.text());
+    assert.match(bad.json().message, /decompressing the archive \(xz\)/);
+    await d.request('DELETE', `/containers/${id}?force=1`);
   });
 
   it('paths that cross a bind mount land in its source, both ways', async () => {

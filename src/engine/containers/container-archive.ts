@@ -12,11 +12,11 @@ import fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
 import { at, cleanPath, ContainerView, InRootError, isMissing, type ResolvedPath } from '../../lib/in-root-fs.js';
-import { decompressLayer } from '../../images/decompress.js';
 import type { ContainerRecord } from '../container-model.js';
 import { holdRootfs } from '../container-inspect-fs.js';
 import { resolveUser } from '../container-rootfs.js';
 import type { ContainerService } from '../containers.js';
+import { decompressArchive } from './archive-decompress.js';
 import { packPath } from './archive-pack.js';
 import { unpackInto } from './archive-unpack.js';
 import { containerMountPoints } from './container-mounts.js';
@@ -102,7 +102,7 @@ export class ContainerArchive {
           if (dest.mount && !dest.mount.rw) throw invalidArgument('mounted volume is marked read-only');
           if (!dest.mount && c.hostConfig.ReadonlyRootfs) throw invalidArgument('container rootfs is marked read-only');
           const chown = opts.copyUIDGID && c.config.User ? await this.#user(held.merged, c) : undefined;
-          const tar = decompressLayer('archive', body);
+          const tar = decompressArchive(body);
           await unpackInto(view, dest, tar, { noOverwriteDirNonDir: opts.noOverwriteDirNonDir, chown, readonlyRootfs: !!c.hostConfig.ReadonlyRootfs }).catch((err) => {
             throw err instanceof BerthError ? err : invalidArgument(`extracting the archive into ${path}: ${(err as Error).message}`, err);
           });
