@@ -12,6 +12,7 @@ APT_PACKAGES=(
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
   e2fsprogs                           # lsattr: the tests read ext4 flags independently
+  bzip2 xz-utils                      # bzip2/xz bodies of docker cp (PUT /containers/{id}/archive)
 )
 
 missing=()
