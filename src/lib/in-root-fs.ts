@@ -28,6 +28,7 @@ const MAX_SYMLINKS = 40;
 const ENOSYS = 38;
 const EAGAIN = 11;
 const E2BIG = 7;
+const EPERM = 1;
 
 const ERRNO_CODES: Record<number, string> = { 2: 'ENOENT', 13: 'EACCES', 20: 'ENOTDIR', 21: 'EISDIR', 40: 'ELOOP', 18: 'EXDEV', 36: 'ENAMETOOLONG', 1: 'EPERM', 24: 'EMFILE' };
 
@@ -103,7 +104,7 @@ export async function resolveInRoot(root: string, path: string, opts: { followLa
     if (fn) {
       const r = viaOpenat2(fn, rootFd, path, followLast);
       if (r !== 'unsupported') return r;
-      openat2 = null; // ENOSYS: an old kernel; every later call walks.
+      openat2 = null; // not available here: every later call walks
     }
     return await walk(rootFd, path, followLast);
   } finally {
@@ -121,7 +122,9 @@ function viaOpenat2(fn: Openat2, rootFd: number, path: string, followLast: boole
     const fd = fn(rootFd, rel, how);
     if (fd >= 0) return fd;
     const errno = loadLibc()!.koffi.errno();
-    if (errno === ENOSYS || errno === E2BIG) return 'unsupported';
+    // ENOSYS: a kernel before 5.6; EPERM: a seccomp profile (berthd itself in a container) that
+    // refuses the syscall it does not know, as older ones do (O_PATH opens never fail so otherwise).
+    if (errno === ENOSYS || errno === E2BIG || errno === EPERM) return 'unsupported';
     if (errno !== EAGAIN) throw inRootError(ERRNO_CODES[errno] ?? `E${errno}`, path);
   }
   throw inRootError('EAGAIN', path, 'resolution kept racing with renames');
