@@ -32,6 +32,7 @@ import { volumeRun } from './workloads/w10-volume-run.js';
 import { build } from './workloads/w11-build.js';
 import { push } from './workloads/w12-push.js';
 import { saveLoad } from './workloads/w13-save-load.js';
+import { cp } from './workloads/w14-cp.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -40,7 +41,7 @@ import { saveLoad } from './workloads/w13-save-load.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

@@ -25,6 +25,8 @@ import { LayerBlobRecords } from './state/layer-blob-records.js';
 import { containerRoutes } from './api/routes/containers.js';
 import { containerLogRoutes } from './api/routes/container-logs.js';
 import { containerExtraRoutes } from './api/routes/container-extras.js';
+import { containerArchiveRoutes } from './api/routes/container-archive.js';
+import { ContainerArchive } from './engine/containers/container-archive.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { ContainerService } from './engine/containers.js';
@@ -148,6 +150,7 @@ async function main(): Promise<void> {
   containers.execIds = (id) => execs.idsFor(id);
   execRoutes(router, execs);
   containerExtraRoutes(router, containers, runtime);
+  containerArchiveRoutes(router, new ContainerArchive(containers));
   swarmRoutes(router, swarm, containers);
   buildRoutes(router, builds);
   // Last: `docker system prune` calls /build/prune and fails on a 404 while no builder answers it.

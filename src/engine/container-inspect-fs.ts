@@ -35,31 +35,44 @@ export function containerLayerView(containers: ContainerService, c: ContainerRec
   };
 }
 
-/** Exports in flight per container: the last one to end unmounts a stopped container's rootfs. */
-const exporting = new Map<string, number>();
+/** Holders of a rootfs mount per container (exports, copies): the last one to end unmounts a stopped container's rootfs. */
+const holding = new Map<string, number>();
 
-/** `docker export`: mounts a stopped container's rootfs for as long as the tar runs. */
-export async function exportContainer(containers: ContainerService, idOrName: string): Promise<Readable> {
-  const c = containers.get(idOrName);
+/**
+ * Mounts a container's rootfs (a no-op while it runs) and keeps it mounted until the returned
+ * release is called; then a stopped container's rootfs is unmounted unless another holder remains.
+ */
+export async function holdRootfs(containers: ContainerService, c: ContainerRecord): Promise<{ merged: string; release: () => void }> {
   const paths = rootfsPaths(containers.containerDir(c.id));
   const view = containerLayerView(containers, c);
   await containers.withLock(c.id, async () => {
     if (!containers.find(c.id)) throw internal(`container ${c.id} was removed`);
     await mountRootfs(paths, view.lowers);
-    exporting.set(c.id, (exporting.get(c.id) ?? 0) + 1);
+    holding.set(c.id, (holding.get(c.id) ?? 0) + 1);
   });
-  return exportTar(paths.merged, () => {
-    const n = (exporting.get(c.id) ?? 1) - 1;
-    if (n > 0) exporting.set(c.id, n);
-    else exporting.delete(c.id);
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    const n = (holding.get(c.id) ?? 1) - 1;
+    if (n > 0) holding.set(c.id, n);
+    else holding.delete(c.id);
     if (n > 0) return;
     containers
       .withLock(c.id, async () => {
         // Started meanwhile: the mount is the container's now.
-        if (!isRunningLike(c.state) && !exporting.has(c.id)) await unmountRootfs(paths);
+        if (!isRunningLike(c.state) && !holding.has(c.id)) await unmountRootfs(paths);
       })
-      .catch((err) => log.warn('export: unmount failed', { id: c.id, err }));
-  });
+      .catch((err) => log.warn('rootfs: unmount failed', { id: c.id, err }));
+  };
+  return { merged: paths.merged, release };
+}
+
+/** `docker export`: mounts a stopped container's rootfs for as long as the tar runs. */
+export async function exportContainer(containers: ContainerService, idOrName: string): Promise<Readable> {
+  const c = containers.get(idOrName);
+  const held = await holdRootfs(containers, c);
+  return exportTar(held.merged, held.release);
 }
 
 /** `docker ps -s`: bytes the container wrote, and those plus its image's. */

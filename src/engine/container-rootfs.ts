@@ -2,10 +2,11 @@
  * A container's root filesystem: an overlay of the image's layer directories (read-only) under a
  * per-container upper directory. Also the small files dockerd bind-mounts into every container.
  */
-import { mkdir, readFile, writeFile, lstat, stat } from 'node:fs/promises';
+import { mkdir, readFile, writeFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { mount, unmount } from '../runtime/mount-syscall.js';
+import { InRootError, mkdirAllInRoot, readFileInRoot } from '../lib/in-root-fs.js';
 
 export interface RootfsPaths {
   dir: string;
@@ -85,22 +86,16 @@ export function forgetRootfs(p: RootfsPaths): void {
 }
 
 /**
- * Reads a file from inside a rootfs without following a symlink that could lead outside it
- * (an image may ship /etc/passwd as a link to anywhere).
+ * /etc/passwd or /etc/group of a rootfs as text, '' when absent. The image (or the container, which
+ * can replace them with a FIFO, a device, a link to anywhere or a huge file) controls them: read
+ * in-root, regular files only, capped. Anything else throws, for this container only.
  */
-async function readInside(root: string, rel: string): Promise<string | undefined> {
-  let cur = root;
-  for (const part of rel.split('/').filter(Boolean)) {
-    cur = join(cur, part);
-    try {
-      const st = await lstat(cur);
-      if (st.isSymbolicLink()) return undefined;
-    } catch {
-      return undefined;
-    }
-  }
-  return readFile(cur, 'utf8');
+async function readUserDb(root: string, path: string): Promise<string> {
+  return ((await readFileInRoot(root, path, { maxBytes: USER_DB_CAP })) ?? Buffer.alloc(0)).toString('utf8');
 }
+
+/** Larger user databases are refused (real ones are kilobytes). */
+const USER_DB_CAP = 16 * 1024 * 1024;
 
 export interface ResolvedUser {
   uid: number;
@@ -109,10 +104,17 @@ export interface ResolvedUser {
   home: string;
 }
 
-/** Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group. */
-export async function resolveUser(rootfs: string, user: string, groupAdd: readonly string[] = []): Promise<ResolvedUser> {
+/**
+ * Resolves `name`, `uid`, `name:group`, `uid:gid` against the image's /etc/passwd and /etc/group;
+ * `groupAdd` (HostConfig.GroupAdd: names or ids) joins the additional groups, looked up in the same
+ * file, as dockerd does.
+ */
+export async function resolveUser(rootfs: string, user: string, groupAdd: string[] = []): Promise<ResolvedUser> {
   const [u = '', g] = user.split(':', 2);
-  const [passwd = '', group = ''] = await Promise.all([readInside(rootfs, 'etc/passwd'), readInside(rootfs, 'etc/group')]);
+  const failed = (err: Error) => {
+    throw new Error(`unable to find user ${u || 'root'}: ${err.message}`);
+  };
+  const [passwd, group] = await Promise.all([readUserDb(rootfs, '/etc/passwd').catch(failed), readUserDb(rootfs, '/etc/group').catch(failed)]);
   const pw = passwd.split('\n').map((l) => l.split(':')).filter((f) => f.length >= 7);
   const gr = group.split('\n').map((l) => l.split(':')).filter((f) => f.length >= 4);
   let uid = 0;
@@ -143,14 +145,25 @@ export async function resolveUser(rootfs: string, user: string, groupAdd: readon
     else throw new Error(`unable to find group ${g}: no matching entries in group file`);
   }
   const additionalGids = userName ? gr.filter((f) => f[3]!.split(',').includes(userName!) && Number(f[2]) !== gid).map((f) => Number(f[2])) : [];
-  // GroupAdd: names from the image's group file, numbers as they are (dockerd's rule).
   for (const name of groupAdd) {
     const entry = gr.find((f) => f[0] === name) ?? (/^\d+$/.test(name) ? gr.find((f) => f[2] === name) : undefined);
-    const g = entry ? Number(entry[2]) : /^\d+$/.test(name) ? Number(name) : undefined;
-    if (g === undefined) throw new Error(`Unable to find group ${name}: no matching entries in group file`);
-    if (!additionalGids.includes(g)) additionalGids.push(g);
+    if (!entry && !/^\d+$/.test(name)) throw new Error(`Unable to find group ${name}: no matching entries in group file`);
+    const id = entry ? Number(entry[2]) : Number(name);
+    if (!additionalGids.includes(id)) additionalGids.push(id);
   }
   return { uid, gid, additionalGids, home };
+}
+
+/**
+ * Creates the container's working directory (owned by root, 0755, as dockerd does) inside its
+ * rootfs; a non-directory in the way is dockerd's "Cannot mkdir" error.
+ */
+export async function prepareWorkingDir(rootfs: string, dir: string): Promise<void> {
+  if (!dir || dir === '/') return;
+  await mkdirAllInRoot(rootfs, dir, { mode: 0o755, uid: 0, gid: 0 }).catch((err: Error) => {
+    if (err instanceof InRootError && err.code === 'ENOTDIR') throw new Error(`Cannot mkdir: ${dir} is not a directory`);
+    throw new Error(`Cannot mkdir: ${err.message}`);
+  });
 }
 
 /** /etc/hostname, /etc/hosts and /etc/resolv.conf as dockerd writes them for a container. */

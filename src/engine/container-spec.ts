@@ -8,7 +8,7 @@ import { invalidArgument } from '../lib/errors.js';
 import type { ContainerRecord, MountSpec } from './container-model.js';
 import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../runtime/build-spec.js';
 import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js';
-import { resolveUser } from './container-rootfs.js';
+import { prepareWorkingDir, resolveUser } from './container-rootfs.js';
 import { specMounts } from './volumes/spec-mounts.js';
 import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
 import { deviceCgroupRules } from './container-options.js';
@@ -46,9 +46,14 @@ export function withNetworkNamespace(input: RuntimeSpecInput, netnsPath: string 
 export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promise<RuntimeSpecInput> {
   const cfg = c.config;
   const hc = c.hostConfig;
-  const user = await resolveUser(ctx.rootfs, cfg.User ?? '', (hc.GroupAdd as string[] | null | undefined) ?? []).catch((err: Error) => {
-    throw invalidArgument(err.message);
-  });
+  const [user] = await Promise.all([
+    resolveUser(ctx.rootfs, cfg.User ?? '', (hc.GroupAdd as string[] | null | undefined) ?? []).catch((err: Error) => {
+      throw invalidArgument(err.message);
+    }),
+    prepareWorkingDir(ctx.rootfs, cfg.WorkingDir ?? '').catch((err: Error) => {
+      throw invalidArgument(err.message);
+    }),
+  ]);
   const args = [...(cfg.Entrypoint ?? []), ...(cfg.Cmd ?? [])];
   if (args.length === 0) throw invalidArgument('no command specified');
   const env = [...(cfg.Env ?? [])];

@@ -11,7 +11,7 @@
  * than whiteouts, which Berth refuses when unpacking, so an image holding them could not run.
  * Whole-second mtimes, numeric ids only, as dockerd writes them.
  */
-import { constants, type BigIntStats } from 'node:fs';
+import { constants, read, type BigIntStats } from 'node:fs';
 import fs from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { internal } from '../lib/errors.js';
@@ -177,23 +177,37 @@ function opaqueMarker(rel: string, dir: BigIntStats): Buffer {
 
 /** Exactly `size` bytes of the file plus padding; a file that shrank meanwhile is zero-filled. */
 async function* fileData(abs: string, size: number): AsyncGenerator<Buffer> {
-  const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+  // O_NONBLOCK: a running container (commit with pause=false) may have swapped the file for a FIFO
+  // since it was listed; opening that must not wait for a writer, and fstat then refuses it.
+  const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
-    let done = 0;
-    while (done < size) {
-      const buf = Buffer.allocUnsafe(Math.min(CHUNK, size - done));
-      const { bytesRead } = await fh.read(buf, 0, buf.length, done);
-      if (bytesRead === 0) {
-        buf.fill(0);
-        done += buf.length;
-        yield buf;
-        continue;
-      }
-      done += bytesRead;
-      yield buf.subarray(0, bytesRead);
-    }
+    if (!(await fh.stat()).isFile()) throw new Error(`${abs}: changed to a non-regular file while being packed`);
+    yield* sizedData(fh.fd, size);
   } finally {
     await fh.close();
+  }
+}
+
+const readAt = (fd: number, buf: Buffer, pos: number) =>
+  new Promise<number>((resolve, reject) => read(fd, buf, 0, buf.length, pos, (err, n) => (err ? reject(err) : resolve(n))));
+
+/**
+ * A tar entry's data from an open file: exactly `size` bytes (a file that shrank meanwhile is
+ * zero-filled, one that grew is cut) and the padding.
+ */
+export async function* sizedData(fd: number, size: number): AsyncGenerator<Buffer> {
+  let done = 0;
+  while (done < size) {
+    const buf = Buffer.allocUnsafe(Math.min(CHUNK, size - done));
+    const n = await readAt(fd, buf, done);
+    if (n === 0) {
+      buf.fill(0);
+      done += buf.length;
+      yield buf;
+      continue;
+    }
+    done += n;
+    yield buf.subarray(0, n);
   }
   const pad = padding(size);
   if (pad) yield Buffer.alloc(pad);
