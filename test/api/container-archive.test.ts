@@ -303,6 +303,26 @@ describe('container archive (docker cp)', () => {
     await d.request('DELETE', `/containers/${id}?force=1`);
   });
 
+  it('docker cp into and out of a named volume of a stopped container reaches the volume', async () => {
+    const d = daemon();
+    const vol = `cpvol-${randomBytes(4).toString('hex')}`;
+    const id = await container(d, 'echo from-container > /data/inside', { extra: { HostConfig: { Binds: [`${vol}:/data`] } } });
+    const src = join(host, 'to-volume.txt');
+    writeFileSync(src, 'copied in\n');
+    const cpIn = await d.docker(['cp', src, `${id}:/data/copied.txt`]);
+    assert.equal(cpIn.code, 0, cpIn.stderr);
+    // Another container on the same volume sees both files: the copy landed in the volume, not in the first container's upper dir.
+    const run = await d.docker(['run', '--rm', '-v', `${vol}:/v`, image, 'cat', '/v/copied.txt', '/v/inside']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, 'copied in\nfrom-container\n');
+    const out = join(host, 'from-volume.txt');
+    const cpOut = await d.docker(['cp', `${id}:/data/inside`, out]);
+    assert.equal(cpOut.code, 0, cpOut.stderr);
+    assert.equal(readFileSync(out, 'utf8'), 'from-container\n');
+    assert.equal((await d.request('DELETE', `/containers/${id}?force=1`)).status, 204);
+    assert.equal((await d.request('DELETE', `/volumes/${vol}`)).status, 204);
+  });
+
   it('docker-py put_archive and get_archive', { skip: !haveDockerPy() && 'no docker-py venv' }, async () => {
     const d = daemon();
     const id = await container(d, 'mkdir /py', { keep: true });
