@@ -12,6 +12,7 @@ APT_PACKAGES=(
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
   e2fsprogs                           # lsattr: the tests read ext4 flags independently
+  docker-compose                      # compose v1 (1.29) for the compose tests
 )
 
 missing=()
@@ -46,6 +47,11 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import docker' 2>/dev/nul
   echo "install-deps: python venv with docker-py"
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check docker
+fi
+
+# Compose v2 for the compose tests: built from its Go module once per machine (cached outside the repo).
+if command -v go >/dev/null 2>&1; then
+  bash scripts/install-compose.sh >/dev/null
 fi
 
 npm run --silent build
