@@ -261,6 +261,67 @@ export function composeSuite(version: ComposeVersion): void {
       assert.equal((await d.docker(['network', 'rm', net])).code, 0);
     });
 
+    // compose 1.29 mounts secrets outside swarm but not configs: v1 gets no configs section.
+    it(`${version === 'v2' ? 'configs and ' : ''}secrets from files, bind mounts from the project directory`, async () => {
+      const d = daemon();
+      const { writeFileSync } = await import('node:fs');
+      const p = composeProject(d, version, `files${version}`, {
+        services: {
+          app: {
+            image: reg().seeded.refs.busybox,
+            command: ['sleep', '300'],
+            ...(version === 'v2' ? { configs: [{ source: 'settings', target: '/etc/app/settings.conf' }] } : {}),
+            secrets: ['token'],
+            volumes: ['./static:/srv/static:ro'],
+          },
+        },
+        ...(version === 'v2' ? { configs: { settings: { file: './settings.conf' } } } : {}),
+        secrets: { token: { file: './token.txt' } },
+      });
+      writeFileSync(`${p.dir}/settings.conf`, 'level=debug\n');
+      writeFileSync(`${p.dir}/token.txt`, 's3cret\n');
+      (await import('node:fs')).mkdirSync(`${p.dir}/static`);
+      writeFileSync(`${p.dir}/static/page.html`, 'static-ok\n');
+      await p.run(['up', '-d']);
+      const r = await p.run(['exec', '-T', 'app', 'sh', '-c', `${version === 'v2' ? 'cat /etc/app/settings.conf; ' : ''}cat /run/secrets/token /srv/static/page.html; touch /srv/static/x 2>/dev/null || echo read-only`]);
+      assert.equal(r.stdout, `${version === 'v2' ? 'level=debug\n' : ''}s3cret\nstatic-ok\nread-only\n`);
+      const mounts = (await inspectContainer(d, p.container('app'))).Mounts as { Source: string; Destination: string; RW: boolean }[];
+      assert.deepEqual(mounts.map((m) => [m.Destination, m.Source, m.RW]).sort(), [
+        ...(version === 'v2' ? [['/etc/app/settings.conf', `${p.dir}/settings.conf`, false]] : []),
+        ['/run/secrets/token', `${p.dir}/token.txt`, false],
+        ['/srv/static', `${p.dir}/static`, false],
+      ]);
+      await p.run(['down', '-t', '0']);
+    });
+
+    if (version === 'v2') {
+      it('configs and secrets given as content: and environment: (copied in through the archive endpoint)', { skip: NEEDS.cp }, async () => {
+        const d = daemon();
+        const p = composeProject(d, version, 'inline', {
+          services: { app: { image: reg().seeded.refs.busybox, command: ['sleep', '300'], configs: [{ source: 'cfg', target: '/etc/cfg' }], secrets: ['tok'] } },
+          configs: { cfg: { content: 'inline-config' } },
+          secrets: { tok: { environment: 'BERTH_TEST_TOKEN' } },
+        });
+        await p.run(['up', '-d'], { env: { BERTH_TEST_TOKEN: 'from-env' } });
+        const r = await p.run(['exec', '-T', 'app', 'sh', '-c', 'cat /etc/cfg; echo; cat /run/secrets/tok']);
+        assert.equal(r.stdout.trim(), 'inline-config\nfrom-env');
+        await p.run(['down', '-t', '0']);
+      });
+
+      it('compose cp in and out of a service container', { skip: NEEDS.cp }, async () => {
+        const d = daemon();
+        const { writeFileSync, readFileSync } = await import('node:fs');
+        const p = composeProject(d, version, 'cp', { services: { app: { image: reg().seeded.refs.busybox, command: ['sleep', '300'] } } });
+        await p.run(['up', '-d']);
+        writeFileSync(`${p.dir}/in.txt`, 'copied-in\n');
+        await p.run(['cp', `${p.dir}/in.txt`, 'app:/tmp/in.txt']);
+        assert.equal((await p.run(['exec', '-T', 'app', 'cat', '/tmp/in.txt'])).stdout, 'copied-in\n');
+        await p.run(['cp', 'app:/etc/passwd', `${p.dir}/passwd`]);
+        assert.match(readFileSync(`${p.dir}/passwd`, 'utf8'), /^root:/);
+        await p.run(['down', '-t', '0']);
+      });
+    }
+
     it('named volumes are kept across down and up, removed by down -v', { skip: NEEDS.volumes }, async () => {
       const d = daemon();
       const vol = composeProject(d, version, `vol${version}`, {

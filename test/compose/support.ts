@@ -38,7 +38,7 @@ export interface Compose {
 }
 
 /** Writes `spec` (JSON is YAML, so both clients read it) as the project's compose file. */
-export function composeProject(d: TestDaemon, version: ComposeVersion, project: string, spec: unknown): Compose {
+export function composeProject(d: TestDaemon, version: ComposeVersion, project: string, spec: unknown, o: { negotiateApi?: boolean } = {}): Compose {
   const dir = join(d.dir, 'projects', project);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, 'compose.json');
@@ -53,7 +53,8 @@ export function composeProject(d: TestDaemon, version: ComposeVersion, project: 
     // Compose 1.29 negotiates the newest API version and then reads fields that dockerd (and Berth)
     // leave out from 1.45 (image ContainerConfig) and 1.52 (events' id/status/from) on: it fails
     // against any current engine. Pinned to Debian's dockerd 20.10 version, as compose 1.29 sees there.
-    if (version === 'v1') e.COMPOSE_API_VERSION = '1.41';
+    // `negotiateApi` leaves compose 1.29 as a new user runs it.
+    if (version === 'v1' && !o.negotiateApi) e.COMPOSE_API_VERSION = '1.41';
     for (const k of ['DOCKER_CONTEXT', 'DOCKER_TLS_VERIFY', 'DOCKER_CERT_PATH', 'DOCKER_API_VERSION', 'COMPOSE_PROJECT_NAME', 'COMPOSE_FILE', 'COMPOSE_PROFILES']) delete e[k];
     return e;
   };
