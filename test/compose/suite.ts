@@ -355,6 +355,24 @@ export function composeSuite(version: ComposeVersion): void {
       await b.run(['down', '--rmi', 'all']);
     });
 
+    it('pull fetches every service image; up --pull always fetches again', async () => {
+      const d = daemon();
+      const ref = reg().seeded.refs.busybox135;
+      const p = composeProject(d, version, `pull${version}`, { services: { a: { image: ref, command: ['sleep', '300'] }, b: { image: ref, command: ['sleep', '300'] } } });
+      await d.docker(['rmi', '-f', ref]);
+      assert.equal((await d.request('GET', `/images/${encodeURIComponent(ref)}/json`)).status, 404);
+      await p.run(['pull']);
+      const img = await d.request('GET', `/images/${encodeURIComponent(ref)}/json`);
+      assert.equal(img.status, 200);
+      assert.deepEqual(img.json().RepoDigests, [`${ref.replace(/:1\.35$/, '')}@${reg().seeded.digests.busybox}`]);
+      if (version === 'v2') {
+        const up = await p.run(['up', '-d', '--pull', 'always']);
+        assert.match(up.stdout + up.stderr, /Pulled|Pulling/);
+        assert.equal((await inspectContainer(d, p.container('a'))).Image, img.json().Id);
+      }
+      await p.run(['down', '-t', '0']);
+    });
+
     it('push: service images to the registry', { skip: NEEDS.push }, async () => {
       const d = daemon();
       const target = `${reg().registry.host}/pushed-${version}:latest`;
