@@ -322,6 +322,28 @@ export function composeSuite(version: ComposeVersion): void {
       });
     }
 
+    it('up in the foreground: attached output, --exit-code-from stops the rest and returns the exit code', async () => {
+      const d = daemon();
+      const p = composeProject(d, version, `fg${version}`, {
+        services: {
+          server: { image: reg().seeded.refs.busybox, command: ['sh', '-c', 'echo server-up; exec httpd -f -p 80 -h /etc'], stop_grace_period: '1s' },
+          job: { image: reg().seeded.refs.busybox, command: ['sh', '-c', 'sleep 1; wget -q -O- http://server/hostname >/dev/null && echo job-reached-server; exit 3'], depends_on: ['server'] },
+        },
+      });
+      const r = await p.run(['up', '--exit-code-from', 'job'], { allowFail: true, timeoutMs: 120_000 });
+      assert.equal(r.code, 3, r.stdout + r.stderr);
+      assert.match(r.stdout, /server.*\| server-up/);
+      assert.match(r.stdout, /job.*\| job-reached-server/);
+      const server = await inspectContainer(d, p.container('server'));
+      assert.equal(server.State.Running, false, 'the other services were stopped');
+      if (version === 'v2') {
+        await p.run(['start', 'job']);
+        const w = await p.run(['wait', 'job'], { allowFail: true });
+        assert.equal(w.code, 3, w.stdout + w.stderr);
+      }
+      await p.run(['down', '-t', '0']);
+    });
+
     it('named volumes are kept across down and up, removed by down -v', { skip: NEEDS.volumes }, async () => {
       const d = daemon();
       const vol = composeProject(d, version, `vol${version}`, {
