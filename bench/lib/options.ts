@@ -16,6 +16,8 @@ export interface Options {
   logMB: number;
   commitIterations: number;
   commitMiB: number;
+  composeIterations: number;
+  composeServices: number;
   rateRounds: number;
   rateSeconds: number;
   connections: number;
@@ -38,6 +40,7 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --pull-iterations N    cold pulls per engine (default 5); --pull-mb MB image size (default 60)
   --log-iterations N     200 MB log runs per engine (default 3); --log-mb MB (default 200)
   --commit-iterations N  commits per engine (default 3); --commit-mib MiB written (default 50)
+  --compose-iterations N compose up/down cycles per engine (default 5); --compose-services N (default 10)
   --rate-rounds N        rounds of each request-rate measurement (default 3)
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
@@ -63,6 +66,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'log-mb': { type: 'string' },
       'commit-iterations': { type: 'string' },
       'commit-mib': { type: 'string' },
+      'compose-iterations': { type: 'string' },
+      'compose-services': { type: 'string' },
       'rate-rounds': { type: 'string' },
       'rate-seconds': { type: 'string' },
       connections: { type: 'string' },
@@ -83,7 +88,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 9)) throw new Error(`--only wants workload numbers 1-9, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 10)) throw new Error(`--only wants workload numbers 1-10, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
@@ -98,6 +103,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     logMB: int('log-mb', values['log-mb'], 200, 10, 1),
     commitIterations: int('commit-iterations', values['commit-iterations'], 3, 1, 1),
     commitMiB: int('commit-mib', values['commit-mib'], 50, 5, 1),
+    composeIterations: int('compose-iterations', values['compose-iterations'], 5, 1, 1),
+    composeServices: int('compose-services', values['compose-services'], 10, 10, 1),
     rateRounds: int('rate-rounds', values['rate-rounds'], 3, 1, 1),
     rateSeconds: int('rate-seconds', values['rate-seconds'], 3, 1, 1),
     connections: int('connections', values.connections, 8, 8, 1),
