@@ -158,7 +158,11 @@ export function composeSuite(version: ComposeVersion): void {
       const d = daemon();
       const events = app.spawn(['events', '--json']);
       try {
-        await new Promise((r) => setTimeout(r, 1000));
+        // Subscribed once an exec in the worker shows up in the stream.
+        await eventually('events subscribed', async () => {
+          await app.run(['exec', '-T', 'worker', 'true']);
+          return /exec_(create|start|die)/.test(events.output()) ? true : undefined;
+        }, 30, 300);
         await app.run(['pause', 'worker']);
         assert.equal((await inspectContainer(d, app.container('worker'))).State.Status, 'paused');
         await app.run(['unpause', 'worker']);
