@@ -2,7 +2,7 @@
  * Networks as the API sees them: the driver's records plus which containers use them, events, and
  * connect/disconnect that also work on stopped containers (remembered for their next start).
  */
-import { BerthError, conflict } from '../lib/errors.js';
+import { BerthError, conflict, invalidArgument } from '../lib/errors.js';
 import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
 import type { ContainerService } from './containers.js';
 import type { EventBus } from './events.js';
@@ -59,8 +59,12 @@ export class NetworkService {
     const n = this.driver.get(idOrName);
     const c = this.containers.get(containerRef);
     const running = c.state.status === 'running' || c.state.status === 'paused';
-    if (running ? c.network.endpoints[n.name] : configuredNetworks(c).includes(n.name)) {
+    const configured = configuredNetworks(c);
+    if (running ? c.network.endpoints[n.name] : configured.includes(n.name)) {
       throw new BerthError('forbidden', `endpoint with name ${c.name} already exists in network ${n.name}`);
+    }
+    if (configured.length > 0 && (n.name === 'none' || configured.includes('none'))) {
+      throw invalidArgument('container cannot be connected to multiple networks with one of the networks in private (none) mode');
     }
     if (running && c.network.sandboxKey) {
       const info = await this.driver.connect({

@@ -105,6 +105,17 @@ describe('network connect before start', () => {
     const lo = await d.docker(['exec', 'cbs_two', 'ls', '/sys/class/net']);
     assert.equal(lo.stdout.trim(), 'lo');
     await ok(d, 'DELETE', '/containers/cbs_two?force=1');
+
+    // A container created with `none` cannot join another network (dockerd's 400), before start or after.
+    await ok(d, 'POST', '/containers/create?name=cbs_none', { Image: image, Cmd: ['sleep', '60'], HostConfig: { NetworkMode: 'none' } });
+    for (const when of ['created', 'running']) {
+      const r = await d.request('POST', '/networks/cbs_a/connect', { body: { Container: 'cbs_none' } });
+      assert.equal(r.status, 400, `${when}: ${r.text()}`);
+      assert.match(r.json().message, /private \(none\) mode/);
+      if (when === 'created') await ok(d, 'POST', '/containers/cbs_none/start');
+    }
+    assert.deepEqual(Object.keys((await ok(d, 'GET', '/containers/cbs_none/json')).NetworkSettings.Networks), ['none']);
+    await ok(d, 'DELETE', '/containers/cbs_none?force=1');
     await ok(d, 'DELETE', '/networks/cbs_a');
     await ok(d, 'DELETE', '/networks/cbs_b');
   });
