@@ -16,6 +16,7 @@ export const NEEDS = {
   build: 'needs POST /build from branch build',
   push: 'needs push from branch imagesio',
   links: 'needs HostConfig.Links from branch options',
+  serviceModeCase: 'needs service Mode keys matched case-insensitively (docker-py sends "replicated") from branch crash',
 };
 
 export function composeSuite(version: ComposeVersion): void {
