@@ -12,10 +12,8 @@ import { demuxChecked } from '../harness/multiplexed.js';
 import { eventually, httpGet } from '../compose/support.js';
 import { NEEDS } from '../compose/suite.js';
 
-/** Runs a command in a container through exec; stdout and stderr apart, and the exit code. */
-async function execIn(docker: Docker, id: string, cmd: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const exec = await docker.getContainer(id).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
-  const stream = await exec.start({ hijack: true, stdin: false });
+/** Demultiplexes an attach or exec stream with dockerode's own demuxStream, until the stream ends. */
+async function demuxed(docker: Docker, stream: NodeJS.ReadableStream): Promise<{ stdout: string; stderr: string }> {
   const out = new PassThrough();
   const err = new PassThrough();
   let stdout = '';
@@ -28,6 +26,13 @@ async function execIn(docker: Docker, id: string, cmd: string[]): Promise<{ code
     stream.on('close', resolve);
     stream.on('error', reject);
   });
+  return { stdout, stderr };
+}
+
+/** Runs a command in a container through exec; stdout and stderr apart, and the exit code. */
+async function execIn(docker: Docker, id: string, cmd: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const exec = await docker.getContainer(id).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
+  const { stdout, stderr } = await demuxed(docker, await exec.start({ hijack: true, stdin: false }));
   const info = await exec.inspect();
   return { code: info.ExitCode ?? -1, stdout, stderr };
 }
@@ -138,20 +143,11 @@ describe('dockerode', () => {
 
   it('attach to a container\'s output and wait for its exit code', async () => {
     const c = await docker.createContainer({ Image: image, Cmd: ['sh', '-c', 'echo to-out; echo to-err >&2; exit 5'], AttachStdout: true, AttachStderr: true });
-    const stream = await c.attach({ stream: true, stdout: true, stderr: true });
-    const out = new PassThrough();
-    const err = new PassThrough();
-    let o = '';
-    let e = '';
-    out.on('data', (b) => (o += b));
-    err.on('data', (b) => (e += b));
-    docker.modem.demuxStream(stream, out, err);
-    const ended = new Promise<void>((r) => stream.on('end', () => r()));
+    const output = demuxed(docker, await c.attach({ stream: true, stdout: true, stderr: true }));
     await c.start();
     const res = await c.wait();
-    await ended;
     assert.equal(res.StatusCode, 5);
-    assert.deepEqual([o, e], ['to-out\n', 'to-err\n']);
+    assert.deepEqual(await output, { stdout: 'to-out\n', stderr: 'to-err\n' });
     await c.remove();
   });
 
