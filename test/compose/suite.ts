@@ -15,6 +15,7 @@ export const NEEDS = {
   cp: 'needs the archive endpoint (docker cp) from branch safefs',
   build: 'needs POST /build from branch build',
   push: 'needs push from branch imagesio',
+  distribution: 'needs GET /distribution/{name}/json from branch imagesio',
   links: 'needs HostConfig.Links from branch options',
   serviceModeCase: 'needs service Mode keys matched case-insensitively (docker-py sends "replicated") from branch crash',
 };
@@ -310,6 +311,35 @@ export function composeSuite(version: ComposeVersion): void {
         await p.run(['up', '-d'], { env: { BERTH_TEST_TOKEN: 'from-env' } });
         const r = await p.run(['exec', '-T', 'app', 'sh', '-c', 'cat /etc/cfg; echo; cat /run/secrets/tok']);
         assert.equal(r.stdout.trim(), 'inline-config\nfrom-env');
+        await p.run(['down', '-t', '0']);
+      });
+
+      it('config --resolve-image-digests pins images by digest (GET /distribution)', { skip: NEEDS.distribution }, async () => {
+        const cfg = (await app.run(['config', '--resolve-image-digests'])).stdout;
+        assert.match(cfg, new RegExp(`image: ${reg().seeded.refs.busybox.replace(/[.]/g, '\\.')}@${reg().seeded.digests.busybox}`));
+      });
+
+      it('services on a platform: the image of that platform is pulled and shown', async () => {
+        const d = daemon();
+        const arch = process.arch === 'arm64' ? 'arm64' : 'amd64';
+        const other = arch === 'amd64' ? 'arm64' : 'amd64';
+        const p = composeProject(d, version, 'platforms', {
+          services: {
+            native: { image: reg().seeded.refs.multiarch, platform: `linux/${arch}`, command: ['sleep', '300'] },
+            foreign: { image: reg().seeded.refs.multiarch, platform: `linux/${other}`, profiles: ['foreign'] },
+          },
+        });
+        await p.run(['--profile', 'foreign', 'pull', 'foreign']);
+        const foreign = (await d.request('GET', `/images/${encodeURIComponent(reg().seeded.refs.multiarch)}/json`)).json();
+        assert.equal(foreign.Architecture, other);
+        // up asks for the native platform again and gets it.
+        await p.run(['up', '-d', '--pull', 'missing', 'native']);
+        const native = await inspectContainer(d, p.container('native'));
+        assert.equal(native.State.Running, true);
+        const img = (await d.request('GET', `/images/${native.Image}/json`)).json();
+        assert.deepEqual([img.Os, img.Architecture], ['linux', arch]);
+        const images = (await p.run(['images', '--format', 'json'])).stdout;
+        assert.match(images, new RegExp(`"Platform":"linux/${arch}"`));
         await p.run(['down', '-t', '0']);
       });
 
