@@ -319,6 +319,18 @@ export function composeSuite(version: ComposeVersion): void {
         assert.match(cfg, new RegExp(`image: ${reg().seeded.refs.busybox.replace(/[.]/g, '\\.')}@${reg().seeded.digests.busybox}`));
       });
 
+      it('up --wait fails when a service turns unhealthy, and says which', async () => {
+        const d = daemon();
+        const p = composeProject(d, version, 'unhealthy', {
+          services: { sick: { image: reg().seeded.refs.busybox, command: ['sleep', '300'], healthcheck: { test: ['CMD', 'false'], interval: '300ms', timeout: '2s', retries: 2 } } },
+        });
+        const r = await p.run(['up', '-d', '--wait'], { allowFail: true });
+        assert.notEqual(r.code, 0);
+        assert.match(r.stdout + r.stderr, /sick.*unhealthy|unhealthy.*sick/i);
+        assert.equal((await inspectContainer(d, p.container('sick'))).State.Health.Status, 'unhealthy');
+        await p.run(['down', '-t', '0']);
+      });
+
       it('services on a platform: the image of that platform is pulled and shown', async () => {
         const d = daemon();
         const arch = process.arch === 'arm64' ? 'arm64' : 'amd64';
