@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import { runDockerPy } from '../harness/python.js';
-import { NEEDS } from '../compose/suite.js';
+import { NEEDS } from '../compose/support.js';
 
 describe('docker-py: high-level API', () => {
   const daemon = useDaemon();

@@ -9,8 +9,7 @@ import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import { useDaemon, useSeededRegistry, freePort } from '../harness/index.js';
 import { demuxChecked } from '../harness/multiplexed.js';
-import { eventually, httpGet } from '../compose/support.js';
-import { NEEDS } from '../compose/suite.js';
+import { eventually, httpGet, NEEDS } from '../compose/support.js';
 
 /** Demultiplexes an attach or exec stream with dockerode's own demuxStream, until the stream ends. */
 async function demuxed(docker: Docker, stream: NodeJS.ReadableStream): Promise<{ stdout: string; stderr: string }> {

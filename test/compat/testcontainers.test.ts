@@ -8,8 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
-import { composePlugin, inspectContainer } from '../compose/support.js';
-import { NEEDS } from '../compose/suite.js';
+import { installComposePlugin, inspectContainer, NEEDS } from '../compose/support.js';
 import type * as TC from 'testcontainers';
 
 describe('testcontainers', () => {
@@ -165,13 +164,7 @@ describe('testcontainers', () => {
 
   it('DockerComposeEnvironment: up with wait strategies, containers by name, down', async () => {
     const d = daemon();
-    const plugins = join(d.dockerConfig, 'cli-plugins');
-    mkdirSync(plugins, { recursive: true });
-    try {
-      (await import('node:fs')).symlinkSync(composePlugin(), join(plugins, 'docker-compose'));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
+    installComposePlugin(d);
     const dir = join(d.dir, 'tc-compose');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'compose.json'), JSON.stringify({

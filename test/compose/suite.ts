@@ -7,18 +7,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry, freePort } from '../harness/index.js';
 import { appProject } from './app-project.js';
-import { composeProject, eventually, httpGet, inspectContainer, type Compose, type ComposeVersion } from './support.js';
+import { composeProject, eventually, httpGet, inspectContainer, NEEDS, type Compose, type ComposeVersion } from './support.js';
 
-/** What lands from other branches at the merge: such tests are written but skipped until then. */
-export const NEEDS = {
-  volumes: 'needs named volumes from branch volumes',
-  cp: 'needs the archive endpoint (docker cp) from branch safefs',
-  build: 'needs POST /build from branch build',
-  push: 'needs push from branch imagesio',
-  distribution: 'needs GET /distribution/{name}/json from branch imagesio',
-  links: 'needs HostConfig.Links from branch options',
-  serviceModeCase: 'needs service Mode keys matched case-insensitively (docker-py sends "replicated") from branch crash',
-};
 
 export function composeSuite(version: ComposeVersion): void {
   describe(`docker compose ${version}: the app project`, () => {
