@@ -33,6 +33,7 @@ import { build } from './workloads/w11-build.js';
 import { push } from './workloads/w12-push.js';
 import { saveLoad } from './workloads/w13-save-load.js';
 import { cp } from './workloads/w14-cp.js';
+import { composeUpDown } from './workloads/w15-compose.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -41,7 +42,7 @@ import { cp } from './workloads/w14-cp.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp, composeUpDown];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

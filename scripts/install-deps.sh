@@ -8,14 +8,13 @@ APT_PACKAGES=(
   crun runc conmon catatonit          # OCI runtimes, the per-container monitor, the --init process
   netavark aardvark-dns iptables nftables iproute2   # networking
   zstd                                # zstd-compressed layers
-  bzip2 xz-utils                      # bzip2/xz build contexts and ADD archives
-  docker-compose                      # compose 1.29's build: in the build tests
+  bzip2 xz-utils                      # bzip2/xz build contexts, ADD archives and docker cp bodies
+  docker-compose                      # compose v1 (1.29): the compose suites and build: sections
   attr                                # setfattr/getfattr for overlay xattrs
   docker-registry apache2-utils openssl busybox-static   # the tests' registries and images
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
   e2fsprogs                           # lsattr: the tests read ext4 flags independently
   skopeo                              # image-transfer tests: an OCI archive made by another tool
-  bzip2 xz-utils                      # bzip2/xz bodies of docker cp (PUT /containers/{id}/archive)
 )
 
 missing=()
@@ -50,6 +49,12 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import docker' 2>/dev/nul
   echo "install-deps: python venv with docker-py"
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check docker
+fi
+
+# Compose v2 for the compose tests: built from its Go module once per machine (cached outside the repo).
+# A failed build fails only the tests that need it.
+if command -v go >/dev/null 2>&1; then
+  bash scripts/install-compose.sh >/dev/null || echo "install-deps: compose v2 did not build; its tests will fail" >&2
 fi
 
 npm run --silent build

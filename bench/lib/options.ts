@@ -22,6 +22,8 @@ export interface Options {
   buildMiB: number;
   cpIterations: number;
   cpMB: number;
+  composeIterations: number;
+  composeServices: number;
   rateRounds: number;
   rateSeconds: number;
   connections: number;
@@ -48,6 +50,7 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --commit-iterations N  commits per engine (default 3); --commit-mib MiB written (default 50)
   --build-iterations N   builds per engine, cold and cached (default 3); --build-mib MiB COPY'd (default 20)
   --cp-iterations N      docker cp in and out per engine (default 3); --cp-mb MB tree size (default 100)
+  --compose-iterations N compose up/down cycles per engine (default 5); --compose-services N (default 10)
   --rate-rounds N        rounds of each request-rate measurement (default 3)
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
@@ -79,6 +82,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'build-mib': { type: 'string' },
       'cp-iterations': { type: 'string' },
       'cp-mb': { type: 'string' },
+      'compose-iterations': { type: 'string' },
+      'compose-services': { type: 'string' },
       'rate-rounds': { type: 'string' },
       'rate-seconds': { type: 'string' },
       connections: { type: 'string' },
@@ -99,7 +104,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 14)) throw new Error(`--only wants workload numbers 1-14, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 15)) throw new Error(`--only wants workload numbers 1-15, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
@@ -120,6 +125,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     buildMiB: int('build-mib', values['build-mib'], 20, 2, 1),
     cpIterations: int('cp-iterations', values['cp-iterations'], 3, 1, 1),
     cpMB: int('cp-mb', values['cp-mb'], 100, 5, 1),
+    composeIterations: int('compose-iterations', values['compose-iterations'], 5, 1, 1),
+    composeServices: int('compose-services', values['compose-services'], 10, 10, 1),
     rateRounds: int('rate-rounds', values['rate-rounds'], 3, 1, 1),
     rateSeconds: int('rate-seconds', values['rate-seconds'], 3, 1, 1),
     connections: int('connections', values.connections, 8, 8, 1),

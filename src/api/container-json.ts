@@ -1,5 +1,6 @@
 /** Docker's JSON shapes for containers: inspect and list entries, built from the engine's record. */
 import type { ContainerRecord } from '../engine/container-model.js';
+import { configuredNetworks, endpointRequest } from '../engine/container-networking.js';
 import type { ImageService } from '../engine/images.js';
 import { versionBefore } from './api-version.js';
 
@@ -32,10 +33,15 @@ function portsJson(c: ContainerRecord): Record<string, unknown> {
 function networksJson(c: ContainerRecord): Record<string, unknown> {
   const nets: Record<string, unknown> = {};
   const running = c.state.status === 'running' || c.state.status === 'paused';
-  for (const [name, ep] of Object.entries(c.network.endpoints)) nets[name] = running ? ep : { ...ep, IPAddress: '', Gateway: '', MacAddress: '', IPPrefixLen: 0, EndpointID: '' };
-  if (Object.keys(nets).length === 0 && c.hostConfig.NetworkMode && !c.hostConfig.NetworkMode.startsWith('container:')) {
-    const mode = c.hostConfig.NetworkMode === 'default' ? 'bridge' : c.hostConfig.NetworkMode;
-    nets[mode] = { IPAMConfig: null, Links: null, Aliases: null, MacAddress: '', NetworkID: '', EndpointID: '', Gateway: '', IPAddress: '', IPPrefixLen: 0, IPv6Gateway: '', GlobalIPv6Address: '', GlobalIPv6PrefixLen: 0, DriverOpts: null, DNSNames: null };
+  if (running) Object.assign(nets, c.network.endpoints);
+  if (running && Object.keys(nets).length > 0) return nets;
+  // Not running (or host mode): the networks the next start joins, with what create or connect asked for.
+  for (const name of configuredNetworks(c)) {
+    const ep = c.network.endpoints[name];
+    const req = endpointRequest(c, name);
+    nets[name] = ep
+      ? { ...ep, IPAddress: '', Gateway: '', MacAddress: '', IPPrefixLen: 0, EndpointID: '' }
+      : { IPAMConfig: req.IPAMConfig ?? null, Links: req.Links?.length ? req.Links : null, Aliases: req.Aliases?.length ? req.Aliases : null, MacAddress: req.MacAddress ?? '', NetworkID: '', EndpointID: '', Gateway: '', IPAddress: '', IPPrefixLen: 0, IPv6Gateway: '', GlobalIPv6Address: '', GlobalIPv6PrefixLen: 0, DriverOpts: req.DriverOpts ?? null, DNSNames: null };
   }
   return nets;
 }

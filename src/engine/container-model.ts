@@ -101,6 +101,11 @@ export interface ContainerRecord {
   manuallyStopped: boolean;
   /** What the runtime and network reported at the last start (inspect's NetworkSettings). */
   network: { endpoints: Record<string, Record<string, unknown>>; ports: Record<string, { HostIp: string; HostPort: string }[] | null>; sandboxKey: string };
+  /**
+   * Set when the NetworkMode network was disconnected: NetworkMode stays as it was (as in dockerd) but
+   * the next start joins only networkingConfig's networks, until that network is connected again.
+   */
+  modeDisconnected?: boolean;
   /** Resolved at start from the image's /etc/passwd and /etc/group. */
   logPath: string;
   hostnamePath: string;

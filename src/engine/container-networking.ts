@@ -11,9 +11,10 @@ import { writeFile } from 'node:fs/promises';
 import { linkHostEntries, linksTo } from './container-links.js';
 import type { ContainerLookup } from './container-namespaces.js';
 
-interface EndpointRequest {
+export interface EndpointRequest {
   Aliases?: string[] | null;
   Links?: string[] | null;
+  DriverOpts?: Record<string, string> | null;
   IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
   MacAddress?: string;
 }
@@ -21,6 +22,24 @@ interface EndpointRequest {
 export function networkModeOf(c: ContainerRecord): string {
   const m = c.hostConfig.NetworkMode || 'bridge';
   return m === 'default' ? 'bridge' : m;
+}
+
+/**
+ * The networks the container joins at its next start, NetworkMode's first: dockerd's
+ * NetworkSettings.Networks of a container that is not running. Empty for `container:<id>` and when
+ * every network was disconnected (such a container starts as with `none`).
+ */
+export function configuredNetworks(c: ContainerRecord): string[] {
+  const mode = networkModeOf(c);
+  if (mode.startsWith('container:')) return [];
+  const extra = Object.keys(c.networkingConfig).filter((n) => n !== mode && n !== 'default');
+  return c.modeDisconnected ? extra : [mode, ...extra];
+}
+
+/** The endpoint settings asked for on one network, at create or connect. */
+export function endpointRequest(c: ContainerRecord, network: string): EndpointRequest {
+  const requested = c.networkingConfig as Record<string, EndpointRequest | null>;
+  return requested[network] ?? (network === 'bridge' ? requested.default : undefined) ?? {};
 }
 
 /** PortBindings plus, with PublishAllPorts, every exposed port on a random host port. */
@@ -66,12 +85,13 @@ export class DriverNetworking implements ContainerNetworking {
       return { netnsPath: `/proc/${pid}/ns/net`, hostNetwork: false };
     }
     const requested = c.networkingConfig as Record<string, EndpointRequest | null>;
-    const names = [mode, ...Object.keys(requested).filter((n) => n !== mode && n !== 'default')];
+    const configured = configuredNetworks(c);
+    const names = configured.length ? configured : ['none'];
     const networks = names.map((n) => {
-      const r = requested[n] ?? (n === 'bridge' ? requested.default : undefined) ?? {};
+      const r = endpointRequest(c, n);
       return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined };
     });
-    const ports = mode === 'host' || mode === 'none' ? [] : portBindings(c);
+    const ports = names[0] === 'host' || names[0] === 'none' ? [] : portBindings(c);
     const result = await this.driver.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });
     c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
     const hostNetwork = result.netnsPath === '';
@@ -133,7 +153,7 @@ export function toDockerNetwork(r: AttachResult, requested: Record<string, Endpo
       Links: req.Links?.length ? req.Links : null,
       Aliases: e.aliases.length ? e.aliases : null,
       MacAddress: e.macAddress,
-      DriverOpts: null,
+      DriverOpts: req.DriverOpts ?? null,
       NetworkID: e.networkId,
       EndpointID: e.endpointId,
       Gateway: e.gateway,

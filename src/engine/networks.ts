@@ -2,19 +2,15 @@
  * Networks as the API sees them: the driver's records plus which containers use them, events, and
  * connect/disconnect that also work on stopped containers (remembered for their next start).
  */
-import { BerthError, conflict } from '../lib/errors.js';
+import { BerthError, conflict, invalidArgument } from '../lib/errors.js';
 import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
 import { shownDriver } from '../network/network-record.js';
 export { shownDriver, shownScope } from '../network/network-record.js';
 import type { ContainerService } from './containers.js';
 import type { EventBus } from './events.js';
-import { networkModeOf, toDockerNetwork } from './container-networking.js';
+import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointRequest } from './container-networking.js';
 
-export interface EndpointRequest {
-  Aliases?: string[] | null;
-  IPAMConfig?: { IPv4Address?: string; IPv6Address?: string } | null;
-  MacAddress?: string;
-}
+export type { EndpointRequest };
 
 export class NetworkService {
   constructor(
@@ -69,10 +65,14 @@ export class NetworkService {
   async connect(idOrName: string, containerRef: string, endpoint: EndpointRequest): Promise<void> {
     const n = this.driver.get(idOrName);
     const c = this.containers.get(containerRef);
-    if (c.network.endpoints[n.name] || c.networkingConfig[n.name]) {
+    const running = c.state.status === 'running' || c.state.status === 'paused';
+    const configured = configuredNetworks(c);
+    if (running ? c.network.endpoints[n.name] : configured.includes(n.name)) {
       throw new BerthError('forbidden', `endpoint with name ${c.name} already exists in network ${n.name}`);
     }
-    const running = c.state.status === 'running' || c.state.status === 'paused';
+    if (configured.length > 0 && (n.name === 'none' || configured.includes('none'))) {
+      throw invalidArgument('container cannot be connected to multiple networks with one of the networks in private (none) mode');
+    }
     if (running && c.network.sandboxKey) {
       const info = await this.driver.connect({
         containerId: c.id, name: c.name, netnsPath: c.network.sandboxKey, network: n.id,
@@ -82,6 +82,7 @@ export class NetworkService {
       Object.assign(c.network.endpoints, toDockerNetwork({ endpoints: { [n.name]: info }, ports: [] }, { [n.name]: endpoint }).endpoints);
     }
     c.networkingConfig = { ...c.networkingConfig, [n.name]: endpoint };
+    if (networkModeOf(c) === n.name) c.modeDisconnected = undefined;
     this.containers.save(c);
     this.events.publish('network', 'connect', n.id, { container: c.id, name: n.name, type: shownDriver(n) });
   }
@@ -91,14 +92,16 @@ export class NetworkService {
     // With force, a container that is already gone is not an error.
     const c = force ? this.containers.find(containerRef) : this.containers.get(containerRef);
     if (!c) return;
-    const attached = !!c.network.endpoints[n.name];
-    const configured = !!c.networkingConfig[n.name] || networkModeOf(c) === n.name;
+    const running = c.state.status === 'running' || c.state.status === 'paused';
+    const attached = running && !!c.network.endpoints[n.name];
+    const configured = configuredNetworks(c).includes(n.name);
     if (!attached && !configured) throw new BerthError('forbidden', `container ${c.id} is not connected to network ${n.name}`);
-    if (attached && (c.state.status === 'running' || c.state.status === 'paused')) await this.driver.disconnect(c.id, n.id);
+    if (attached) await this.driver.disconnect(c.id, n.id);
     delete c.network.endpoints[n.name];
     const { [n.name]: _gone, ...rest } = c.networkingConfig;
     c.networkingConfig = rest;
-    if (networkModeOf(c) === n.name) c.hostConfig.NetworkMode = Object.keys(rest)[0] ?? 'none';
+    // NetworkMode stays what it was, as in dockerd (compose 1.29 disconnects and reconnects it before start).
+    if (networkModeOf(c) === n.name) c.modeDisconnected = true;
     this.containers.save(c);
     this.events.publish('network', 'disconnect', n.id, { container: c.id, name: n.name, type: shownDriver(n) });
   }

@@ -121,8 +121,9 @@ describe('the container list', () => {
     await ok(d, 'POST', `/networks/${net}/disconnect`, { Container: id });
     e = await entry(d, id);
     assert.equal(e?.State, 'exited');
-    assert.equal(e?.HostConfig.NetworkMode, 'none');
-    assert.deepEqual(Object.keys(e!.NetworkSettings.Networks), ['none']);
+    // As in dockerd: NetworkMode stays as created, and no network is left to show.
+    assert.equal(e?.HostConfig.NetworkMode, 'bridge');
+    assert.deepEqual(Object.keys(e!.NetworkSettings.Networks), []);
     await ok(d, 'DELETE', `/containers/${id}?force=1`);
     await ok(d, 'DELETE', `/networks/${net}`);
   });
