@@ -89,6 +89,7 @@ export class ContainerList {
     const sinceC = f.get('since')?.map((x) => this.containers.get(x));
     const ancestors = (f.get('ancestor') ?? []).map((a) => this.imageIdOf(a) ?? `\0${a}`);
     const showAll = q.all || f.has('status') || f.has('exited') || beforeC !== undefined || sinceC !== undefined || q.limit > 0;
+    const names = (f.get('name') ?? []).map((v) => nameMatcher(v.replace(/^\//, '')));
     const any = (key: string, pred: (v: string) => boolean) => {
       const vs = f.get(key);
       return !vs?.length || vs.some(pred);
@@ -97,7 +98,7 @@ export class ContainerList {
       if (!showAll && !isListedByDefault(c.state)) return false;
       return (
         any('id', (v) => c.id.startsWith(v)) &&
-        any('name', (v) => new RegExp(v.replace(/^\//, '')).test(c.name)) &&
+        (names.length === 0 || names.some((m) => m(c.name))) &&
         matchLabels(f.get('label'), c.config.Labels) &&
         any('status', (v) => v === c.state.status) &&
         (exited.length === 0 || (c.state.status === 'exited' && exited.includes(c.state.exitCode))) &&
@@ -191,4 +192,18 @@ function isListedByDefault(s: ContainerState): boolean {
 function sameRange(a: string[], b: string[], from: number, to: number): boolean {
   for (let i = from; i < to; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/**
+ * A `name` filter value: the exact name, or a regular expression matched anywhere in it. dockerd
+ * skips a value that is not a valid expression (it still matches exactly), so no value is an error.
+ */
+function nameMatcher(v: string): (name: string) => boolean {
+  let re: RegExp | undefined;
+  try {
+    re = new RegExp(v);
+  } catch {
+    re = undefined;
+  }
+  return (name) => name === v || (re !== undefined && re.test(name));
 }

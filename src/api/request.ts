@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { invalidArgument } from '../lib/errors.js';
+import type { ApiOperation } from './request-schema.js';
 
 export interface RequestContext {
   req: IncomingMessage;
@@ -16,6 +17,8 @@ export interface RequestContext {
   version: string;
   params: Record<string, string | undefined>;
   query: URLSearchParams;
+  /** The Engine API operation served, when the spec gives it checks: readJson validates bodies with it. */
+  operation?: ApiOperation;
 }
 
 /** The context the router builds: the query is parsed only when a handler reads it. */
@@ -31,6 +34,7 @@ export class Context implements RequestContext {
     readonly version: string,
     public params: Record<string, string | undefined>,
     search: string,
+    readonly operation?: ApiOperation,
   ) {
     this.#search = search;
   }
@@ -53,11 +57,19 @@ export async function readJson<T = unknown>(ctx: RequestContext): Promise<T | un
   }
   const text = Buffer.concat(chunks).toString('utf8').trim();
   if (text === '') return undefined;
+  let body: unknown;
   try {
-    return JSON.parse(text) as T;
+    body = JSON.parse(text);
   } catch (err) {
     throw invalidArgument(`invalid JSON: ${(err as Error).message}`);
   }
+  checkJsonBody(ctx, body);
+  return body as T;
+}
+
+/** Checks a parsed body against the operation's schema (readJson does this; for bodies read otherwise). */
+export function checkJsonBody(ctx: RequestContext, body: unknown): void {
+  ctx.operation?.checkBody(body);
 }
 
 /** Like readJson but the body must be a JSON object (or empty, giving {}). */

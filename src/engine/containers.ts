@@ -20,6 +20,7 @@ import { Waiters, type WaitCondition, type WaitResult } from './container-waiter
 import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
 import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
 import { Trash } from './container-trash.js';
+import { repairStoredContainer } from './container-record-repair.js';
 
 export interface CreateRequest {
   name?: string;
@@ -75,6 +76,7 @@ export class ContainerService {
     this.#trash.empty();
     for (const row of this.records.loadAll()) {
       const c = row.data as ContainerRecord;
+      repairStoredContainer(c);
       this.#byId.set(c.id, c);
       this.#byName.set(c.name, c.id);
     }

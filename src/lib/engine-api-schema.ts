@@ -1,0 +1,121 @@
+/**
+ * The Engine API's request schema, generated from the spec by scripts/gen-api-schema.mjs into
+ * engine-api-schema.json (berthd never reads the YAML). It says only what dockerd's Go decoder
+ * refuses: wrong JSON types, integers out of their Go type's range, unknown enum values. Unknown
+ * fields are ignored and null is taken wherever Go takes it; `goNull` then normalises a null as Go
+ * would decode it (field unset; "" / 0 / {} for an element of a list or map), so code reading a
+ * checked value never meets a null dockerd would not have.
+ *
+ * Used by api/ to check requests and by engine/ to repair records stored before requests were checked.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import spec from './engine-api-schema.json' with { type: 'json' };
+
+export interface QueryCheck {
+  type: string;
+  goType?: string;
+  minimum?: number;
+  maximum?: number;
+  enum?: string[];
+}
+
+export interface OperationSpec {
+  query?: Record<string, QueryCheck>;
+  body?: object;
+}
+
+/** By "METHOD /path/{}/template" (every path parameter written `{}`). */
+export const OPERATIONS = spec.operations as Record<string, OperationSpec>;
+
+const DEFINITIONS_ID = 'engine-api-definitions.json';
+
+let ajv: Ajv | undefined;
+
+function compiler(): Ajv {
+  if (ajv) return ajv;
+  // strict off: the schema is generated and carries annotations (goType) ajv need not know.
+  ajv = new Ajv({ strict: false, allErrors: false, verbose: true, validateSchema: false, validateFormats: false });
+  ajv.addKeyword({ keyword: 'goType', schemaType: 'string' });
+  ajv.addKeyword({ keyword: 'goNull', schemaType: 'string', modifying: true, errors: false, validate: normaliseNulls });
+  ajv.addSchema({ $id: DEFINITIONS_ID, definitions: spec.definitions });
+  return ajv;
+}
+
+/** Compiles a schema whose `#/definitions/X` refs name the spec's definitions (compiled once for all). */
+export function compileApiSchema(schema: object): ValidateFunction {
+  const text = JSON.stringify(schema).replaceAll('"#/definitions/', `"${DEFINITIONS_ID}#/definitions/`);
+  return compiler().compile(JSON.parse(text) as object);
+}
+
+/** What Go's decoder makes of a null: an unset field ('props'), or the zero value of a list's or map's element. */
+function normaliseNulls(kind: string, data: unknown): boolean {
+  if (data === null || typeof data !== 'object') return true;
+  if (Array.isArray(data)) {
+    if (kind === 'props') return true;
+    for (let i = 0; i < data.length; i++) if (data[i] === null) data[i] = zeroOf(kind);
+    return true;
+  }
+  const obj = data as Record<string, unknown>;
+  for (const k in obj) {
+    if (obj[k] !== null) continue;
+    if (kind === 'props') delete obj[k];
+    else obj[k] = zeroOf(kind);
+  }
+  return true;
+}
+
+function zeroOf(kind: string): unknown {
+  switch (kind) {
+    case 'string': return '';
+    case 'integer': return 0;
+    case 'boolean': return false;
+    case 'array': return [];
+    case 'object': return {};
+    default: return null;
+  }
+}
+
+const definitionValidators = new Map<string, ValidateFunction>();
+
+/** Most fields one repair drops; a record needing more is left as it is after them. */
+const MAX_REPAIRS = 200;
+
+/**
+ * Makes a stored value fit a definition (e.g. "HostConfig") by dropping each field that does not:
+ * a record written before requests were checked reads as if the bad field had never been sent.
+ * Returns the dropped fields' paths ("/NetworkMode"); mutates `value`.
+ */
+export function repairToDefinition(definition: string, value: unknown): string[] {
+  let validate = definitionValidators.get(definition);
+  if (!validate) {
+    validate = compileApiSchema({ $ref: `#/definitions/${definition}` });
+    definitionValidators.set(definition, validate);
+  }
+  const dropped: string[] = [];
+  while (dropped.length < MAX_REPAIRS && !validate(value)) {
+    const path = validate.errors?.[0]?.instancePath ?? '';
+    if (path === '' || !dropAt(value, path)) break;
+    dropped.push(path);
+  }
+  return dropped;
+}
+
+/** Removes the field or list element at a JSON pointer; false when there is nothing to remove. */
+function dropAt(root: unknown, pointer: string): boolean {
+  const parts = pointer.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  let node = root;
+  for (const p of parts.slice(0, -1)) {
+    if (node === null || typeof node !== 'object') return false;
+    node = (node as Record<string, unknown>)[p];
+  }
+  const last = parts[parts.length - 1]!;
+  if (Array.isArray(node)) {
+    const i = Number(last);
+    if (!Number.isInteger(i) || i < 0 || i >= node.length) return false;
+    node.splice(i, 1);
+    return true;
+  }
+  if (node === null || typeof node !== 'object' || !Object.hasOwn(node, last)) return false;
+  delete (node as Record<string, unknown>)[last];
+  return true;
+}
