@@ -14,7 +14,8 @@
  *   additionalProperties: false (unknown fields are ignored);
  * - null is accepted everywhere, as Go's decoder accepts it; `goNull` tells the validator what
  *   Go would make of it (a field left unset, or a zero element in a list or map).
- * Fields whose Go type has its own decoder get that decoder's shape (StrSlice: a string or a list).
+ * Fields whose Go type has its own decoder get that decoder's shape (StrSlice: a string or a list;
+ * `goStrSlice` has the validator turn a string into a one-element list, as that decoder does).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -58,7 +59,10 @@ function refName(ref) {
 function zeroKind(node, seen = 0) {
   if (!node || seen > 20) return undefined;
   if (node.$ref) return zeroKind(spec.definitions[refName(node.$ref)], seen + 1);
-  if (node.allOf) return 'object';
+  if (node.allOf) {
+    const kinds = node.allOf.map((n) => zeroKind(n, seen + 1));
+    return kinds.includes('object') || kinds.every((k) => k === undefined) ? 'object' : kinds.find((k) => k !== undefined);
+  }
   if (typeof node.type === 'string') return node.type === 'number' ? 'integer' : node.type;
   return undefined;
 }
@@ -91,23 +95,22 @@ function convert(node, where, name) {
   const out = {};
   if (node.allOf) {
     out.allOf = node.allOf.map((n) => convert(n, where, name));
-    out.type = ['object', 'null'];
-    out.goType = name ?? 'struct';
-    out.goNull = 'props';
+    // A struct made of parts (HostConfig = Resources + its own fields), or one type described again.
+    if (zeroKind(node) === 'object') {
+      out.type = ['object', 'null'];
+      out.goType = name ?? 'struct';
+      out.goNull = 'props';
+    }
     return out;
   }
   if (STRSLICE.has(where)) {
-    return { type: ['array', 'string', 'null'], items: { type: ['string', 'null'], goType: 'string' }, goType: 'strslice.StrSlice', goNull: 'string' };
+    return { type: ['array', 'string', 'null'], items: { type: ['string', 'null'], goType: 'string' }, goType: 'strslice.StrSlice', goNull: 'string', goStrSlice: true };
   }
   if (typeof node.type === 'string') {
     out.type = [node.type, 'null'];
     out.goType = goType(node, name);
   }
-  if (node.type === 'integer') {
-    const [min, max] = INT_RANGES[node.format] ?? INT_RANGES.int64;
-    out.minimum = min;
-    out.maximum = max;
-  }
+  if (node.type === 'integer') Object.assign(out, intBounds(node.format));
   if (Array.isArray(node.enum) && node.enum.length && node.enum.every((v) => typeof v === 'string')) {
     out.enum = [...new Set(['', ...node.enum])];
     out.enum.push(null);
@@ -127,6 +130,22 @@ function convert(node, where, name) {
     const z = zeroKind(node.additionalProperties);
     if (z && !node.properties) out.goNull = z;
   }
+  return out;
+}
+
+/**
+ * The range of a Go integer type as JSON Schema bounds. 64-bit bounds are exclusive and one past the
+ * limit: ±2^63 and 2^64 are exact doubles, but the limits themselves are not, and a value at them
+ * would be written back (inspect) as e.g. -9223372036854776000, which Go clients cannot decode.
+ */
+function intBounds(format) {
+  const [min, max] = INT_RANGES[format] ?? INT_RANGES.int64;
+  const wide = max > Number.MAX_SAFE_INTEGER;
+  const out = {};
+  if (min === 0 || !wide) out.minimum = min;
+  else out.exclusiveMinimum = min;
+  if (wide) out.exclusiveMaximum = max;
+  else out.maximum = max;
   return out;
 }
 

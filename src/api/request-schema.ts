@@ -85,6 +85,8 @@ function describe(err: ErrorObject | undefined): string {
       return `json: cannot unmarshal ${jsonKind(err.data)} into Go struct field ${field} of type ${goType}`;
     case 'minimum':
     case 'maximum':
+    case 'exclusiveMinimum':
+    case 'exclusiveMaximum':
       return `json: cannot unmarshal number ${String(err.data)} into Go struct field ${field} of type ${goType}`;
     case 'enum': {
       const allowed = ((err.schema as unknown[]) ?? []).filter((e) => typeof e === 'string' && e !== '');

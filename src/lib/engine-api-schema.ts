@@ -3,8 +3,9 @@
  * engine-api-schema.json (berthd never reads the YAML). It says only what dockerd's Go decoder
  * refuses: wrong JSON types, integers out of their Go type's range, unknown enum values. Unknown
  * fields are ignored and null is taken wherever Go takes it; `goNull` then normalises a null as Go
- * would decode it (field unset; "" / 0 / {} for an element of a list or map), so code reading a
- * checked value never meets a null dockerd would not have.
+ * would decode it (field unset; "" / 0 / {} for an element of a list or map), and `goStrSlice` turns
+ * a string given for a StrSlice (Cmd, Entrypoint, CapAdd...) into a list, so code reading a checked
+ * value never meets a shape dockerd's decoded structs would not have.
  *
  * Used by api/ to check requests and by engine/ to repair records stored before requests were checked.
  */
@@ -37,6 +38,7 @@ function compiler(): Ajv {
   ajv = new Ajv({ strict: false, allErrors: false, verbose: true, validateSchema: false, validateFormats: false });
   ajv.addKeyword({ keyword: 'goType', schemaType: 'string' });
   ajv.addKeyword({ keyword: 'goNull', schemaType: 'string', modifying: true, errors: false, validate: normaliseNulls });
+  ajv.addKeyword({ keyword: 'goStrSlice', schemaType: 'boolean', modifying: true, errors: false, validate: strSliceOfString });
   ajv.addSchema({ $id: DEFINITIONS_ID, definitions: spec.definitions });
   return ajv;
 }
@@ -60,6 +62,14 @@ function normaliseNulls(kind: string, data: unknown): boolean {
     if (obj[k] !== null) continue;
     if (kind === 'props') delete obj[k];
     else obj[k] = zeroOf(kind);
+  }
+  return true;
+}
+
+/** Go's StrSlice decoder takes "sh" as ["sh"]; so does the checked value, for code that reads it. */
+function strSliceOfString(_schema: boolean, data: unknown, _parentSchema?: unknown, cxt?: { parentData: unknown; parentDataProperty: string | number }): boolean {
+  if (typeof data === 'string' && cxt && cxt.parentData !== null && typeof cxt.parentData === 'object') {
+    (cxt.parentData as Record<string | number, unknown>)[cxt.parentDataProperty] = [data];
   }
   return true;
 }
