@@ -4,7 +4,7 @@
  * takes a JSON body or a typed query parameter, what berthd checks before a handler runs. berthd
  * never reads the YAML at run time; run this after the spec in ../shared/reference changes:
  *
- *   node scripts/gen-api-schema.mjs [path/to/docker-engine-api-vX.Y.yaml]
+ *   node scripts/gen-api-schema.mjs [path/to/docker-engine-api-vX.Y.yaml [out.json]]
  *
  * The checks mirror what dockerd's Go decoder refuses, not everything the spec documents:
  * - types (number into string, string into bool, ...) and Go integer ranges from `format`;
@@ -25,9 +25,9 @@ import { parse } from 'yaml';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
 // ../shared beside the repo (CI, main checkout) or beside the worktrees' parent.
-const specPath = process.argv[2] ?? ['..', '../..'].map((up) => path.resolve(repo, up, 'shared/reference/docker-engine-api-v1.55.yaml')).find((p) => fs.existsSync(p));
+const specPath = (process.argv[2] || undefined) ?? ['..', '../..'].map((up) => path.resolve(repo, up, 'shared/reference/docker-engine-api-v1.55.yaml')).find((p) => fs.existsSync(p));
 if (!specPath) throw new Error('docker-engine-api-v1.55.yaml not found; pass its path');
-const outPath = path.join(repo, 'src/lib/engine-api-schema.json');
+const outPath = process.argv[3] ?? path.join(repo, 'src/lib/engine-api-schema.json');
 const spec = parse(fs.readFileSync(specPath, 'utf8'));
 
 /** Go's strslice.StrSlice: decodes from a JSON string or a list of strings. */

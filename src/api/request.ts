@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { invalidArgument } from '../lib/errors.js';
+import { BerthError, invalidArgument } from '../lib/errors.js';
 import type { ApiOperation } from './request-schema.js';
 
 export interface RequestContext {
@@ -50,10 +50,16 @@ const MAX_JSON_BODY = 16 * 1024 * 1024;
 export async function readJson<T = unknown>(ctx: RequestContext): Promise<T | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of ctx.req) {
-    size += chunk.length;
-    if (size > MAX_JSON_BODY) throw invalidArgument('request body too large');
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of ctx.req) {
+      size += chunk.length;
+      if (size > MAX_JSON_BODY) throw invalidArgument('request body too large');
+      chunks.push(chunk as Buffer);
+    }
+  } catch (err) {
+    // A client that closes mid-body ("aborted") sent a bad request, not a daemon failure.
+    if (err instanceof BerthError) throw err;
+    throw invalidArgument(`incomplete request body: ${(err as Error).message}`);
   }
   const text = Buffer.concat(chunks).toString('utf8').trim();
   if (text === '') return undefined;

@@ -6,7 +6,7 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPVersion, type Instance } from 'find-my-way';
 import { API_VERSION, MIN_API_VERSION, compareVersions, splitVersion } from './api-version.js';
-import { sendError, statusOf } from './http-errors.js';
+import { errorText, sendError, statusOf } from './http-errors.js';
 import { Context, type RequestContext } from './request.js';
 import { parseRequestTarget } from './request-target.js';
 import { apiOperation, type ApiOperation } from './request-schema.js';
@@ -180,7 +180,7 @@ export class Router {
 function writeRawError(socket: Duplex, err: unknown): void {
   const status = statusOf(err);
   if (status >= 500) log.error('request failed', { err: err instanceof Error ? err.stack : String(err) });
-  const body = JSON.stringify({ message: err instanceof Error ? err.message : String(err) });
+  const body = JSON.stringify({ message: errorText(err) });
   if (!socket.destroyed && socket.writable) {
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
