@@ -1,5 +1,7 @@
 /**
- * Seeded, bounded fuzzing of request bodies (BERTH_FUZZ_SEED picks the seed; failures name it).
+ * Seeded, bounded fuzzing of request bodies and query strings (BERTH_FUZZ_SEED picks the seed and
+ * failures name it; BERTH_FUZZ_KEEP accepted values per create field, default 1, and
+ * BERTH_FUZZ_STARTS accepted containers started, default 25, widen a run by hand).
  * Every field of the create body (Config, HostConfig with Resources, NetworkingConfig endpoints,
  * and the fields of their nested objects) is given every JSON type, huge, negative and fractional
  * numbers and an unknown enum value; likewise network create, connect, exec create and exec start.
@@ -256,7 +258,7 @@ describe(`request fuzzing (seed ${SEED})`, { concurrency: false }, () => {
     for (const must of ['HostConfig.NetworkMode', 'HostConfig.Binds', 'HostConfig.Mounts.0.Type', 'HostConfig.Ulimits.0.Soft', 'HostConfig.RestartPolicy.Name', 'Healthcheck.Interval', 'NetworkingConfig.EndpointsConfig.bridge.Aliases']) {
       assert.ok(fields.some((f) => f.path.join('.') === must), `${must} is fuzzed`);
     }
-    await fuzzFields(d, 'POST', '/containers/create', { Image: image, Cmd: ['true'] }, fields, (j) => created.push(j.Id as string));
+    await fuzzFields(d, 'POST', '/containers/create', { Image: image, Cmd: ['true'] }, fields, (j) => created.push(j.Id as string), Number(process.env.BERTH_FUZZ_KEEP ?? 1));
   });
 
   it('network create and connect bodies', async () => {
@@ -397,7 +399,7 @@ describe(`request fuzzing (seed ${SEED})`, { concurrency: false }, () => {
       const j = Math.floor(random() * (i + 1));
       [sample[i], sample[j]] = [sample[j]!, sample[i]!];
     }
-    for (const id of sample.slice(0, 25)) {
+    for (const id of sample.slice(0, Number(process.env.BERTH_FUZZ_STARTS ?? 25))) {
       const r = await d.request('POST', `/containers/${id}/start`);
       const text = r.text();
       assert.ok(!(r.status >= 500 && INTERNAL.test(text)), `seed ${SEED}: start ${id} (${JSON.stringify((await d.request('GET', `/containers/${id}/json`)).json().HostConfig).slice(0, 400)}): ${r.status} ${text}`);
