@@ -7,7 +7,8 @@
  */
 import type { ContainerRecord, ContainerState } from '../engine/container-model.js';
 import type { ContainerService } from '../engine/containers.js';
-import { invalidArgument } from '../lib/errors.js';
+import { errorMessage, invalidArgument } from '../lib/errors.js';
+import { log } from '../lib/log.js';
 import { listEntryHalves, status } from './container-json.js';
 import { matchLabels, type Filters } from './filters.js';
 
@@ -120,7 +121,7 @@ export class ContainerList {
     const revision = this.containers.revisionOf(c);
     let e = this.#entries.get(c);
     if (e === undefined || e.revision !== revision || e.live !== live) {
-      const { head, tail } = listEntryHalves(c);
+      const { head, tail } = entryHalves(c);
       e = {
         revision,
         live,
@@ -206,4 +207,21 @@ function nameMatcher(v: string): (name: string) => boolean {
     re = undefined;
   }
   return (name) => name === v || (re !== undefined && re.test(name));
+}
+
+/**
+ * listEntryHalves, or when a record it cannot read slipped past the load-time repair, the entry's
+ * identity alone: one bad container must not fail the list for everyone (cached per revision, so the
+ * warning is once per change of the record).
+ */
+function entryHalves(c: ContainerRecord): ReturnType<typeof listEntryHalves> {
+  try {
+    return listEntryHalves(c);
+  } catch (err) {
+    log.warn('container record unreadable for the list; listed by id and name only', { id: c.id, err: errorMessage(err) });
+    return {
+      head: { Id: c.id, Names: [`/${c.name}`], Image: '', ImageID: typeof c.imageId === 'string' ? c.imageId : '', Command: '', Created: 0, Ports: [], Labels: {} },
+      tail: { HostConfig: { NetworkMode: 'default' }, NetworkSettings: { Networks: {} }, Mounts: [] },
+    };
+  }
 }

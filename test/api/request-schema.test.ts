@@ -196,9 +196,15 @@ print(json.dumps(out))
     const c = await create(d, { Image: image, Cmd: ['true'], Labels: { poisoned: '1' } }, `poisoned-${tag}`);
     assert.equal(c.status, 201, c.text());
     const id = c.json().Id as string;
+    const c2 = await create(d, { Image: image, Cmd: ['true'] }, `unreadable-${tag}`);
+    assert.equal(c2.status, 201, c2.text());
+    const id2 = c2.json().Id as string;
     await d.stop();
     const db = new Database(join(d.dataRoot, 'berth.db'));
     try {
+      // Berth's own part of a record, which no schema describes, unreadable.
+      const row2 = db.prepare('SELECT data FROM containers WHERE id = ?').get(id2) as { data: string };
+      db.prepare('UPDATE containers SET data = ? WHERE id = ?').run(JSON.stringify({ ...JSON.parse(row2.data), network: null }), id2);
       const row = db.prepare('SELECT data FROM containers WHERE id = ?').get(id) as { data: string };
       const data = JSON.parse(row.data);
       // What older versions stored from requests they did not check.
@@ -213,6 +219,12 @@ print(json.dumps(out))
       db.close();
     }
     await d.restart();
+    const ps = await d.docker(['ps', '-a', '--no-trunc', '--format', '{{.ID}} {{.Names}}']);
+    assert.equal(ps.code, 0, ps.stderr);
+    assert.ok(ps.stdout.includes(`${id2} unreadable-${tag}`), ps.stdout);
+    const insp2 = await d.request('GET', `/containers/${id2}/json`);
+    assert.ok(!/is not|Cannot read|undefined/.test(insp2.text()), insp2.text());
+    assert.equal((await d.request('DELETE', `/containers/${id2}?force=1`)).status, 204);
     const ids = await assertListAndInspectWork(d);
     assert.ok(ids.includes(id));
     const list = await d.request('GET', '/containers/json?all=1');
