@@ -10,6 +10,7 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { OPERATIONS, compileApiSchema, type OperationSpec, type QueryCheck } from '../lib/engine-api-schema.js';
 import { invalidArgument } from '../lib/errors.js';
+import { log } from '../lib/log.js';
 
 export class ApiOperation {
   readonly #body: object | undefined;
@@ -48,9 +49,14 @@ export class ApiOperation {
     if (!validate(body)) throw invalidArgument(describe(validate.errors?.[0]));
   }
 
-  /** Compiles the body validator now (at start-up, off the first request's path). */
+  /** Compiles the body validator now (at start-up, off the first request's path); never throws. */
   warm(): void {
-    if (this.#body !== undefined) this.#validate ??= this.#compile();
+    try {
+      if (this.#body !== undefined) this.#validate ??= this.#compile();
+    } catch (err) {
+      // The first request will meet the same error and answer it; start-up goes on.
+      log.error('compiling a request validator failed', { err: err instanceof Error ? err.stack : String(err) });
+    }
   }
 
   #compile(): ValidateFunction {
