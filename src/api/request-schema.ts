@@ -37,7 +37,8 @@ export class ApiOperation {
         const n = Number(s);
         if (n < check.minimum! || n > check.maximum!) throw invalidArgument(`invalid value for ${name}: ${JSON.stringify(v)}: value out of range for ${check.goType}`);
       } else if (check.enum && !check.enum.includes(v)) {
-        throw invalidArgument(`invalid value for ${name}: ${JSON.stringify(v)}: must be one of ${check.enum.filter((e) => e !== '').map((e) => JSON.stringify(e)).join(', ')}`);
+        // dockerd's wording for `condition` of wait, the one such parameter clients meet.
+        throw invalidArgument(`invalid ${name}: ${JSON.stringify(v)}`);
       }
     }
   }
