@@ -141,6 +141,13 @@ describe('request schema', () => {
     const start = await d.request('POST', `/exec/${ex.json().Id}/start`, { body: { Detach: 'yes' } });
     assert.equal(start.status, 400, start.text());
     assert.match(start.json().message, /Detach of type bool/);
+    // The same body on a hijacking start (Upgrade: tcp, as the docker CLI sends it).
+    const up = await d.upgrade('POST', `/exec/${ex.json().Id}/start`, { body: { Detach: false, Tty: 'no' } });
+    assert.equal(up.upgraded, false);
+    assert.equal(up.response.statusCode, 400);
+    const chunks: Buffer[] = [];
+    for await (const c of up.response) chunks.push(c as Buffer);
+    assert.match(Buffer.concat(chunks).toString(), /Tty of type bool/);
     assert.equal((await d.request('DELETE', `/containers/${id}?force=1`)).status, 204);
   });
 
