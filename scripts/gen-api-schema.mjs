@@ -13,7 +13,9 @@
  *   (dockerd takes MemorySwappiness -1 from the CLI although the spec says 0..100), no
  *   additionalProperties: false (unknown fields are ignored);
  * - null is accepted everywhere, as Go's decoder accepts it; `goNull` tells the validator what
- *   Go would make of it (a field left unset, or a zero element in a list or map).
+ *   Go would make of a null element in a list or map (its zero value);
+ * - `goStruct` marks a Go struct: its fields match keys case-insensitively, as Go's decoder matches
+ *   them, and a null field is left unset.
  * Fields whose Go type has its own decoder get that decoder's shape (StrSlice: a string or a list;
  * `goStrSlice` has the validator turn a string into a one-element list, as that decoder does).
  */
@@ -99,7 +101,7 @@ function convert(node, where, name) {
     if (zeroKind(node) === 'object') {
       out.type = ['object', 'null'];
       out.goType = name ?? 'struct';
-      out.goNull = 'props';
+      out.goStruct = true;
     }
     return out;
   }
@@ -118,7 +120,7 @@ function convert(node, where, name) {
   if (node.properties) {
     out.properties = {};
     for (const [k, v] of Object.entries(node.properties)) out.properties[k] = convert(v, `${name ?? where}.${k}`, undefined);
-    out.goNull = 'props';
+    out.goStruct = true;
   }
   if (node.items) {
     out.items = convert(node.items, `${where}[]`, undefined);

@@ -55,6 +55,22 @@ describe('request schema (no daemon)', () => {
     assert.deepEqual(net.IPAM.Config, [{}]);
   });
 
+  it('matches struct fields in any case, as Go does (the later of two keys for one field wins); map keys stay as sent', () => {
+    const body: Record<string, unknown> = { image: 'busybox', CMD: 'true', hostconfig: { networkmode: 'none', memory: 5 }, labels: { Key: 'v', key: 'w' } };
+    create.checkBody(body);
+    assert.deepEqual(body, { Image: 'busybox', Cmd: ['true'], HostConfig: { NetworkMode: 'none', Memory: 5 }, Labels: { Key: 'v', key: 'w' } });
+    const twice: Record<string, unknown> = { Image: 'a', image: 'b' };
+    create.checkBody(twice);
+    assert.deepEqual(twice, { Image: 'b' });
+    const exactLast: Record<string, unknown> = { image: 'b', Image: 'a' };
+    create.checkBody(exactLast);
+    assert.deepEqual(exactLast, { Image: 'a' });
+    assert.match(refusal(() => create.checkBody({ hostconfig: { networkmode: 5 } })), /HostConfig\.NetworkMode/);
+    const svc: Record<string, unknown> = { Name: 's', rollbackconfig: { parallelism: 2, FAILUREACTION: 'pause' } };
+    apiOperation('POST', '/services/create')!.checkBody(svc);
+    assert.deepEqual(svc, { Name: 's', RollbackConfig: { Parallelism: 2, FailureAction: 'pause' } });
+  });
+
   it('checks typed query parameters only', () => {
     const list = apiOperation('GET', '/containers/json')!;
     assert.match(refusal(() => list.checkQuery(new URLSearchParams('limit=ten'))), /limit/);

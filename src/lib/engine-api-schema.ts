@@ -2,15 +2,16 @@
  * The Engine API's request schema, generated from the spec by scripts/gen-api-schema.mjs into
  * engine-api-schema.json (berthd never reads the YAML). It says only what dockerd's Go decoder
  * refuses: wrong JSON types, integers out of their Go type's range, unknown enum values. Unknown
- * fields are ignored and null is taken wherever Go takes it; `goNull` then normalises a null as Go
- * would decode it (field unset; "" / 0 / {} for an element of a list or map), and `goStrSlice` turns
+ * fields are ignored and null is taken wherever Go takes it; `goStruct` matches a struct's keys in
+ * any case and leaves a null field unset, `goNull` makes a null element of a list or map its zero
+ * value ("" / 0 / {}), as Go's decoder does, and `goStrSlice` turns
  * a string given for a StrSlice (Cmd, Entrypoint, CapAdd...) into a list, so code reading a checked
  * value never meets a shape dockerd's decoded structs would not have.
  *
  * Used by api/ to check requests and by engine/ to repair records stored before requests were checked.
  */
 import { createRequire } from 'node:module';
-import type { Ajv as AjvType, ValidateFunction } from 'ajv';
+import type { Ajv as AjvType, AnySchemaObject, FuncKeywordDefinition, ValidateFunction } from 'ajv';
 import spec from './engine-api-schema.json' with { type: 'json' };
 
 export interface QueryCheck {
@@ -42,6 +43,8 @@ function compiler(): AjvType {
   ajv = new Ajv({ strict: false, allErrors: false, verbose: true, validateSchema: false, validateFormats: false, inlineRefs: false, code: { optimize: false } });
   ajv.addKeyword({ keyword: 'goType', schemaType: 'string' });
   ajv.addKeyword({ keyword: 'goNull', schemaType: 'string', modifying: true, errors: false, validate: normaliseNulls });
+  // Before `properties`, so that the fields it renames are checked under their own names.
+  ajv.addKeyword({ keyword: 'goStruct', type: 'object', schemaType: 'boolean', modifying: true, errors: false, before: 'properties', compile: goStruct });
   ajv.addKeyword({ keyword: 'goStrSlice', schemaType: 'boolean', modifying: true, errors: false, validate: strSliceOfString });
   ajv.addSchema({ $id: DEFINITIONS_ID, definitions: spec.definitions });
   return ajv;
@@ -53,21 +56,48 @@ export function compileApiSchema(schema: object): ValidateFunction {
   return compiler().compile(JSON.parse(text) as object);
 }
 
-/** What Go's decoder makes of a null: an unset field ('props'), or the zero value of a list's or map's element. */
+/** What Go's decoder makes of a null element of a list or map: the element type's zero value. */
 function normaliseNulls(kind: string, data: unknown): boolean {
   if (data === null || typeof data !== 'object') return true;
   if (Array.isArray(data)) {
-    if (kind === 'props') return true;
     for (let i = 0; i < data.length; i++) if (data[i] === null) data[i] = zeroOf(kind);
     return true;
   }
   const obj = data as Record<string, unknown>;
-  for (const k in obj) {
-    if (obj[k] !== null) continue;
-    if (kind === 'props') delete obj[k];
-    else obj[k] = zeroOf(kind);
-  }
+  for (const k in obj) if (obj[k] === null) obj[k] = zeroOf(kind);
   return true;
+}
+
+/**
+ * A Go struct as its decoder reads it: a key names a field exactly or, failing that, in any case
+ * ("hostconfig" is HostConfig; of two keys for one field the later wins), and a null leaves the
+ * field unset. Keys are renamed to the field's own name and nulls removed, in place.
+ */
+function goStruct(_schema: boolean, parentSchema: AnySchemaObject): ReturnType<NonNullable<FuncKeywordDefinition['compile']>> {
+  const fields = new Set(Object.keys((parentSchema.properties as Record<string, unknown> | undefined) ?? {}));
+  const byFold = new Map<string, string>();
+  for (const f of fields) byFold.set(f.toLowerCase(), f);
+  return (data: unknown) => {
+    const obj = data as Record<string, unknown>;
+    let winners: Map<string, string> | undefined;
+    for (const k in obj) {
+      if (fields.has(k)) {
+        if (winners?.has(k)) winners.set(k, k);
+        continue;
+      }
+      const field = byFold.get(k.toLowerCase());
+      if (field !== undefined) (winners ??= new Map()).set(field, k);
+    }
+    if (winners) {
+      for (const [field, from] of winners) {
+        const value = obj[from];
+        for (const k of Object.keys(obj)) if (k !== field && byFold.get(k.toLowerCase()) === field) delete obj[k];
+        obj[field] = value;
+      }
+    }
+    for (const k in obj) if (obj[k] === null) delete obj[k];
+    return true;
+  };
 }
 
 /** Go's StrSlice decoder takes "sh" as ["sh"]; so does the checked value, for code that reads it. */

@@ -109,6 +109,17 @@ describe('request schema', () => {
     await assertListAndInspectWork(d);
   });
 
+  it('POST /containers/create: field names in any case, as dockerd reads them', async () => {
+    const d = daemon();
+    const r = await create(d, { image: image, cmd: ['true'], hostconfig: { networkmode: 'none' }, LABELS: { Case: 'kept' } }, `case-${tag}`);
+    assert.equal(r.status, 201, r.text());
+    const c = (await d.request('GET', `/containers/case-${tag}/json`)).json();
+    assert.equal(c.HostConfig.NetworkMode, 'none');
+    assert.deepEqual(c.Config.Cmd, ['true']);
+    assert.deepEqual(c.Config.Labels, { Case: 'kept' });
+    assert.equal((await d.request('DELETE', `/containers/case-${tag}`)).status, 204);
+  });
+
   it('POST /networks/create and connect: IPAM Config [null] is an empty config, wrong types are a 400', async () => {
     const d = daemon();
     const ok = await d.request('POST', '/networks/create', { body: { Name: `ipamnull-${tag}`, IPAM: { Config: [null] } } });
