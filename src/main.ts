@@ -159,6 +159,7 @@ async function main(): Promise<void> {
   health.start();
 
   const listeners = await listen(router, config.hosts, config.group, config);
+  router.warmUp();
   log.info('berthd started', { version: SERVER_VERSION, dataRoot: config.dataRoot, pid: process.pid });
 
   let stopping = false;

@@ -7,7 +7,8 @@
  */
 import type { ContainerRecord, ContainerState } from '../engine/container-model.js';
 import type { ContainerService } from '../engine/containers.js';
-import { invalidArgument } from '../lib/errors.js';
+import { errorMessage, invalidArgument } from '../lib/errors.js';
+import { log } from '../lib/log.js';
 import { listEntryHalves, status } from './container-json.js';
 import { matchLabels, type Filters } from './filters.js';
 
@@ -89,6 +90,7 @@ export class ContainerList {
     const sinceC = f.get('since')?.map((x) => this.containers.get(x));
     const ancestors = (f.get('ancestor') ?? []).map((a) => this.imageIdOf(a) ?? `\0${a}`);
     const showAll = q.all || f.has('status') || f.has('exited') || beforeC !== undefined || sinceC !== undefined || q.limit > 0;
+    const names = (f.get('name') ?? []).map((v) => nameMatcher(v.replace(/^\//, '')));
     const any = (key: string, pred: (v: string) => boolean) => {
       const vs = f.get(key);
       return !vs?.length || vs.some(pred);
@@ -97,7 +99,7 @@ export class ContainerList {
       if (!showAll && !isListedByDefault(c.state)) return false;
       return (
         any('id', (v) => c.id.startsWith(v)) &&
-        any('name', (v) => new RegExp(v.replace(/^\//, '')).test(c.name)) &&
+        (names.length === 0 || names.some((m) => m(c.name))) &&
         matchLabels(f.get('label'), c.config.Labels) &&
         any('status', (v) => v === c.state.status) &&
         (exited.length === 0 || (c.state.status === 'exited' && exited.includes(c.state.exitCode))) &&
@@ -119,7 +121,7 @@ export class ContainerList {
     const revision = this.containers.revisionOf(c);
     let e = this.#entries.get(c);
     if (e === undefined || e.revision !== revision || e.live !== live) {
-      const { head, tail } = listEntryHalves(c);
+      const { head, tail } = entryHalves(c);
       e = {
         revision,
         live,
@@ -191,4 +193,35 @@ function isListedByDefault(s: ContainerState): boolean {
 function sameRange(a: string[], b: string[], from: number, to: number): boolean {
   for (let i = from; i < to; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/**
+ * A `name` filter value: the exact name, or a regular expression matched anywhere in it. dockerd
+ * skips a value that is not a valid expression (it still matches exactly), so no value is an error.
+ */
+function nameMatcher(v: string): (name: string) => boolean {
+  let re: RegExp | undefined;
+  try {
+    re = new RegExp(v);
+  } catch {
+    re = undefined;
+  }
+  return (name) => name === v || (re !== undefined && re.test(name));
+}
+
+/**
+ * listEntryHalves, or when a record it cannot read slipped past the load-time repair, the entry's
+ * identity alone: one bad container must not fail the list for everyone (cached per revision, so the
+ * warning is once per change of the record).
+ */
+function entryHalves(c: ContainerRecord): ReturnType<typeof listEntryHalves> {
+  try {
+    return listEntryHalves(c);
+  } catch (err) {
+    log.warn('container record unreadable for the list; listed by id and name only', { id: c.id, err: errorMessage(err) });
+    return {
+      head: { Id: c.id, Names: [`/${c.name}`], Image: '', ImageID: typeof c.imageId === 'string' ? c.imageId : '', Command: '', Created: 0, Ports: [], Labels: {} },
+      tail: { HostConfig: { NetworkMode: 'default' }, NetworkSettings: { Networks: {} }, Mounts: [] },
+    };
+  }
 }

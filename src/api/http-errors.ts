@@ -19,6 +19,18 @@ export function statusOf(err: unknown): number {
   return err instanceof BerthError ? STATUS[err.kind] : 500;
 }
 
+/**
+ * The message a client sees. A JavaScript engine error (TypeError and the like) is a Berth bug whose
+ * text ("x.startsWith is not a function") means nothing to a client: it is logged with its stack and
+ * answered in general terms.
+ */
+export function errorText(err: unknown): string {
+  if (err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError) {
+    return 'internal error in berthd (details are in its log)';
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
 export function sendError(res: ServerResponse, err: unknown): void {
   const status = statusOf(err);
   if (status >= 500) log.error('request failed', { err: err instanceof Error ? err.stack : String(err) });
@@ -31,8 +43,7 @@ export function sendError(res: ServerResponse, err: unknown): void {
     res.end();
     return;
   }
-  const message = err instanceof Error ? err.message : String(err);
-  const body = JSON.stringify({ message });
+  const body = JSON.stringify({ message: errorText(err) });
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }

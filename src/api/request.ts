@@ -5,7 +5,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { invalidArgument } from '../lib/errors.js';
+import { BerthError, invalidArgument } from '../lib/errors.js';
+import type { ApiOperation } from './request-schema.js';
 
 export interface RequestContext {
   req: IncomingMessage;
@@ -16,6 +17,8 @@ export interface RequestContext {
   version: string;
   params: Record<string, string | undefined>;
   query: URLSearchParams;
+  /** The Engine API operation served, when the spec gives it checks: readJson validates bodies with it. */
+  operation?: ApiOperation;
 }
 
 /** The context the router builds: the query is parsed only when a handler reads it. */
@@ -31,6 +34,7 @@ export class Context implements RequestContext {
     readonly version: string,
     public params: Record<string, string | undefined>,
     search: string,
+    readonly operation?: ApiOperation,
   ) {
     this.#search = search;
   }
@@ -46,18 +50,32 @@ const MAX_JSON_BODY = 16 * 1024 * 1024;
 export async function readJson<T = unknown>(ctx: RequestContext): Promise<T | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of ctx.req) {
-    size += chunk.length;
-    if (size > MAX_JSON_BODY) throw invalidArgument('request body too large');
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of ctx.req) {
+      size += chunk.length;
+      if (size > MAX_JSON_BODY) throw invalidArgument('request body too large');
+      chunks.push(chunk as Buffer);
+    }
+  } catch (err) {
+    // A client that closes mid-body ("aborted") sent a bad request, not a daemon failure.
+    if (err instanceof BerthError) throw err;
+    throw invalidArgument(`incomplete request body: ${(err as Error).message}`);
   }
   const text = Buffer.concat(chunks).toString('utf8').trim();
   if (text === '') return undefined;
+  let body: unknown;
   try {
-    return JSON.parse(text) as T;
+    body = JSON.parse(text);
   } catch (err) {
     throw invalidArgument(`invalid JSON: ${(err as Error).message}`);
   }
+  checkJsonBody(ctx, body);
+  return body as T;
+}
+
+/** Checks a parsed body against the operation's schema (readJson does this; for bodies read otherwise). */
+export function checkJsonBody(ctx: RequestContext, body: unknown): void {
+  ctx.operation?.checkBody(body);
 }
 
 /** Like readJson but the body must be a JSON object (or empty, giving {}). */

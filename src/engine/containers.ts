@@ -25,6 +25,7 @@ import { Trash } from './container-trash.js';
 import type { VolumeService } from './volumes/volume-service.js';
 import type { MountSpecInput } from './volumes/mount-points.js';
 import { mergeUpdate, updateResources, type UpdateRequest } from './container-update.js';
+import { repairStoredContainer } from './container-record-repair.js';
 
 export interface CreateRequest {
   name?: string;
@@ -82,6 +83,7 @@ export class ContainerService {
     this.#trash.empty();
     for (const row of this.records.loadAll()) {
       const c = row.data as ContainerRecord;
+      repairStoredContainer(c);
       this.#byId.set(c.id, c);
       this.#byName.set(c.name, c.id);
     }

@@ -7,7 +7,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry, freePort } from '../harness/index.js';
 import { appProject } from './app-project.js';
-import { composeProject, eventually, httpGet, inspectContainer, NEEDS, type Compose, type ComposeVersion } from './support.js';
+import { composeProject, eventually, httpGet, inspectContainer, type Compose, type ComposeVersion } from './support.js';
 
 
 export function composeSuite(version: ComposeVersion): void {
@@ -134,7 +134,7 @@ export function composeSuite(version: ComposeVersion): void {
     });
 
     // compose 1.29's `run` links the one-off container to the service's dependencies (HostConfig.Links).
-    it('run --rm', { skip: version === 'v1' ? NEEDS.links : undefined }, async () => {
+    it('run --rm', async () => {
       const d = daemon();
       const before = (await d.request('GET', '/containers/json?all=1')).json().length as number;
       const r = await app.run(['run', '--rm', '--no-deps', '-T', 'worker', 'sh', '-c', 'wget -q -O- http://database:5433/rows | head -1']);
@@ -291,7 +291,7 @@ export function composeSuite(version: ComposeVersion): void {
     });
 
     if (version === 'v2') {
-      it('configs and secrets given as content: and environment: (copied in through the archive endpoint)', { skip: NEEDS.cp }, async () => {
+      it('configs and secrets given as content: and environment: (copied in through the archive endpoint)', async () => {
         const d = daemon();
         const p = composeProject(d, version, 'inline', {
           services: { app: { image: reg().seeded.refs.busybox, command: ['sleep', '300'], configs: [{ source: 'cfg', target: '/etc/cfg' }], secrets: ['tok'] } },
@@ -304,7 +304,7 @@ export function composeSuite(version: ComposeVersion): void {
         await p.run(['down', '-t', '0']);
       });
 
-      it('config --resolve-image-digests pins images by digest (GET /distribution)', { skip: NEEDS.distribution }, async () => {
+      it('config --resolve-image-digests pins images by digest (GET /distribution)', async () => {
         const cfg = (await app.run(['config', '--resolve-image-digests'])).stdout;
         assert.match(cfg, new RegExp(`image: ${reg().seeded.refs.busybox.replace(/[.]/g, '\\.')}@${reg().seeded.digests.busybox}`));
       });
@@ -345,7 +345,7 @@ export function composeSuite(version: ComposeVersion): void {
         await p.run(['down', '-t', '0']);
       });
 
-      it('compose cp in and out of a service container', { skip: NEEDS.cp }, async () => {
+      it('compose cp in and out of a service container', async () => {
         const d = daemon();
         const { writeFileSync, readFileSync } = await import('node:fs');
         const p = composeProject(d, version, 'cp', { services: { app: { image: reg().seeded.refs.busybox, command: ['sleep', '300'] } } });
@@ -381,7 +381,7 @@ export function composeSuite(version: ComposeVersion): void {
       await p.run(['down', '-t', '0']);
     });
 
-    it('named volumes are kept across down and up, removed by down -v', { skip: NEEDS.volumes }, async () => {
+    it('named volumes are kept across down and up, removed by down -v', async () => {
       const d = daemon();
       const vol = composeProject(d, version, `vol${version}`, {
         services: { store: { image: reg().seeded.refs.busybox, command: ['sh', '-c', 'date +%s%N >> /data/starts; exec sleep 300'], volumes: ['data:/data'] } },
@@ -401,7 +401,7 @@ export function composeSuite(version: ComposeVersion): void {
       assert.equal((await d.request('GET', `/volumes/vol${version}_data`)).status, 404);
     });
 
-    it('build: sections with args and targets', { skip: NEEDS.build }, async () => {
+    it('build: sections with args and targets', async () => {
       const d = daemon();
       const { writeFileSync } = await import('node:fs');
       const b = composeProject(d, version, `build${version}`, {
@@ -433,7 +433,7 @@ export function composeSuite(version: ComposeVersion): void {
       await p.run(['down', '-t', '0']);
     });
 
-    it('push: service images to the registry', { skip: NEEDS.push }, async () => {
+    it('push: service images to the registry', async () => {
       const d = daemon();
       const target = `${reg().registry.host}/pushed-${version}:latest`;
       assert.equal((await d.docker(['tag', reg().seeded.refs.busybox, target])).code, 0);

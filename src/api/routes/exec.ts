@@ -1,6 +1,6 @@
 /** Exec: POST /containers/{id}/exec, POST /exec/{id}/start (hijacked), /exec/{id}/resize, GET /exec/{id}/json. */
 import type { Router } from '../router.js';
-import { readJsonObject, sendJson, sendNoContent, type RequestContext } from '../request.js';
+import { checkJsonBody, readJsonObject, sendJson, sendNoContent, type RequestContext } from '../request.js';
 import { attachClient, hijack, readUpgradeBody, writeStreamError } from '../hijack.js';
 import { streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
@@ -76,6 +76,7 @@ async function startExec(ctx: RequestContext, execs: ExecService): Promise<void>
       throw invalidArgument(`invalid JSON: ${(err as Error).message}`);
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidArgument('invalid JSON: expected an object');
+    checkJsonBody(ctx, body);
   }
   const detach = field(body, 'Detach', 'boolean', false);
   const size = consoleSize(body);
