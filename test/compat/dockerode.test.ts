@@ -167,7 +167,9 @@ describe('dockerode', () => {
     const extract = tar.extract();
     extract.on('entry', (h, body, next) => {
       let text = '';
-      body.on('data', (b: Buffer) => (text += b.toString()));
+      body.on('data', (b: unknown) => {
+        text += String(b);
+      });
       body.on('end', () => {
         got[h.name] = text;
         next();
