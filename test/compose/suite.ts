@@ -3,11 +3,18 @@
  * and taken down through the client, asserting on what the engine holds (inspect, list, networks)
  * and on what the containers serve, not on exit codes alone.
  */
+import { writeFileSync } from 'node:fs';
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry, freePort } from '../harness/index.js';
 import { appProject } from './app-project.js';
 import { composeProject, eventually, httpGet, inspectContainer, type Compose, type ComposeVersion } from './support.js';
+
+/**
+ * Compose v2 builds through BuildKit unless DOCKER_BUILDKIT=0, and Berth serves the classic builder only
+ * (`Builder-Version: 1`); compose v1 builds through the API either way.
+ */
+const CLASSIC_BUILD = { DOCKER_BUILDKIT: '0' };
 
 
 export function composeSuite(version: ComposeVersion): void {
@@ -260,7 +267,6 @@ export function composeSuite(version: ComposeVersion): void {
     // compose 1.29 mounts secrets outside swarm but not configs: v1 gets no configs section.
     it(`${version === 'v2' ? 'configs and ' : ''}secrets from files, bind mounts from the project directory`, async () => {
       const d = daemon();
-      const { writeFileSync } = await import('node:fs');
       const p = composeProject(d, version, `files${version}`, {
         services: {
           app: {
@@ -403,12 +409,11 @@ export function composeSuite(version: ComposeVersion): void {
 
     it('build: sections with args and targets', async () => {
       const d = daemon();
-      const { writeFileSync } = await import('node:fs');
       const b = composeProject(d, version, `build${version}`, {
         services: { app: { build: { context: '.', target: 'final', args: { GREETING: 'built-ok' } }, image: `build${version}-app:latest`, command: ['cat', '/greeting'] } },
       });
       writeFileSync(`${b.dir}/Dockerfile`, `FROM ${reg().seeded.refs.busybox} AS base\nARG GREETING\nRUN echo "$GREETING" > /greeting\nFROM base AS final\n`);
-      await b.run(['build']);
+      await b.run(['build'], { env: CLASSIC_BUILD });
       const r = await b.run(['run', '--rm', '-T', 'app']);
       assert.equal(r.stdout.trim(), 'built-ok');
       await b.run(['down', '--rmi', 'all']);
@@ -436,12 +441,16 @@ export function composeSuite(version: ComposeVersion): void {
     it('push: service images to the registry', async () => {
       const d = daemon();
       const target = `${reg().registry.host}/pushed-${version}:latest`;
-      assert.equal((await d.docker(['tag', reg().seeded.refs.busybox, target])).code, 0);
-      const p = composeProject(d, version, `push${version}`, { services: { app: { image: target } } });
+      // Compose pushes the images of services it builds; others are skipped (v1 and v2 alike).
+      const p = composeProject(d, version, `push${version}`, { services: { app: { image: target, build: { context: '.' } } } });
+      writeFileSync(`${p.dir}/Dockerfile`, `FROM ${reg().seeded.refs.busybox}\nRUN echo pushed-${version} > /pushed\n`);
+      await p.run(['build'], { env: CLASSIC_BUILD });
       await p.run(['push']);
       assert.equal((await d.docker(['rmi', target])).code, 0);
       await p.run(['pull']);
       assert.equal((await d.request('GET', `/images/${encodeURIComponent(target)}/json`)).status, 200);
+      const r = await d.docker(['run', '--rm', target, 'cat', '/pushed']);
+      assert.equal(r.stdout, `pushed-${version}\n`, r.stderr);
     });
   });
 }

@@ -264,20 +264,21 @@ class Unpacker {
 
 /**
  * A tar name as path parts under the extraction directory: `.` and empty parts dropped, `..`
- * applied. Absolute names and names that climb out are refused (undefined with `lenient`).
+ * applied. An absolute name is taken from the extraction directory, as dockerd joins it (compose
+ * sends its inline configs and secrets as `/run/secrets/<name>` with `/` as the destination); at
+ * its root `..` stays there, as Go's Clean leaves it. A relative name that climbs out is refused
+ * (undefined with `lenient`).
  */
 function relParts(name: string, lenient?: false): string[];
 function relParts(name: string, lenient: true): string[] | undefined;
 function relParts(name: string, lenient = false): string[] | undefined {
-  if (name.startsWith('/')) {
-    if (lenient) return undefined;
-    throw invalidArgument(`invalid archive entry "${name}": absolute paths are refused`);
-  }
+  const absolute = name.startsWith('/');
   const out: string[] = [];
   for (const p of name.split('/')) {
     if (p === '' || p === '.') continue;
     if (p === '..') {
       if (out.length === 0) {
+        if (absolute) continue;
         if (lenient) return undefined;
         throw invalidArgument(`invalid archive entry "${name}": it is outside of the extraction directory`);
       }
