@@ -16,7 +16,6 @@ import { composeProject, eventually, httpGet, inspectContainer, type Compose, ty
  */
 const CLASSIC_BUILD = { DOCKER_BUILDKIT: '0' };
 
-
 export function composeSuite(version: ComposeVersion): void {
   describe(`docker compose ${version}: the app project`, () => {
     const daemon = useDaemon();
