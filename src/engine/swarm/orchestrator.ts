@@ -8,7 +8,7 @@
 import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import { newSwarmId } from './swarm-ids.js';
-import { restartPolicy } from './service-spec.js';
+import { restartDelayMs, restartPolicy } from './service-spec.js';
 import type { SwarmStore } from './swarm-store.js';
 import type { TaskRunner } from './task-runner.js';
 import { isGlobal, isTerminal, replicas, type ServiceRecord, type TaskRecord } from './swarm-model.js';
@@ -41,7 +41,9 @@ export class Orchestrator {
       return;
     }
     this.#requested.set(serviceId, fill);
-    void this.exclusive(serviceId, () => {
+    void this.exclusive(serviceId, async () => {
+      // Each pass starts from a fresh turn of the event loop, so chains of task changes never starve I/O.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const mode = this.#requested.get(serviceId) ?? fill;
       this.#requested.delete(serviceId);
       this.#pass(serviceId, mode);
@@ -64,7 +66,7 @@ export class Orchestrator {
   }
 
   /** A new task for a slot of the service, stored, not yet driven. */
-  newTask(s: ServiceRecord, slot: number, opts: { startAt?: number; after?: string; restarts?: number[]; nodeId?: string } = {}): TaskRecord {
+  newTask(s: ServiceRecord, slot: number, opts: { startAt?: number; after?: string; restarts?: number[]; nodeId?: string; failures?: number } = {}): TaskRecord {
     const now = new Date().toISOString();
     const waiting = (opts.startAt !== undefined && opts.startAt > Date.now()) || opts.after !== undefined;
     const t: TaskRecord = {
@@ -83,6 +85,7 @@ export class Orchestrator {
       restarts: opts.restarts ?? [],
       ...(opts.startAt !== undefined ? { startAt: opts.startAt } : {}),
       ...(opts.after !== undefined ? { after: opts.after } : {}),
+      ...(opts.failures ? { failures: opts.failures } : {}),
     };
     this.store.touch(t);
     this.store.saveTask(t);
@@ -118,7 +121,10 @@ export class Orchestrator {
         if (!isCurrent(t) || !isTerminal(t.status.state)) continue;
         this.#retireQuietly(t, 'shutdown');
         const restarts = this.#restartAllowed(s, t);
-        if (restarts) created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartPolicy(s.spec).Delay / 1e6, restarts, nodeId: global ? t.nodeId : undefined }));
+        if (!restarts) continue;
+        // A task that never ran (rejected, failed to start) counts towards the back-off.
+        const failures = t.runningSince === undefined && t.status.state !== 'complete' ? (t.failures ?? 0) + 1 : 0;
+        created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartDelayMs(s.spec, failures), restarts, failures, nodeId: global ? t.nodeId : undefined }));
       }
       // A drained node runs nothing: its tasks stop, replicated slots wait for a node.
       if (drained) {

@@ -26,8 +26,8 @@ export const DEFAULT_STOP_GRACE_NS = 10 * SECOND_NS;
 /** Where ingress ports without a published port are taken from, as swarmkit does. */
 export const DYNAMIC_PORT_RANGE = { start: 30000, end: 32767 } as const;
 
-/** DNS label rules: services are reachable by name. */
-const NAME_RE = /^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$/;
+/** dockerd's rule for object names (containers, volumes, services): `_` and `.` are allowed too. */
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isStringList = (v: unknown) => v === undefined || v === null || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
@@ -165,6 +165,22 @@ function stripEmpty<T extends object>(o: T): Partial<T> {
 
 export function restartPolicy(spec: ServiceSpec): Required<RestartPolicy> {
   return { ...DEFAULT_RESTART, ...stripEmpty(spec.TaskTemplate?.RestartPolicy ?? {}) };
+}
+
+/** The first back-off step for a task that failed without running, and where doubling stops (dockerd's restart manager's bounds). */
+export const BACKOFF_START_MS = 100;
+export const BACKOFF_CAP_MS = 60_000;
+
+/**
+ * How long a replacement waits: the policy's delay after a task that ran; after `failures` tasks in a
+ * row that never ran, that delay (at least BACKOFF_START_MS) doubled per failure, up to the larger of
+ * the delay and the cap. Without it an unpreparable task is replaced as fast as the loop can turn.
+ */
+export function restartDelayMs(spec: ServiceSpec, failures: number): number {
+  const base = restartPolicy(spec).Delay / 1e6;
+  if (failures <= 0) return base;
+  const grown = Math.max(base, BACKOFF_START_MS) * 2 ** Math.min(failures - 1, 20);
+  return Math.min(grown, Math.max(base, BACKOFF_CAP_MS));
 }
 
 export function updateConfig(spec: ServiceSpec, rollback: boolean): Required<UpdateConfig> {

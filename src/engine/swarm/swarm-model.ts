@@ -197,6 +197,8 @@ export interface TaskRecord extends Meta {
   after?: string;
   /** Epoch ms of the restarts that led to this task in its slot (restart policy MaxAttempts/Window). */
   restarts: number[];
+  /** How many tasks before this one in its slot failed in a row without ever running (back-off). */
+  failures?: number;
   /** When the task's container last reached running (epoch ms), for update monitoring. */
   runningSince?: number;
   /** The container is gone (removed by hand or reaped). */

@@ -106,6 +106,8 @@ export class TaskRunner {
         case 'new':
         case 'allocated':
         case 'pending': {
+          // After failures without running, even preparing waits for the back-off delay.
+          if (t.failures && !this.#delayOver(t)) return;
           const node = this.d.node();
           const problem = node ? placementProblem(t.spec, node, this.d.host, this.#replicasOn(node.id, t)) : 'no suitable node (1 node not available for new tasks)';
           if (!node || problem) {
@@ -152,6 +154,16 @@ export class TaskRunner {
 
   /** A restarted task waits out its delay, an updated one for the task it replaces to stop. */
   #mayStart(t: TaskRecord): boolean {
+    if (!this.#delayOver(t)) return false;
+    if (t.after) {
+      const before = this.d.store.tasks.get(t.after);
+      if (before && !isTerminal(before.status.state)) return false;
+    }
+    return true;
+  }
+
+  /** Whether the task's restart delay has passed; if not, a timer advances it then. */
+  #delayOver(t: TaskRecord): boolean {
     if (t.startAt && t.startAt > Date.now()) {
       if (!this.#timers.has(t.id)) {
         const timer = setTimeout(() => {
@@ -162,10 +174,6 @@ export class TaskRunner {
         this.#timers.set(t.id, timer);
       }
       return false;
-    }
-    if (t.after) {
-      const before = this.d.store.tasks.get(t.after);
-      if (before && !isTerminal(before.status.state)) return false;
     }
     return true;
   }
