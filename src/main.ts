@@ -24,6 +24,8 @@ import { containerLogRoutes } from './api/routes/container-logs.js';
 import { containerExtraRoutes } from './api/routes/container-extras.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
+import { IntentRecords } from './state/intent-records.js';
+import { ContainerIntents } from './engine/intents/container-intents.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
@@ -87,7 +89,7 @@ async function main(): Promise<void> {
   const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
   await runtime.init();
   engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
-  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime);
+  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, new ContainerIntents(new IntentRecords(db)));
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid);

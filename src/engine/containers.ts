@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { conflict, invalidArgument, notFound, notModified, BerthError } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import type { ContainerRecords } from '../state/container-records.js';
+import type { ContainerIntents } from './intents/container-intents.js';
 import type { ImageService } from './images.js';
 import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
@@ -60,6 +61,7 @@ export class ContainerService {
     readonly events: EventBus,
     readonly dataRoot: string,
     readonly defaultRuntime: 'crun' | 'runc',
+    readonly intents: ContainerIntents,
   ) {
     this.#trash = new Trash(join(dataRoot, 'trash'));
     images.usage = (imageId) => {
@@ -394,8 +396,11 @@ export class ContainerService {
 
   async restart(idOrName: string, opts: { timeout?: number; signal?: string }): Promise<void> {
     const c = this.get(idOrName);
-    if (isRunningLike(c.state)) await this.stop(c.id, opts).catch((err) => { if (!(err instanceof BerthError && err.kind === 'not-modified')) throw err; });
-    await this.start(c.id);
+    // Between the stop and the start the container looks stopped: a crash there is finished on restart.
+    await this.intents.around(c.id, 'restart', async () => {
+      if (isRunningLike(c.state)) await this.stop(c.id, opts).catch((err) => { if (!(err instanceof BerthError && err.kind === 'not-modified')) throw err; });
+      await this.start(c.id);
+    });
     this.events.publish('container', 'restart', c.id, this.attrs(c));
   }
 
@@ -496,6 +501,12 @@ export class ContainerService {
         }
       }),
     );
+    await this.intents.recover({
+      status: (id) => this.find(id)?.state.status,
+      unpause: (id) => this.unpause(id),
+      start: (id) => this.start(id),
+      abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
+    });
   }
 
   counts(): { total: number; running: number; paused: number; stopped: number } {
