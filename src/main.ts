@@ -25,6 +25,7 @@ import { containerExtraRoutes } from './api/routes/container-extras.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { IntentRecords } from './state/intent-records.js';
+import { SwarmObjectRecords } from './state/swarm-object-records.js';
 import { ContainerIntents } from './engine/intents/container-intents.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses } from './engine/container-processes.js';
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();
-  const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
+  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;
 

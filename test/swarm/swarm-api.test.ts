@@ -427,7 +427,8 @@ describe('swarm API', () => {
   it('refuses what it cannot run: secrets, configs, swarm networks, jobs', async () => {
     const d = daemon();
     const secret = await d.request('POST', '/services/create', { body: { Name: 's', TaskTemplate: { ContainerSpec: { Image: image, Secrets: [{ SecretID: 'x', SecretName: 'x' }] } } } });
-    assert.equal(secret.status, 501);
+    assert.equal(secret.status, 400, 'a secret that does not exist');
+    assert.match(secret.json().message, /secret not found: x/);
     const nets = await d.request('POST', '/services/create', { body: { Name: 'n', TaskTemplate: { ContainerSpec: { Image: image }, Networks: [{ Target: 'overlay1' }] } } });
     assert.equal(nets.status, 501);
     const job = await d.request('POST', '/services/create', { body: { Name: 'j', TaskTemplate: { ContainerSpec: { Image: image } }, Mode: { ReplicatedJob: {} } } });

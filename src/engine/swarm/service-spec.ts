@@ -72,8 +72,11 @@ export function normalizeServiceSpec(body: unknown): ServiceSpec {
     for (const c of tt.Placement.Constraints) if (!/^\s*[\w.-]+\s*(==|!=)\s*\S.*$/.test(c)) throw invalidArgument(`invalid constraint: ${c}`);
   }
 
-  // Secrets, configs and swarm networks need stores and overlay networking Berth does not have.
-  for (const [what, v] of [['secrets', cs.Secrets], ['configs', cs.Configs], ['networks', tt.Networks], ['networks', spec.Networks]] as const) {
+  for (const f of ['Secrets', 'Configs'] as const) {
+    if (cs[f] !== undefined && cs[f] !== null && !Array.isArray(cs[f])) throw invalidArgument(`invalid JSON: ContainerSpec.${f} must be a list`);
+  }
+  // Swarm networks need overlay networking Berth does not have.
+  for (const [what, v] of [['networks', tt.Networks], ['networks', spec.Networks]] as const) {
     if (Array.isArray(v) && v.length > 0) throw notImplemented(`services with ${what} are not supported by Berth yet`);
   }
   const max = tt.Placement?.MaxReplicas;
