@@ -11,7 +11,7 @@ import { newSwarmId } from './swarm-ids.js';
 import { restartDelayMs, restartPolicy } from './service-spec.js';
 import type { SwarmStore } from './swarm-store.js';
 import type { TaskRunner } from './task-runner.js';
-import { isGlobal, isTerminal, replicas, type ServiceRecord, type TaskRecord } from './swarm-model.js';
+import { isGlobal, isJob, isTerminal, replicas, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 /**
  * How to count slots: `live` fills every slot without a current task (after a spec change, as
@@ -86,6 +86,7 @@ export class Orchestrator {
       ...(opts.startAt !== undefined ? { startAt: opts.startAt } : {}),
       ...(opts.after !== undefined ? { after: opts.after } : {}),
       ...(opts.failures ? { failures: opts.failures } : {}),
+      ...(isJob(s.spec) ? { jobIteration: s.templateVersion } : {}),
     };
     this.store.touch(t);
     this.store.saveTask(t);
@@ -107,6 +108,10 @@ export class Orchestrator {
     if (!s) {
       // The service was removed: its tasks and their containers go.
       for (const t of tasks) this.retire(t, 'remove');
+      return;
+    }
+    if (isJob(s.spec)) {
+      this.#passJob(s, tasks);
       return;
     }
     const node = this.store.cluster?.node;
@@ -164,6 +169,57 @@ export class Orchestrator {
       }
     }
     this.#reap(all, keyOf);
+    for (const t of [...tasks, ...created]) {
+      if (this.store.tasks.get(t.id) !== t) continue;
+      if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
+    }
+  }
+
+  /**
+   * Jobs: each slot (each node, for a global job) runs until one task of the current iteration
+   * completes; at most MaxConcurrent run at once. Failed tasks are retried as the restart policy says
+   * (a completed one never is); a new iteration (spec change) stops the old one's tasks.
+   */
+  #passJob(s: ServiceRecord, tasks: TaskRecord[]): void {
+    const node = this.store.cluster?.node;
+    const global = isGlobal(s.spec);
+    const keyOf = (t: TaskRecord) => (global ? t.nodeId || node?.id || '' : String(t.slot));
+    const current = (t: TaskRecord) => t.templateVersion === s.templateVersion;
+    const created: TaskRecord[] = [];
+    this.store.transaction(() => {
+      for (const t of tasks) {
+        if (!isCurrent(t)) continue;
+        if (!current(t)) {
+          this.#retireQuietly(t, 'shutdown');
+          continue;
+        }
+        if (!isTerminal(t.status.state)) continue;
+        this.#retireQuietly(t, 'shutdown');
+        if (t.status.state === 'complete') continue;
+        const restarts = this.#restartAllowed(s, t);
+        if (!restarts) continue;
+        const failures = t.runningSince === undefined ? (t.failures ?? 0) + 1 : 0;
+        created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartDelayMs(s.spec, failures), restarts, failures, nodeId: global ? t.nodeId : undefined }));
+      }
+    });
+    const all = [...tasks, ...created].filter((t) => t.desiredState !== 'remove' && current(t));
+    const done = new Set(all.filter((t) => t.status.state === 'complete').map(keyOf));
+    const live = new Set(all.filter(isCurrent).map(keyOf));
+    // A slot whose tasks all failed for good is finished too: nothing more will be tried there.
+    const tried = new Set(all.map(keyOf));
+    if (global) {
+      if (node && node.spec.Availability !== 'drain' && !tried.has(node.id)) created.push(this.newTask(s, 0, { nodeId: node.id }));
+    } else {
+      const job = s.spec.Mode!.ReplicatedJob!;
+      let room = (job.MaxConcurrent ?? 1) - live.size;
+      for (let slot = 1; slot <= (job.TotalCompletions ?? 0) && room > 0; slot++) {
+        const key = String(slot);
+        if (done.has(key) || live.has(key) || tried.has(key)) continue;
+        created.push(this.newTask(s, slot));
+        room--;
+      }
+    }
+    this.#reap([...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);

@@ -12,6 +12,7 @@ import {
   type TaskSpec,
   type UpdateConfig,
 } from './swarm-model.js';
+import { canonicalServiceSpec } from './spec-keys.js';
 
 export const DEFAULT_RESTART: Required<RestartPolicy> = { Condition: 'any', Delay: 5 * SECOND_NS, MaxAttempts: 0, Window: 0 };
 export const DEFAULT_UPDATE: Required<UpdateConfig> = {
@@ -36,7 +37,7 @@ const isNat = (v: unknown) => v === undefined || v === null || (typeof v === 'nu
 /** Checks a create or update body and fills the mode when it is missing. Returns a copy. */
 export function normalizeServiceSpec(body: unknown): ServiceSpec {
   if (!isObject(body)) throw invalidArgument('invalid JSON: expected a service spec object');
-  const spec = structuredClone(body) as ServiceSpec;
+  const spec = structuredClone(canonicalServiceSpec(body)) as ServiceSpec;
   if (spec.Name !== undefined && typeof spec.Name !== 'string') throw invalidArgument('invalid JSON: Name must be a string');
   if (spec.Name && !NAME_RE.test(spec.Name)) {
     throw invalidArgument(`invalid name: "${spec.Name}": name must be valid as a DNS name component`);
@@ -83,6 +84,7 @@ export function normalizeServiceSpec(body: unknown): ServiceSpec {
   if (max !== undefined && !isNat(max)) throw invalidArgument('TaskSpec: MaxReplicas cannot be negative');
 
   spec.Mode = normalizeMode(spec.Mode);
+  if ((spec.Mode.ReplicatedJob || spec.Mode.GlobalJob) && spec.UpdateConfig) throw invalidArgument('rpc error: code = InvalidArgument desc = Jobs may not have an update config');
   checkUpdateConfig(spec.UpdateConfig, 'UpdateConfig');
   checkUpdateConfig(spec.RollbackConfig, 'RollbackConfig');
   checkEndpointSpec(spec.EndpointSpec);
@@ -94,8 +96,17 @@ function normalizeMode(mode: ServiceSpec['Mode']): NonNullable<ServiceSpec['Mode
   if (!isObject(mode)) throw invalidArgument('invalid JSON: Mode must be an object');
   const set = (['Replicated', 'Global', 'ReplicatedJob', 'GlobalJob'] as const).filter((k) => mode[k] !== undefined && mode[k] !== null);
   if (set.length > 1) throw invalidArgument('invalid service mode: only one mode may be set');
-  if (set[0] === 'ReplicatedJob' || set[0] === 'GlobalJob') throw notImplemented('job-mode services are not supported by Berth');
   if (set[0] === 'Global') return { Global: {} };
+  if (set[0] === 'GlobalJob') return { GlobalJob: {} };
+  if (set[0] === 'ReplicatedJob') {
+    const j = mode.ReplicatedJob as { MaxConcurrent?: unknown; TotalCompletions?: unknown };
+    const max = j.MaxConcurrent ?? 1;
+    const total = j.TotalCompletions ?? max;
+    for (const [k, v] of [['MaxConcurrent', max], ['TotalCompletions', total]] as const) {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw invalidArgument(`invalid JSON: ${k} must be a non-negative integer`);
+    }
+    return { ReplicatedJob: { MaxConcurrent: max as number, TotalCompletions: total as number } };
+  }
   const r = mode.Replicated as { Replicas?: unknown } | undefined;
   const n = r?.Replicas ?? 1;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw invalidArgument('invalid JSON: Replicas must be a non-negative integer');

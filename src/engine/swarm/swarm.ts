@@ -26,6 +26,8 @@ import { IngressProxy } from './ingress-proxy.js';
 import {
   TASK_LABELS,
   isGlobal,
+  isJob,
+  modeName,
   replicas,
   type ClusterRecord,
   type NodeRecord,
@@ -307,7 +309,7 @@ export class SwarmService {
       this.#checkRefs(spec);
       spec.Name ||= s.spec.Name;
       if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
-      if (isGlobal(spec) !== isGlobal(s.spec)) throw invalidArgument('service mode change is not allowed');
+      if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
     }
     const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
     const dirty = templateChanged(s.spec, spec);
@@ -319,7 +321,8 @@ export class SwarmService {
     if (dirty) s.templateVersion = s.version;
     this.store.saveService(s);
     // A rollback always reports its progress, even when only the replica count goes back.
-    if (dirty || opts.rollback) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
+    // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
+    if ((dirty || opts.rollback) && !isJob(s.spec)) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
     this.orchestrator.reconcile(s.id, 'live');
     this.#publish();
   }
@@ -341,6 +344,11 @@ export class SwarmService {
       if (t.status.state === 'running' && isCurrent(t)) running++;
       if (t.status.state === 'complete') completed++;
       if (isCurrent(t)) notShutdown++;
+    }
+    if (isJob(s.spec)) {
+      const done = this.store.tasksOf(s.id).filter((t) => t.status.state === 'complete' && t.templateVersion === s.templateVersion).length;
+      const job = s.spec.Mode?.ReplicatedJob;
+      return { running, desired: job ? Math.max(0, Math.min(job.MaxConcurrent ?? 1, (job.TotalCompletions ?? 0) - done)) : notShutdown, completed };
     }
     return { running, desired: isGlobal(s.spec) ? notShutdown : replicas(s.spec), completed };
   }
