@@ -28,6 +28,7 @@ import { logs } from './workloads/w6-logs.js';
 import { commit } from './workloads/w7-commit.js';
 import { ping } from './workloads/w8-ping.js';
 import { crunFloor } from './workloads/w9-crun-floor.js';
+import { listUnderLoad } from './workloads/w10-list-under-load.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -36,7 +37,7 @@ import { crunFloor } from './workloads/w9-crun-floor.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, listUnderLoad];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

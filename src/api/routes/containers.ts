@@ -11,13 +11,19 @@ import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import type { WaitCondition } from '../../engine/container-waiters.js';
 import { tryLookupImage } from '../../engine/image-lookup.js';
 import { containerSize } from '../../engine/container-inspect-fs.js';
+import { WorkGate } from '../../lib/work-gate.js';
+
+/** How many creates and removes run at once (see WorkGate); more would not finish sooner on one thread. */
+const WRITE_CONCURRENCY = 8;
 
 export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
+  // Creates and removes are admitted a few at a time, so listing never waits behind a flood of them.
+  const writes = new WorkGate(WRITE_CONCURRENCY);
   r.on('POST', '/containers/create', async (ctx) => {
     const body = await readJsonObject(ctx);
     const { config, hostConfig, networkingConfig } = parseCreateBody(body);
     const name = queryString(ctx.query, 'name');
-    sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
+    sendJson(ctx, 201, await writes.run(() => containers.create({ name, config, hostConfig, networkingConfig })));
   });
   const list = new ContainerList(containers, (ref) => tryLookupImage(engine.images.records, ref)?.image.id);
   r.on('GET', '/containers/json', (ctx) => listContainers(ctx, list, containers));
@@ -55,7 +61,7 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     sendNoContent(ctx);
   });
   r.on('DELETE', '/containers/:id', async (ctx) => {
-    await containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') });
+    await writes.run(() => containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') }));
     sendNoContent(ctx);
   });
   r.on('POST', '/containers/:id/wait', (ctx) => waitContainer(ctx, containers));
