@@ -440,6 +440,14 @@ export class ContainerService {
 
   async remove(idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
     const c = this.get(idOrName);
+    if (isRunningLike(c.state) && c.state.status !== 'restarting' && !opts.force) {
+      throw conflict(`cannot remove container "${idOrName}": container is running: stop the container before removing or force remove`);
+    }
+    // A remove cut off by a crash (container killed, record still there) is finished on restart.
+    await this.intents.around(c.id, 'remove', () => this.#remove(c, idOrName, opts));
+  }
+
+  async #remove(c: ContainerRecord, idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
     if (isRunningLike(c.state) && c.state.status !== 'restarting') {
       if (!opts.force) {
         throw conflict(`cannot remove container "${idOrName}": container is running: stop the container before removing or force remove`);
@@ -505,6 +513,7 @@ export class ContainerService {
       status: (id) => this.find(id)?.state.status,
       unpause: (id) => this.unpause(id),
       start: (id) => this.start(id),
+      remove: (id) => this.remove(id, { force: true, volumes: false }),
       abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
     });
   }

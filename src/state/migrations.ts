@@ -95,7 +95,7 @@ export const MIGRATIONS: string[] = [
   CREATE TABLE container_intents (
     id TEXT PRIMARY KEY,
     container_id TEXT NOT NULL,
-    kind TEXT NOT NULL,               -- commit-pause, exec, restart
+    kind TEXT NOT NULL,               -- commit-pause, exec, restart, remove
     data TEXT NOT NULL,
     created_at INTEGER NOT NULL
   );

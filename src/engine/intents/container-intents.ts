@@ -1,6 +1,6 @@
 /**
  * Intents of operations that change a container's state for a moment: commit's pause, an exec's
- * process, a restart between its stop and its start. Each is written (synchronously, to SQLite)
+ * process, a restart between its stop and its start, a remove between its kill and its record's deletion. Each is written (synchronously, to SQLite)
  * before the operation acts and deleted once it is over; after a kill -9 of berthd, `recover`
  * finishes or undoes what was left half done, so every container returns to the state the API last
  * acknowledged for it.
@@ -10,13 +10,14 @@ import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { IntentRecords, StoredIntent } from '../../state/intent-records.js';
 
-export type IntentKind = 'commit-pause' | 'exec' | 'restart';
+export type IntentKind = 'commit-pause' | 'exec' | 'restart' | 'remove';
 
 /** What recovery needs from the container engine; kept narrow so this module owns no records of it. */
 export interface IntentTarget {
   status(containerId: string): string | undefined;
   unpause(containerId: string): Promise<void>;
   start(containerId: string): Promise<void>;
+  remove(containerId: string): Promise<void>;
   /** Kills an exec process nobody is attached to any more and removes what its set-up left. */
   abandonExec(containerId: string, execId: string): Promise<void>;
 }
@@ -52,7 +53,8 @@ export class ContainerIntents {
 
   /**
    * After a restart: a container paused only by an interrupted commit is unpaused, an interrupted
-   * restart is finished (the container started), an exec whose client is gone is ended. Intents of
+   * restart is finished (the container started), so is an interrupted remove, an exec whose client
+   * is gone is ended. Intents of
    * containers that no longer exist are dropped.
    */
   async recover(target: IntentTarget): Promise<void> {
@@ -63,6 +65,8 @@ export class ContainerIntents {
           // the container is gone
         } else if (i.kind === 'commit-pause') {
           if (status === 'paused') await target.unpause(i.containerId);
+        } else if (i.kind === 'remove') {
+          await target.remove(i.containerId);
         } else if (i.kind === 'restart') {
           if (status === 'exited' || status === 'created') await target.start(i.containerId);
         } else if (i.kind === 'exec' && typeof i.data.execId === 'string') {
