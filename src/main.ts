@@ -103,6 +103,7 @@ async function main(): Promise<void> {
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();
+  await network.sweepContainers((id) => containers.find(id) !== undefined);
   const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;

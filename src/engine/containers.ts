@@ -11,6 +11,7 @@ import { conflict, invalidArgument, notFound, notModified, BerthError } from '..
 import { log } from '../lib/log.js';
 import type { ContainerRecords } from '../state/container-records.js';
 import type { ContainerIntents } from './intents/container-intents.js';
+import { sweepOrphans } from './intents/orphans.js';
 import type { ImageService } from './images.js';
 import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
@@ -509,6 +510,13 @@ export class ContainerService {
         }
       }),
     );
+    await sweepOrphans({
+      known: (id) => this.#byId.has(id),
+      containersDir: join(this.dataRoot, 'containers'),
+      runtimeIds: () => runtime.containerIds(),
+      runtimeCleanup: (id) => runtime.cleanup(id),
+      discard: (dir) => this.#trash.discard(dir),
+    });
     await this.intents.recover({
       status: (id) => this.find(id)?.state.status,
       unpause: (id) => this.unpause(id),

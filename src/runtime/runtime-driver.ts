@@ -526,6 +526,11 @@ export class RuntimeDriver {
     await writeControl(join(this.stateDir, 'execs', id, execId, 'ctl'), `1 ${height} ${width}\n`);
   }
 
+  /** Ids of the containers this driver holds state for (its containers directory). */
+  async containerIds(): Promise<string[]> {
+    return readdir(join(this.stateDir, 'containers')).catch(() => [] as string[]);
+  }
+
   /**
    * Ends an exec left by a daemon that died while it ran (nobody reads its output any more): its
    * process is killed when it still runs in the container's pid namespace (a reused pid elsewhere is
