@@ -441,9 +441,6 @@ export class ContainerService {
 
   async remove(idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
     const c = this.get(idOrName);
-    if (isRunningLike(c.state) && c.state.status !== 'restarting' && !opts.force) {
-      throw conflict(`cannot remove container "${idOrName}": container is running: stop the container before removing or force remove`);
-    }
     // A remove cut off by a crash (container killed, record still there) is finished on restart.
     await this.intents.around(c.id, 'remove', () => this.#remove(c, idOrName, opts));
   }
