@@ -5,6 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { runDockerPy } from '../harness/python.js';
 import { eventually, inspectService, tasksOf } from './support.js';
 
 describe('service specs read back', () => {
@@ -53,6 +54,31 @@ describe('service specs read back', () => {
     assert.match(ls.stdout, /glob_svc global/);
     assert.equal((await d.request('DELETE', '/services/case_svc')).status, 200);
     assert.equal((await d.request('DELETE', '/services/glob_svc')).status, 200);
+  });
+
+  it('docker-py: lowercase modes, RollbackConfig and force_update read back in canonical form', async () => {
+    const d = daemon();
+    const script = `
+import docker, json
+from docker.types import ServiceMode, RollbackConfig
+c = docker.from_env()
+img = ${JSON.stringify(image)}
+a = c.services.create(img, ['sleep', '1000'], name='py_rep', mode=ServiceMode('replicated', replicas=2),
+                      rollback_config=RollbackConfig(parallelism=3, failure_action='pause', order='start-first'))
+b = c.services.create(img, ['sleep', '1000'], name='py_glob', mode=ServiceMode('global'))
+a.reload()
+a.update(force_update=True)
+print(json.dumps({'rep': c.services.get('py_rep').attrs['Spec'], 'glob': c.services.get('py_glob').attrs['Spec']}))
+a.remove(); b.remove()
+`;
+    const r = await runDockerPy(d.socket, script);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    assert.deepEqual(out.rep.Mode, { Replicated: { Replicas: 2 } });
+    assert.deepEqual(out.glob.Mode, { Global: {} });
+    // docker-py's update sends the spec read back with insertDefaults, so the defaults are stored too.
+    assert.deepEqual({ ...out.rep.RollbackConfig, Delay: undefined, Monitor: undefined, MaxFailureRatio: undefined }, { Parallelism: 3, FailureAction: 'pause', Order: 'start-first', Delay: undefined, Monitor: undefined, MaxFailureRatio: undefined });
+    assert.equal(out.rep.TaskTemplate.ForceUpdate, 1, 'force_update bumps ForceUpdate and it is kept');
   });
 
   it('runs a replicated job to its completions, MaxConcurrent at a time', async () => {
