@@ -72,7 +72,9 @@ describe('swarm secrets and configs', () => {
       const after = (await d.request('GET', `${base}/${id}`)).json();
       assert.deepEqual(after.Spec.Labels, { c: 'd' });
       assert.ok(after.Version.Index > version);
-      assert.equal((await d.request('POST', `${base}/${id}/update?version=${version}`, { body: { Name: `api_${kind}.1` } })).status, 400, 'stale version');
+      const stale = await d.request('POST', `${base}/${id}/update?version=${version}`, { body: { Name: `api_${kind}.1` } });
+      assert.equal(stale.status, 409, 'stale version');
+      assert.equal(stale.json().message, 'update out of sequence');
 
       assert.equal((await d.request('DELETE', `${base}/${id}`)).status, 204);
       assert.equal((await d.request('DELETE', `${base}/${id}`)).status, 404);

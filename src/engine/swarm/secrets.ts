@@ -86,7 +86,7 @@ export class SwarmBlobs {
   update(idOrName: string, version: number, body: unknown): void {
     const rec = this.get(idOrName);
     if (!isObject(body)) throw invalidArgument(`invalid JSON: expected a ${this.kind} spec object`);
-    if (version !== rec.version) throw invalidArgument(rpc('Unknown', 'update out of sequence'));
+    if (version !== rec.version) throw conflict('update out of sequence');
     const name = body.Name;
     const data = body.Data;
     if (name !== rec.spec.Name || (data !== undefined && data !== null && data !== '' && normalizeBase64(data) !== rec.spec.Data)) {
