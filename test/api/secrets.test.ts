@@ -4,6 +4,8 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import { eventually, runningTasks } from '../swarm/support.js';
 
@@ -114,6 +116,9 @@ describe('swarm secrets and configs', () => {
     assert.equal(await sh('cat /run/secrets/db_pass'), 's3cret!');
     assert.equal(await sh('stat -c "%u %g %a" /run/secrets/db_pass /etc/pw /etc/app.conf /app.conf'), '0 0 444\n1000 1000 400\n0 0 440\n0 0 444\n');
     assert.equal(await sh('cat /etc/pw; cat /etc/app.conf'), 's3cret!listen=8080\n');
+    // Secrets never reach a disk: their host files are on a tmpfs.
+    const fsType = execFileSync('findmnt', ['-n', '-o', 'FSTYPE', '--target', join(d.dataRoot, 'swarm', 'task-files')], { encoding: 'utf8' }).trim();
+    assert.equal(fsType, 'tmpfs');
     const write = await d.docker(['exec', cid, 'sh', '-c', 'echo x > /run/secrets/db_pass']);
     assert.notEqual(write.code, 0, 'secret files are read-only');
 

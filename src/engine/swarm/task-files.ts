@@ -1,11 +1,14 @@
 /**
- * The files a task's secrets and configs become: written per task under the data root with the
- * reference's uid, gid and mode, and bind-mounted read-only into the task container (secrets at
- * /run/secrets/<name> unless the target is absolute, configs at their target, relative to /).
+ * The files a task's secrets and configs become: written per task on a tmpfs under the data root (so
+ * secrets never reach a disk) with the reference's uid, gid and mode, and bind-mounted read-only into
+ * the task container (secrets at /run/secrets/<name> unless the target is absolute, configs at their
+ * target, relative to /). The tmpfs stays mounted across daemon restarts: running tasks use its files.
  */
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
+import { mount, unmount } from '../../runtime/mount-syscall.js';
+import { isMounted } from '../container-rootfs.js';
 import type { MountSpec } from '../container-model.js';
 import { refId, refName, refsOf, type BlobKind, type SwarmBlobs } from './secrets.js';
 import type { TaskRecord } from './swarm-model.js';
@@ -13,6 +16,8 @@ import type { TaskRecord } from './swarm-model.js';
 const DEFAULT_MODE = 0o444;
 
 export class TaskFiles {
+  #mounting: Promise<void> | undefined;
+
   constructor(
     private readonly root: string,
     private readonly blobs: Record<BlobKind, SwarmBlobs>,
@@ -23,6 +28,7 @@ export class TaskFiles {
     const spec = { TaskTemplate: t.spec };
     const mounts: MountSpec[] = [];
     const dir = this.#dir(t.id);
+    if (refsOf(spec, 'secret').length + refsOf(spec, 'config').length > 0) await this.#tmpfs();
     for (const kind of ['secret', 'config'] as const) {
       for (const [n, ref] of refsOf(spec, kind).entries()) {
         if (!ref.File?.Name) continue; // runtime targets (credential specs) are no files
@@ -50,9 +56,23 @@ export class TaskFiles {
     await rm(this.#dir(taskId), { recursive: true, force: true });
   }
 
-  /** Leaving the swarm: every task's files go. */
+  /** Leaving the swarm: every task's files go, and the tmpfs with them. */
   async clear(): Promise<void> {
+    this.#mounting = undefined;
+    if (await isMounted(this.root)) await unmount(this.root).catch(() => unmount(this.root, { lazy: true }));
     await rm(this.root, { recursive: true, force: true });
+  }
+
+  /** Mounts the tmpfs once; concurrent preparations share the one attempt (a second mount would hide the first's files). */
+  #tmpfs(): Promise<void> {
+    this.#mounting ??= (async () => {
+      await mkdir(this.root, { recursive: true, mode: 0o700 });
+      if (!(await isMounted(this.root))) await mount('tmpfs', this.root, 'tmpfs', 'mode=0700');
+    })().catch((err: unknown) => {
+      this.#mounting = undefined;
+      throw err;
+    });
+    return this.#mounting;
   }
 
   #dir(taskId: string): string {
