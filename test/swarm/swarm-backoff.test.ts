@@ -77,6 +77,25 @@ describe('swarm reconciliation back-off', () => {
     await eventually('berthd to exit on SIGTERM', async () => !isAlive(pid), 10_000, 100);
   });
 
+  it('a task whose groups cannot be set up fails with its error and is retried with a growing delay', async () => {
+    const d = daemon();
+    if (!d.running) await d.restart();
+    const create = await d.request('POST', '/services/create', {
+      body: { Name: 'no_group', TaskTemplate: { ContainerSpec: { Image: image, Args: ['true'], Groups: ['nosuchgroup'] }, RestartPolicy: { Delay: 0 } } },
+    });
+    assert.equal(create.status, 201, create.text());
+    await sleep(2500);
+    const tasks = await tasksOf(d, 'no_group');
+    const ended = tasks.filter((t) => t.Status.State === 'rejected' || t.Status.State === 'failed');
+    assert.ok(ended.length >= 1, JSON.stringify(tasks.map((t) => t.Status)));
+    assert.match(ended[0]!.Status.Err ?? '', /group/i);
+    // 100, 200, 400, 800 ms...: a handful of attempts in 2.5 s, not thousands.
+    const index = Math.max(...(await d.request('GET', '/tasks')).json<{ Version: { Index: number } }[]>().map((t) => t.Version.Index));
+    assert.ok(index < 300, `task version index ${index}`);
+    assert.equal((await d.request('GET', '/_ping')).status, 200);
+    assert.equal((await d.request('DELETE', '/services/no_group')).status, 200);
+  });
+
   it('a service with a long restart delay is not retried before the delay', async () => {
     const d = daemon();
     if (!d.running) await d.restart();
