@@ -122,6 +122,16 @@ describe('swarm secrets and configs', () => {
     const write = await d.docker(['exec', cid, 'sh', '-c', 'echo x > /run/secrets/db_pass']);
     assert.notEqual(write.code, 0, 'secret files are read-only');
 
+    // An update adds a secret: the replacement task has it.
+    const upd = await d.docker(['service', 'update', '--detach', '--secret-add', 'source=db_pass,target=extra', 'uses_secrets']);
+    assert.equal(upd.code, 0, upd.stderr);
+    const next = await eventually('the updated task', async () => {
+      const [t] = await runningTasks(d, 'uses_secrets', 1, 30_000);
+      return t!.Status.ContainerStatus!.ContainerID !== cid ? t : undefined;
+    }, 60_000);
+    const extra = await d.docker(['exec', next!.Status.ContainerStatus!.ContainerID, 'cat', '/run/secrets/extra']);
+    assert.equal(extra.stdout, 's3cret!', extra.stderr);
+
     // In use: neither can go.
     const rm = await d.docker(['secret', 'rm', 'db_pass']);
     assert.notEqual(rm.code, 0);
@@ -131,7 +141,8 @@ describe('swarm secrets and configs', () => {
     assert.match(rmc.json().message, /config 'app.conf' is in use by the following service: uses_secrets/);
 
     assert.equal((await d.docker(['service', 'rm', 'uses_secrets'])).code, 0);
-    await eventually('the task container to go', async () => !(await d.request('GET', `/containers/${cid}/json`)).status.toString().startsWith('2'));
+    const lastCid = next!.Status.ContainerStatus!.ContainerID;
+    await eventually('the task containers to go', async () => (await d.request('GET', `/containers/${lastCid}/json`)).status === 404);
     assert.equal((await d.docker(['secret', 'rm', 'db_pass'])).code, 0);
     assert.equal((await d.docker(['config', 'rm', 'app.conf'])).code, 0);
     // Survives a restart: the objects are stored with the swarm.
