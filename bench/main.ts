@@ -34,6 +34,7 @@ import { push } from './workloads/w12-push.js';
 import { saveLoad } from './workloads/w13-save-load.js';
 import { cp } from './workloads/w14-cp.js';
 import { composeUpDown } from './workloads/w15-compose.js';
+import { listUnderLoad } from './workloads/w16-list-under-load.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -42,7 +43,7 @@ import { composeUpDown } from './workloads/w15-compose.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp, composeUpDown];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp, composeUpDown, listUnderLoad];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

@@ -29,6 +29,9 @@ import { containerArchiveRoutes } from './api/routes/container-archive.js';
 import { ContainerArchive } from './engine/containers/container-archive.js';
 import { HealthMonitor } from './engine/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
+import { IntentRecords } from './state/intent-records.js';
+import { SwarmObjectRecords } from './state/swarm-object-records.js';
+import { ContainerIntents } from './engine/intents/container-intents.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
@@ -109,7 +112,7 @@ async function main(): Promise<void> {
     events,
     users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
   });
-  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes);
+  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes, new ContainerIntents(new IntentRecords(db)));
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
@@ -123,7 +126,8 @@ async function main(): Promise<void> {
   engine.containerCounts = () => containers.counts();
   await containers.recover();
   await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
-  const swarm = new SwarmService({ records: new SwarmRecords(db), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
+  await network.sweepContainers((id) => containers.find(id) !== undefined);
+  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
   swarm.start();
   engine.swarm = swarm;
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);

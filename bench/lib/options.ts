@@ -27,6 +27,8 @@ export interface Options {
   rateRounds: number;
   rateSeconds: number;
   connections: number;
+  /** Clients creating and removing containers while listing is timed (workload 10). */
+  writers: number;
   json?: string;
   berthLogLevel: string;
   quick: boolean;
@@ -54,6 +56,7 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --rate-rounds N        rounds of each request-rate measurement (default 3)
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
+  --writers N            clients creating and removing containers in workload 10 (default 200)
   --json PATH            raw figures (default bench/results/<date>.json)
   --berth-log-level L    berthd's --log-level (default info)
   --quick                small counts everywhere, for a smoke run
@@ -87,6 +90,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
       'rate-rounds': { type: 'string' },
       'rate-seconds': { type: 'string' },
       connections: { type: 'string' },
+      writers: { type: 'string' },
       json: { type: 'string' },
       'berth-log-level': { type: 'string' },
       quick: { type: 'boolean' },
@@ -104,7 +108,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 15)) throw new Error(`--only wants workload numbers 1-15, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) throw new Error(`--only wants workload numbers 1-16, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
@@ -130,6 +134,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     rateRounds: int('rate-rounds', values['rate-rounds'], 3, 1, 1),
     rateSeconds: int('rate-seconds', values['rate-seconds'], 3, 1, 1),
     connections: int('connections', values.connections, 8, 8, 1),
+    writers: int('writers', values.writers, 200, 20, 1),
     json: values.json,
     berthLogLevel: values['berth-log-level'] ?? 'info',
     quick,

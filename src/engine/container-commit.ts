@@ -59,13 +59,16 @@ export async function commitContainer(containers: ContainerService, req: CommitR
     c.id,
     async () => {
       const pause = req.pause && c.state.status === 'running';
-      if (pause) await containers.pause(c.id);
+      // On record before the pause: a daemon killed mid-commit unpauses the container on restart.
+      const endIntent = pause ? containers.intents.begin(c.id, 'commit-pause') : undefined;
+      if (pause) await containers.pause(c.id).catch((err) => { endIntent?.(); throw err; });
       try {
         // A running container left unpaused may write meanwhile: only a tar, hashed as it is
         // unpacked, then describes the stored layer exactly.
         return await commitLayer(containers, c, c.state.status !== 'running');
       } finally {
         if (pause && c.state.status === 'paused') await containers.unpause(c.id).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
+        endIntent?.();
       }
     },
     { alongsideRelease: true },

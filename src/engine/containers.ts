@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { conflict, invalidArgument, notFound, notModified, BerthError } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import type { ContainerRecords } from '../state/container-records.js';
+import type { ContainerIntents } from './intents/container-intents.js';
+import { sweepOrphans } from './intents/orphans.js';
 import type { ImageService } from './images.js';
 import { lookupImage } from './image-lookup.js';
 import type { EventBus } from './events.js';
@@ -68,6 +70,7 @@ export class ContainerService {
     readonly defaultRuntime: 'crun' | 'runc',
     /** Volumes: mount points resolved at create, mounted at start, released at exit and removal. */
     readonly volumes: VolumeService,
+    readonly intents: ContainerIntents,
   ) {
     this.#trash = new Trash(join(dataRoot, 'trash'));
     images.usage = (imageId) => {
@@ -421,8 +424,11 @@ export class ContainerService {
 
   async restart(idOrName: string, opts: { timeout?: number; signal?: string }): Promise<void> {
     const c = this.get(idOrName);
-    if (isRunningLike(c.state)) await this.stop(c.id, opts).catch((err) => { if (!(err instanceof BerthError && err.kind === 'not-modified')) throw err; });
-    await this.start(c.id);
+    // Between the stop and the start the container looks stopped: a crash there is finished on restart.
+    await this.intents.around(c.id, 'restart', async () => {
+      if (isRunningLike(c.state)) await this.stop(c.id, opts).catch((err) => { if (!(err instanceof BerthError && err.kind === 'not-modified')) throw err; });
+      await this.start(c.id);
+    });
     this.events.publish('container', 'restart', c.id, this.attrs(c));
   }
 
@@ -499,6 +505,11 @@ export class ContainerService {
       if (c.state.status === 'paused') throw conflict(`cannot remove container "${idOrName}": container is paused and must be unpaused first`);
       throw conflict(`cannot remove container "${idOrName}": container is ${c.state.status}: stop the container before removing or force remove`);
     }
+    // A remove cut off by a crash (container killed, record still there) is finished on restart.
+    await this.intents.around(c.id, 'remove', () => this.#remove(c, idOrName, opts));
+  }
+
+  async #remove(c: ContainerRecord, idOrName: string, opts: { force: boolean; volumes: boolean }): Promise<void> {
     if (isRunningLike(c.state) && c.state.status !== 'restarting') {
       c.manuallyStopped = true;
       const exited = this.waiters.add(c.id, 'next-exit');
@@ -558,6 +569,20 @@ export class ContainerService {
         }
       }),
     );
+    await sweepOrphans({
+      known: (id) => this.#byId.has(id),
+      containersDir: join(this.dataRoot, 'containers'),
+      runtimeIds: () => runtime.containerIds(),
+      runtimeCleanup: (id) => runtime.cleanup(id),
+      discard: (dir) => this.#trash.discard(dir),
+    });
+    await this.intents.recover({
+      status: (id) => this.find(id)?.state.status,
+      unpause: (id) => this.unpause(id),
+      start: (id) => this.start(id),
+      remove: (id) => this.remove(id, { force: true, volumes: false }),
+      abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
+    });
   }
 
   counts(): { total: number; running: number; paused: number; stopped: number } {

@@ -79,6 +79,8 @@ export class ExecService {
   readonly #execs = new Map<string, ExecRecord>();
   /** Resolve when the exec has a pid (or failed to start); for resize. */
   readonly #startedSignals = new Map<string, Promise<ExecSession | undefined>>();
+  /** Forgets the intent recorded for an exec whose process runs (see ContainerIntents). */
+  readonly #intents = new Map<string, () => void>();
 
   constructor(
     private readonly containers: ContainerService,
@@ -203,6 +205,8 @@ export class ExecService {
       const user = cfg.User ? await resolveUser(rootfsPaths(this.containers.containerDir(c.id)).merged, cfg.User, (c.hostConfig.GroupAdd as string[] | null | undefined) ?? []).catch((err: Error) => {
         throw invalidArgument(err.message);
       }) : undefined;
+      // On record until the process exits: after a crash nobody reads it, and recovery ends it.
+      this.#intents.set(rec.id, this.containers.intents.begin(c.id, 'exec', { execId: rec.id }));
       const session = await this.processes.runtime.exec(c.id, {
         execId: rec.id,
         process: {
@@ -225,6 +229,7 @@ export class ExecService {
       return session;
     } catch (err) {
       resolveStarted(undefined);
+      this.#endIntent(rec.id);
       rec.running = false;
       rec.exitCode = 126;
       rec.finishedAt = Date.now();
@@ -235,6 +240,7 @@ export class ExecService {
 
   async #recordExit(rec: ExecRecord, session: ExecSession): Promise<{ exitCode: number; error?: string }> {
     const result = await session.exit;
+    this.#endIntent(rec.id);
     rec.exitCode = result.exitCode;
     rec.running = false;
     rec.finishedAt = Date.now();
@@ -242,6 +248,11 @@ export class ExecService {
     const c = this.containers.find(rec.containerId);
     if (c) this.events.publish('container', 'exec_die', c.id, this.containers.attrs(c, { execID: rec.id, exitCode: String(result.exitCode) }));
     return result;
+  }
+
+  #endIntent(execId: string): void {
+    this.#intents.get(execId)?.();
+    this.#intents.delete(execId);
   }
 
   #prune(): void {

@@ -461,6 +461,25 @@ export class NetworkDriver {
     return this.#netns.remove(containerId);
   }
 
+  /**
+   * After a restart: endpoints, published ports and namespaces of containers the engine no longer
+   * knows (`known` says which it does) are released. Ready-pool namespaces are the pool's own.
+   */
+  async sweepContainers(known: (containerId: string) => boolean): Promise<string[]> {
+    const swept: string[] = [];
+    for (const id of new Set([...this.#endpoints.keys(), ...this.#ports.keys()])) {
+      if (known(id)) continue;
+      await this.detach(id).catch((err) => log.warn('releasing the network of an unknown container failed', { id, error: errorMessage(err) }));
+      swept.push(id);
+    }
+    for (const name of await readdir(this.#netns.dir).catch(() => [] as string[])) {
+      if (!/^[0-9a-f]{64}$/.test(name) || known(name)) continue;
+      await this.#netns.remove(name).catch((err) => log.warn('removing the namespace of an unknown container failed', { id: name, error: errorMessage(err) }));
+      swept.push(name);
+    }
+    return swept;
+  }
+
   netnsPath(containerId: string): string {
     return this.#netns.pathOf(containerId);
   }

@@ -15,7 +15,7 @@
  */
 import { spawn } from 'node:child_process';
 import { constants, openSync, closeSync, unlinkSync, writeSync } from 'node:fs';
-import { access, mkdir, open, readdir, readFile, rm, rmdir, unlink, writeFile, rename } from 'node:fs/promises';
+import { access, mkdir, open, readdir, readFile, readlink, rm, rmdir, unlink, writeFile, rename } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { Socket } from 'node:net';
 import { PassThrough, type Readable } from 'node:stream';
@@ -538,6 +538,36 @@ export class RuntimeDriver {
     checkId(id);
     checkId(execId, 'exec id');
     await writeControl(join(this.stateDir, 'execs', id, execId, 'ctl'), `1 ${height} ${width}\n`);
+  }
+
+  /** Ids of the containers this driver holds state for (its containers directory). */
+  async containerIds(): Promise<string[]> {
+    return readdir(join(this.stateDir, 'containers')).catch(() => [] as string[]);
+  }
+
+  /**
+   * Ends an exec left by a daemon that died while it ran (nobody reads its output any more): its
+   * process is killed when it still runs in the container's pid namespace (a reused pid elsewhere is
+   * left alone), and its directory goes.
+   */
+  async abandonExec(id: string, execId: string, containerPid: number): Promise<void> {
+    checkId(id);
+    checkId(execId, 'exec id');
+    const dir = join(this.stateDir, 'execs', id, execId);
+    const pid = await readPidFile(join(dir, 'pid')).catch(() => undefined);
+    if (pid && containerPid > 0 && (await isProcessAlive(pid))) {
+      const ns = (p: number) => readlink(`/proc/${p}/ns/pid`).catch(() => '');
+      const [mine, theirs] = await Promise.all([ns(pid), ns(containerPid)]);
+      if (mine && mine === theirs) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }
+    await rm(dir, { recursive: true, force: true });
+    await rm(join(this.#socketsDir, execId), { force: true });
   }
 
   /** Makes conmon reopen the log file (after the engine moved or truncated it): "2 0 0\n" on ctl. */

@@ -117,4 +117,27 @@ export const MIGRATIONS: string[] = [
     size INTEGER NOT NULL
   );
   `,
+  // 8: crash safety and swarm secrets/configs: intents of container operations that change a
+  // container's state for a moment (finished or undone after a crash), and the swarm's secrets and configs
+  `
+  CREATE TABLE container_intents (
+    id TEXT PRIMARY KEY,
+    container_id TEXT NOT NULL,
+    kind TEXT NOT NULL,               -- commit-pause, exec, restart, remove
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE swarm_secrets (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE swarm_configs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  `,
 ];

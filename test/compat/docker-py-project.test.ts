@@ -8,7 +8,6 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import { runDockerPy } from '../harness/python.js';
-import { NEEDS } from '../compose/support.js';
 
 describe('docker-py: high-level API', () => {
   const daemon = useDaemon();
@@ -112,7 +111,7 @@ print(json.dumps({'one': one, 'ctrs': len(ctrs), 'env': env, 'names': names, 'la
 
   // docker-py's ServiceMode sends {"replicated": {"Replicas": 2}}: dockerd's JSON decoding matches
   // field names case-insensitively; Berth keeps one replica.
-  it('swarm services: scale through ServiceMode', { skip: NEEDS.serviceModeCase }, async () => {
+  it('swarm services: scale through ServiceMode', async () => {
     const got = await py(`
 c.swarm.init(advertise_addr='127.0.0.1')
 svc = c.services.create(${JSON.stringify(reg().seeded.refs.busybox)}, ['sleep', '300'], name='py-scaled')

@@ -11,17 +11,6 @@ import { fileURLToPath } from 'node:url';
 import { run } from '../harness/child-process.js';
 import type { TestDaemon } from '../harness/daemon.js';
 
-/** What lands from other branches at the merge: such tests are written but skipped until then. */
-export const NEEDS = {
-  volumes: 'needs named volumes from branch volumes',
-  cp: 'needs the archive endpoint (docker cp) from branch safefs',
-  build: 'needs POST /build from branch build',
-  push: 'needs push from branch imagesio',
-  distribution: 'needs GET /distribution/{name}/json from branch imagesio',
-  links: 'needs HostConfig.Links from branch options',
-  serviceModeCase: 'needs service Mode keys matched case-insensitively (docker-py sends "replicated") from branch crash',
-};
-
 const INSTALL = fileURLToPath(new URL('../../../scripts/install-compose.sh', import.meta.url));
 
 let pluginPath: string | undefined;

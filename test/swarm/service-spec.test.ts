@@ -1,7 +1,7 @@
 /** Service spec checks, defaults, published port assignment and what counts as a template change. */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { normalizeServiceSpec, resolvePorts, templateChanged, withDefaults, restartPolicy, updateConfig } from '../../src/engine/swarm/service-spec.js';
+import { normalizeServiceSpec, resolvePorts, templateChanged, withDefaults, restartPolicy, restartDelayMs, updateConfig } from '../../src/engine/swarm/service-spec.js';
 import { expandTemplate, taskContainerRequest } from '../../src/engine/swarm/task-container.js';
 import type { TaskRecord } from '../../src/engine/swarm/swarm-model.js';
 import { BerthError } from '../../src/lib/errors.js';
@@ -20,12 +20,22 @@ describe('service specs', () => {
     bad({ ...base, Name: '-web' }, 'invalid-argument', /valid as a DNS name component/);
     bad({ ...base, Mode: { Replicated: { Replicas: -1 } } }, 'invalid-argument', /Replicas/);
     bad({ ...base, Mode: { Replicated: {}, Global: {} } }, 'invalid-argument', /only one mode/);
-    bad({ ...base, Mode: { ReplicatedJob: {} } }, 'not-implemented', /job-mode/);
+    assert.equal(normalizeServiceSpec({ ...base, Name: 'my_web.v2' }).Name, 'my_web.v2');
+    bad({ ...base, Name: '_web' }, 'invalid-argument', /valid as a DNS name component/);
     bad({ ...base, TaskTemplate: { ContainerSpec: { Image: 'b' }, RestartPolicy: { Condition: 'sometimes' } } }, 'invalid-argument', /RestartCondition/);
     bad({ ...base, UpdateConfig: { Order: 'random' } }, 'invalid-argument', /invalid order/);
     bad({ ...base, UpdateConfig: { MaxFailureRatio: 2 } }, 'invalid-argument', /between 0 and 1/);
     bad({ ...base, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }, { TargetPort: 81, PublishedPort: 8080 }] } }, 'invalid-argument', /duplicate published ports/);
     bad({ ...base, EndpointSpec: { Mode: 'dnsrr', Ports: [{ TargetPort: 80 }] } }, 'invalid-argument', /dnsrr/);
+  });
+
+  it('backs off after tasks that never ran: the policy delay doubled, up to the cap', () => {
+    const spec = (Delay: number) => normalizeServiceSpec({ ...base, TaskTemplate: { ContainerSpec: { Image: 'b' }, RestartPolicy: { Delay } } });
+    assert.equal(restartDelayMs(spec(0), 0), 0);
+    assert.deepEqual([1, 2, 3, 4].map((n) => restartDelayMs(spec(0), n)), [100, 200, 400, 800]);
+    assert.equal(restartDelayMs(spec(0), 50), 60_000);
+    assert.deepEqual([0, 1, 2, 5].map((n) => restartDelayMs(spec(5e9), n)), [5000, 5000, 10_000, 60_000]);
+    assert.equal(restartDelayMs(spec(120e9), 3), 120_000, 'a delay above the cap stays as given');
   });
 
   it('applies the orchestrator defaults', () => {

@@ -13,14 +13,20 @@ import { tryLookupImage } from '../../engine/image-lookup.js';
 import { containerSize } from '../../engine/container-inspect-fs.js';
 import { parseUpdate } from '../../engine/container-update.js';
 import { checkMountsForVersion } from './volumes.js';
+import { WorkGate } from '../../lib/work-gate.js';
+
+/** How many creates and removes run at once (see WorkGate); more would not finish sooner on one thread. */
+const WRITE_CONCURRENCY = 8;
 
 export function containerRoutes(r: Router, engine: Engine, containers: ContainerService): void {
+  // Creates and removes are admitted a few at a time, so listing never waits behind a flood of them.
+  const writes = new WorkGate(WRITE_CONCURRENCY);
   r.on('POST', '/containers/create', async (ctx) => {
     const body = await readJsonObject(ctx);
     const { config, hostConfig, networkingConfig } = parseCreateBody(body);
     checkMountsForVersion(ctx.version, hostConfig.Mounts);
     const name = queryString(ctx.query, 'name');
-    sendJson(ctx, 201, containers.create({ name, config, hostConfig, networkingConfig }));
+    sendJson(ctx, 201, await writes.run(() => containers.create({ name, config, hostConfig, networkingConfig })));
   });
   const list = new ContainerList(containers, (ref) => tryLookupImage(engine.images.records, ref)?.image.id);
   r.on('GET', '/containers/json', (ctx) => listContainers(ctx, list, containers));
@@ -62,7 +68,7 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
   });
   r.on('DELETE', '/containers/:id', async (ctx) => {
     if (queryBool(ctx.query, 'link')) containers.removeLink(ctx.params.id!);
-    else await containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') });
+    else await writes.run(() => containers.remove(ctx.params.id!, { force: queryBool(ctx.query, 'force'), volumes: queryBool(ctx.query, 'v') }));
     sendNoContent(ctx);
   });
   // A link's name is /<parent>/<alias> (`docker rm --link`); only links have a slash in their name.

@@ -4,7 +4,7 @@ import { queryBool, queryString, readJson, sendJson } from '../request.js';
 import { matchLabels, parseFilters } from '../filters.js';
 import { invalidArgument } from '../../lib/errors.js';
 import type { SwarmService } from '../../engine/swarm/swarm.js';
-import { isGlobal } from '../../engine/swarm/swarm-model.js';
+import { modeName } from '../../engine/swarm/swarm-model.js';
 import { serviceJson } from './swarm-json.js';
 import { objectVersion, sendEmpty } from './swarm-request.js';
 
@@ -18,14 +18,14 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
 
   r.on('GET', '/services', (ctx) => {
     const f = parseFilters(ctx.query.get('filters'), ['id', 'label', 'mode', 'name']);
-    for (const m of f.get('mode') ?? []) if (m !== 'replicated' && m !== 'global') throw invalidArgument(`Invalid filter: 'mode=${m}'`);
+    for (const m of f.get('mode') ?? []) if (!['replicated', 'global', 'replicated-job', 'global-job'].includes(m)) throw invalidArgument(`Invalid filter: 'mode=${m}'`);
     const any = (key: string, pred: (v: string) => boolean) => !f.get(key)?.length || f.get(key)!.some(pred);
     const status = queryBool(ctx.query, 'status');
     const list = swarm.services().filter(
       (s) =>
         any('id', (v) => s.id.startsWith(v)) &&
         any('name', (v) => (s.spec.Name ?? '').startsWith(v)) &&
-        any('mode', (v) => (v === 'global') === isGlobal(s.spec)) &&
+        any('mode', (v) => v === modeName(s.spec)) &&
         matchLabels(f.get('label'), s.spec.Labels),
     );
     sendJson(ctx, 200, list.map((s) => serviceJson(s, { counts: status ? swarm.counts(s) : undefined })));

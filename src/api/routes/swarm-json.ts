@@ -3,7 +3,7 @@ import { SERVER_VERSION } from '../router.js';
 import type { HostFacts } from '../../engine/system.js';
 import { withDefaults } from '../../engine/swarm/service-spec.js';
 import type { ServiceCounts, SwarmService } from '../../engine/swarm/swarm.js';
-import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from '../../engine/swarm/swarm-model.js';
+import { isJob, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from '../../engine/swarm/swarm-model.js';
 
 const EMPTY_TLS = { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' };
 
@@ -64,6 +64,7 @@ export function serviceJson(s: ServiceRecord, opts: { insertDefaults?: boolean; 
     ...(s.previousSpec ? { PreviousSpec: opts.insertDefaults ? withDefaults(s.previousSpec) : s.previousSpec } : {}),
     Endpoint: { Spec: endpointSpec, ...(s.ports.length ? { Ports: s.ports } : {}) },
     ...(s.updateStatus ? { UpdateStatus: s.updateStatus } : {}),
+    ...(isJob(s.spec) ? { JobStatus: { JobIteration: { Index: s.templateVersion }, LastExecution: s.updatedAt } } : {}),
     ...(opts.counts ? { ServiceStatus: { RunningTasks: opts.counts.running, DesiredTasks: opts.counts.desired, CompletedTasks: opts.counts.completed } } : {}),
   };
 }
@@ -90,6 +91,7 @@ export function taskJson(t: TaskRecord): Record<string, unknown> {
       PortStatus: hostPorts,
     },
     DesiredState: t.desiredState,
+    ...(t.jobIteration !== undefined ? { JobIteration: { Index: t.jobIteration } } : {}),
   };
 }
 

@@ -9,6 +9,7 @@ import type { NodeSpec, SwarmSpec } from '../../engine/swarm/swarm-model.js';
 import { clusterJson, nodeJson } from './swarm-json.js';
 import { serviceRoutes } from './services.js';
 import { taskRoutes } from './tasks.js';
+import { secretRoutes } from './secrets.js';
 import { swarmLogRoutes } from './swarm-logs.js';
 import { objectVersion, sendEmpty } from './swarm-request.js';
 
@@ -71,5 +72,6 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
 
   serviceRoutes(r, swarm);
   taskRoutes(r, swarm);
+  secretRoutes(r, swarm);
   swarmLogRoutes(r, swarm, containers);
 }

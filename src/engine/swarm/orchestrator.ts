@@ -8,10 +8,10 @@
 import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import { newSwarmId } from './swarm-ids.js';
-import { restartPolicy } from './service-spec.js';
+import { restartDelayMs, restartPolicy } from './service-spec.js';
 import type { SwarmStore } from './swarm-store.js';
 import type { TaskRunner } from './task-runner.js';
-import { isGlobal, isTerminal, replicas, type ServiceRecord, type TaskRecord } from './swarm-model.js';
+import { isGlobal, isJob, isTerminal, replicas, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 /**
  * How to count slots: `live` fills every slot without a current task (after a spec change, as
@@ -41,7 +41,9 @@ export class Orchestrator {
       return;
     }
     this.#requested.set(serviceId, fill);
-    void this.exclusive(serviceId, () => {
+    void this.exclusive(serviceId, async () => {
+      // Each pass starts from a fresh turn of the event loop, so chains of task changes never starve I/O.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const mode = this.#requested.get(serviceId) ?? fill;
       this.#requested.delete(serviceId);
       this.#pass(serviceId, mode);
@@ -64,7 +66,7 @@ export class Orchestrator {
   }
 
   /** A new task for a slot of the service, stored, not yet driven. */
-  newTask(s: ServiceRecord, slot: number, opts: { startAt?: number; after?: string; restarts?: number[]; nodeId?: string } = {}): TaskRecord {
+  newTask(s: ServiceRecord, slot: number, opts: { startAt?: number; after?: string; restarts?: number[]; nodeId?: string; failures?: number } = {}): TaskRecord {
     const now = new Date().toISOString();
     const waiting = (opts.startAt !== undefined && opts.startAt > Date.now()) || opts.after !== undefined;
     const t: TaskRecord = {
@@ -83,6 +85,8 @@ export class Orchestrator {
       restarts: opts.restarts ?? [],
       ...(opts.startAt !== undefined ? { startAt: opts.startAt } : {}),
       ...(opts.after !== undefined ? { after: opts.after } : {}),
+      ...(opts.failures ? { failures: opts.failures } : {}),
+      ...(isJob(s.spec) ? { jobIteration: s.templateVersion } : {}),
     };
     this.store.touch(t);
     this.store.saveTask(t);
@@ -106,6 +110,10 @@ export class Orchestrator {
       for (const t of tasks) this.retire(t, 'remove');
       return;
     }
+    if (isJob(s.spec)) {
+      this.#passJob(s, tasks);
+      return;
+    }
     const node = this.store.cluster?.node;
     const drained = node?.spec.Availability === 'drain';
     const global = isGlobal(s.spec);
@@ -118,7 +126,10 @@ export class Orchestrator {
         if (!isCurrent(t) || !isTerminal(t.status.state)) continue;
         this.#retireQuietly(t, 'shutdown');
         const restarts = this.#restartAllowed(s, t);
-        if (restarts) created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartPolicy(s.spec).Delay / 1e6, restarts, nodeId: global ? t.nodeId : undefined }));
+        if (!restarts) continue;
+        // A task that never ran (rejected, failed to start) counts towards the back-off.
+        const failures = t.runningSince === undefined && t.status.state !== 'complete' ? (t.failures ?? 0) + 1 : 0;
+        created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartDelayMs(s.spec, failures), restarts, failures, nodeId: global ? t.nodeId : undefined }));
       }
       // A drained node runs nothing: its tasks stop, replicated slots wait for a node.
       if (drained) {
@@ -158,6 +169,57 @@ export class Orchestrator {
       }
     }
     this.#reap(all, keyOf);
+    for (const t of [...tasks, ...created]) {
+      if (this.store.tasks.get(t.id) !== t) continue;
+      if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
+    }
+  }
+
+  /**
+   * Jobs: each slot (each node, for a global job) runs until one task of the current iteration
+   * completes; at most MaxConcurrent run at once. Failed tasks are retried as the restart policy says
+   * (a completed one never is); a new iteration (spec change) stops the old one's tasks.
+   */
+  #passJob(s: ServiceRecord, tasks: TaskRecord[]): void {
+    const node = this.store.cluster?.node;
+    const global = isGlobal(s.spec);
+    const keyOf = (t: TaskRecord) => (global ? t.nodeId || node?.id || '' : String(t.slot));
+    const current = (t: TaskRecord) => t.templateVersion === s.templateVersion;
+    const created: TaskRecord[] = [];
+    this.store.transaction(() => {
+      for (const t of tasks) {
+        if (!isCurrent(t)) continue;
+        if (!current(t)) {
+          this.#retireQuietly(t, 'shutdown');
+          continue;
+        }
+        if (!isTerminal(t.status.state)) continue;
+        this.#retireQuietly(t, 'shutdown');
+        if (t.status.state === 'complete') continue;
+        const restarts = this.#restartAllowed(s, t);
+        if (!restarts) continue;
+        const failures = t.runningSince === undefined ? (t.failures ?? 0) + 1 : 0;
+        created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartDelayMs(s.spec, failures), restarts, failures, nodeId: global ? t.nodeId : undefined }));
+      }
+    });
+    const all = [...tasks, ...created].filter((t) => t.desiredState !== 'remove' && current(t));
+    const done = new Set(all.filter((t) => t.status.state === 'complete').map(keyOf));
+    const live = new Set(all.filter(isCurrent).map(keyOf));
+    // A slot whose tasks all failed for good is finished too: nothing more will be tried there.
+    const tried = new Set(all.map(keyOf));
+    if (global) {
+      if (node && node.spec.Availability !== 'drain' && !tried.has(node.id)) created.push(this.newTask(s, 0, { nodeId: node.id }));
+    } else {
+      const job = s.spec.Mode!.ReplicatedJob!;
+      let room = (job.MaxConcurrent ?? 1) - live.size;
+      for (let slot = 1; slot <= (job.TotalCompletions ?? 0) && room > 0; slot++) {
+        const key = String(slot);
+        if (done.has(key) || live.has(key) || tried.has(key)) continue;
+        created.push(this.newTask(s, slot));
+        room--;
+      }
+    }
+    this.#reap([...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);

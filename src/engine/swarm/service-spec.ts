@@ -12,6 +12,7 @@ import {
   type TaskSpec,
   type UpdateConfig,
 } from './swarm-model.js';
+import { canonicalServiceSpec } from './spec-keys.js';
 
 export const DEFAULT_RESTART: Required<RestartPolicy> = { Condition: 'any', Delay: 5 * SECOND_NS, MaxAttempts: 0, Window: 0 };
 export const DEFAULT_UPDATE: Required<UpdateConfig> = {
@@ -26,8 +27,8 @@ export const DEFAULT_STOP_GRACE_NS = 10 * SECOND_NS;
 /** Where ingress ports without a published port are taken from, as swarmkit does. */
 export const DYNAMIC_PORT_RANGE = { start: 30000, end: 32767 } as const;
 
-/** DNS label rules: services are reachable by name. */
-const NAME_RE = /^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$/;
+/** dockerd's rule for object names (containers, volumes, services): `_` and `.` are allowed too. */
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isStringList = (v: unknown) => v === undefined || v === null || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
@@ -36,7 +37,7 @@ const isNat = (v: unknown) => v === undefined || v === null || (typeof v === 'nu
 /** Checks a create or update body and fills the mode when it is missing. Returns a copy. */
 export function normalizeServiceSpec(body: unknown): ServiceSpec {
   if (!isObject(body)) throw invalidArgument('invalid JSON: expected a service spec object');
-  const spec = structuredClone(body) as ServiceSpec;
+  const spec = structuredClone(canonicalServiceSpec(body)) as ServiceSpec;
   if (spec.Name !== undefined && typeof spec.Name !== 'string') throw invalidArgument('invalid JSON: Name must be a string');
   if (spec.Name && !NAME_RE.test(spec.Name)) {
     throw invalidArgument(`invalid name: "${spec.Name}": name must be valid as a DNS name component`);
@@ -72,14 +73,18 @@ export function normalizeServiceSpec(body: unknown): ServiceSpec {
     for (const c of tt.Placement.Constraints) if (!/^\s*[\w.-]+\s*(==|!=)\s*\S.*$/.test(c)) throw invalidArgument(`invalid constraint: ${c}`);
   }
 
-  // Secrets, configs and swarm networks need stores and overlay networking Berth does not have.
-  for (const [what, v] of [['secrets', cs.Secrets], ['configs', cs.Configs], ['networks', tt.Networks], ['networks', spec.Networks]] as const) {
+  for (const f of ['Secrets', 'Configs'] as const) {
+    if (cs[f] !== undefined && cs[f] !== null && !Array.isArray(cs[f])) throw invalidArgument(`invalid JSON: ContainerSpec.${f} must be a list`);
+  }
+  // Swarm networks need overlay networking Berth does not have.
+  for (const [what, v] of [['networks', tt.Networks], ['networks', spec.Networks]] as const) {
     if (Array.isArray(v) && v.length > 0) throw notImplemented(`services with ${what} are not supported by Berth yet`);
   }
   const max = tt.Placement?.MaxReplicas;
   if (max !== undefined && !isNat(max)) throw invalidArgument('TaskSpec: MaxReplicas cannot be negative');
 
   spec.Mode = normalizeMode(spec.Mode);
+  if ((spec.Mode.ReplicatedJob || spec.Mode.GlobalJob) && spec.UpdateConfig) throw invalidArgument('rpc error: code = InvalidArgument desc = Jobs may not have an update config');
   checkUpdateConfig(spec.UpdateConfig, 'UpdateConfig');
   checkUpdateConfig(spec.RollbackConfig, 'RollbackConfig');
   checkEndpointSpec(spec.EndpointSpec);
@@ -91,8 +96,17 @@ function normalizeMode(mode: ServiceSpec['Mode']): NonNullable<ServiceSpec['Mode
   if (!isObject(mode)) throw invalidArgument('invalid JSON: Mode must be an object');
   const set = (['Replicated', 'Global', 'ReplicatedJob', 'GlobalJob'] as const).filter((k) => mode[k] !== undefined && mode[k] !== null);
   if (set.length > 1) throw invalidArgument('invalid service mode: only one mode may be set');
-  if (set[0] === 'ReplicatedJob' || set[0] === 'GlobalJob') throw notImplemented('job-mode services are not supported by Berth');
   if (set[0] === 'Global') return { Global: {} };
+  if (set[0] === 'GlobalJob') return { GlobalJob: {} };
+  if (set[0] === 'ReplicatedJob') {
+    const j = mode.ReplicatedJob as { MaxConcurrent?: unknown; TotalCompletions?: unknown };
+    const max = j.MaxConcurrent ?? 1;
+    const total = j.TotalCompletions ?? max;
+    for (const [k, v] of [['MaxConcurrent', max], ['TotalCompletions', total]] as const) {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw invalidArgument(`invalid JSON: ${k} must be a non-negative integer`);
+    }
+    return { ReplicatedJob: { MaxConcurrent: max as number, TotalCompletions: total as number } };
+  }
   const r = mode.Replicated as { Replicas?: unknown } | undefined;
   const n = r?.Replicas ?? 1;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw invalidArgument('invalid JSON: Replicas must be a non-negative integer');
@@ -165,6 +179,22 @@ function stripEmpty<T extends object>(o: T): Partial<T> {
 
 export function restartPolicy(spec: ServiceSpec): Required<RestartPolicy> {
   return { ...DEFAULT_RESTART, ...stripEmpty(spec.TaskTemplate?.RestartPolicy ?? {}) };
+}
+
+/** The first back-off step for a task that failed without running, and where doubling stops (dockerd's restart manager's bounds). */
+export const BACKOFF_START_MS = 100;
+export const BACKOFF_CAP_MS = 60_000;
+
+/**
+ * How long a replacement waits: the policy's delay after a task that ran; after `failures` tasks in a
+ * row that never ran, that delay (at least BACKOFF_START_MS) doubled per failure, up to the larger of
+ * the delay and the cap. Without it an unpreparable task is replaced as fast as the loop can turn.
+ */
+export function restartDelayMs(spec: ServiceSpec, failures: number): number {
+  const base = restartPolicy(spec).Delay / 1e6;
+  if (failures <= 0) return base;
+  const grown = Math.max(base, BACKOFF_START_MS) * 2 ** Math.min(failures - 1, 20);
+  return Math.min(grown, Math.max(base, BACKOFF_CAP_MS));
 }
 
 export function updateConfig(spec: ServiceSpec, rollback: boolean): Required<UpdateConfig> {

@@ -90,8 +90,8 @@ export interface TaskSpec {
 export interface ServiceMode {
   Replicated?: { Replicas?: number };
   Global?: Record<string, never>;
-  ReplicatedJob?: unknown;
-  GlobalJob?: unknown;
+  ReplicatedJob?: { MaxConcurrent?: number; TotalCompletions?: number };
+  GlobalJob?: Record<string, never>;
 }
 
 export interface ServiceSpec {
@@ -197,6 +197,10 @@ export interface TaskRecord extends Meta {
   after?: string;
   /** Epoch ms of the restarts that led to this task in its slot (restart policy MaxAttempts/Window). */
   restarts: number[];
+  /** The job iteration (the service's template version) a job's task belongs to. */
+  jobIteration?: number;
+  /** How many tasks before this one in its slot failed in a row without ever running (back-off). */
+  failures?: number;
   /** When the task's container last reached running (epoch ms), for update monitoring. */
   runningSince?: number;
   /** The container is gone (removed by hand or reaped). */
@@ -218,8 +222,19 @@ export function taskContainerName(t: Pick<TaskRecord, 'serviceName' | 'slot' | '
   return `${t.serviceName}.${t.slot || t.nodeId}.${t.id}`;
 }
 
+/** One task per node: global services and global jobs. */
 export function isGlobal(spec: ServiceSpec): boolean {
-  return !!spec.Mode?.Global;
+  return !!spec.Mode?.Global || !!spec.Mode?.GlobalJob;
+}
+
+/** Job services run their tasks to completion instead of keeping them running. */
+export function isJob(spec: ServiceSpec): boolean {
+  return !!spec.Mode?.ReplicatedJob || !!spec.Mode?.GlobalJob;
+}
+
+/** The mode as the `mode` filter names it. */
+export function modeName(spec: ServiceSpec): 'replicated' | 'global' | 'replicated-job' | 'global-job' {
+  return spec.Mode?.ReplicatedJob ? 'replicated-job' : spec.Mode?.GlobalJob ? 'global-job' : spec.Mode?.Global ? 'global' : 'replicated';
 }
 
 export function replicas(spec: ServiceSpec): number {

@@ -8,6 +8,10 @@ import type { ImageService } from '../images.js';
 import type { EventBus } from '../events.js';
 import type { HostFacts } from '../system.js';
 import type { SwarmRecords } from '../../state/swarm-records.js';
+import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
+import { join } from 'node:path';
+import { SwarmBlobs, type BlobKind, type BlobRecord } from './secrets.js';
+import { TaskFiles } from './task-files.js';
 import { conflict, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { generateName } from '../container-create.js';
@@ -22,6 +26,8 @@ import { IngressProxy } from './ingress-proxy.js';
 import {
   TASK_LABELS,
   isGlobal,
+  isJob,
+  modeName,
   replicas,
   type ClusterRecord,
   type NodeRecord,
@@ -44,6 +50,8 @@ const LEAVE_MANAGER =
 
 export interface SwarmDeps {
   records: SwarmRecords;
+  secretRecords: SwarmObjectRecords;
+  configRecords: SwarmObjectRecords;
   containers: ContainerService;
   images: ImageService;
   events: EventBus;
@@ -68,13 +76,20 @@ export class SwarmService {
   readonly runner: TaskRunner;
   readonly orchestrator: Orchestrator;
   readonly updater: Updater;
+  /** Secrets and configs, by kind. */
+  readonly blobs: Record<BlobKind, SwarmBlobs>;
+  readonly #files: TaskFiles;
   /** Serves the ingress ports services publish. */
   publisher: PortPublisher;
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
     this.store = new SwarmStore(d.records);
+    const nextVersion = () => this.store.nextVersion();
+    this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
+    this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
     this.runner = new TaskRunner({
+      files: this.#files,
       store: this.store,
       containers: d.containers,
       images: d.images,
@@ -91,6 +106,7 @@ export class SwarmService {
   /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */
   start(): void {
     this.store.load();
+    for (const b of Object.values(this.blobs)) b.load();
     this.#unsubscribe = this.d.events.subscribe((ev) => this.runner.onContainerEvent(ev));
     const known = new Set(this.store.tasks.keys());
     // Task containers no task knows about (a crash between creating one and recording it, or a leave cut short).
@@ -152,8 +168,10 @@ export class SwarmService {
     this.updater.close();
     const tasks = [...this.store.tasks.values()];
     this.store.clear();
+    for (const b of Object.values(this.blobs)) b.clear();
     this.#publish();
     await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+    await this.#files.clear().catch((err) => log.warn('removing task files failed', { err }));
     log.info('left the swarm', { tasks: tasks.length });
   }
 
@@ -215,6 +233,38 @@ export class SwarmService {
     throw invalidArgument(`node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
   }
 
+  // --- secrets and configs ---
+
+  blobList(kind: BlobKind): BlobRecord[] {
+    this.cluster();
+    return this.blobs[kind].list();
+  }
+
+  blob(kind: BlobKind, idOrName: string): BlobRecord {
+    this.cluster();
+    return this.blobs[kind].get(idOrName);
+  }
+
+  createBlob(kind: BlobKind, body: unknown): BlobRecord {
+    this.cluster();
+    return this.blobs[kind].create(body);
+  }
+
+  updateBlob(kind: BlobKind, idOrName: string, version: number, body: unknown): void {
+    this.cluster();
+    this.blobs[kind].update(idOrName, version, body);
+  }
+
+  removeBlob(kind: BlobKind, idOrName: string): void {
+    this.cluster();
+    this.blobs[kind].remove(idOrName, this.store.services.values());
+  }
+
+  #checkRefs(spec: ServiceSpec): void {
+    this.blobs.secret.checkRefs(spec);
+    this.blobs.config.checkRefs(spec);
+  }
+
   // --- services ---
 
   services(): ServiceRecord[] {
@@ -232,6 +282,7 @@ export class SwarmService {
   createService(body: unknown, registryAuth: string | undefined): { id: string } {
     this.cluster();
     const spec = normalizeServiceSpec(body);
+    this.#checkRefs(spec);
     const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
     spec.Name ||= generateName((n) => names.has(n));
     if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
@@ -255,9 +306,10 @@ export class SwarmService {
       spec = s.previousSpec;
     } else {
       spec = normalizeServiceSpec(body);
+      this.#checkRefs(spec);
       spec.Name ||= s.spec.Name;
       if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
-      if (isGlobal(spec) !== isGlobal(s.spec)) throw invalidArgument('service mode change is not allowed');
+      if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
     }
     const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
     const dirty = templateChanged(s.spec, spec);
@@ -269,7 +321,8 @@ export class SwarmService {
     if (dirty) s.templateVersion = s.version;
     this.store.saveService(s);
     // A rollback always reports its progress, even when only the replica count goes back.
-    if (dirty || opts.rollback) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
+    // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
+    if ((dirty || opts.rollback) && !isJob(s.spec)) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
     this.orchestrator.reconcile(s.id, 'live');
     this.#publish();
   }
@@ -291,6 +344,11 @@ export class SwarmService {
       if (t.status.state === 'running' && isCurrent(t)) running++;
       if (t.status.state === 'complete') completed++;
       if (isCurrent(t)) notShutdown++;
+    }
+    if (isJob(s.spec)) {
+      const done = this.store.tasksOf(s.id).filter((t) => t.status.state === 'complete' && t.templateVersion === s.templateVersion).length;
+      const job = s.spec.Mode?.ReplicatedJob;
+      return { running, desired: job ? Math.max(0, Math.min(job.MaxConcurrent ?? 1, (job.TotalCompletions ?? 0) - done)) : notShutdown, completed };
     }
     return { running, desired: isGlobal(s.spec) ? notShutdown : replicas(s.spec), completed };
   }

@@ -10,6 +10,8 @@ import { TASK_LABELS, taskContainerName, type PortConfig, type TaskRecord } from
 export interface TemplateContext {
   nodeHostname: string;
   serviceLabels: Record<string, string>;
+  /** Bind mounts of the task's secret and config files. */
+  files?: MountSpec[];
 }
 
 export function taskContainerRequest(t: TaskRecord, ports: PortConfig[], ctx: TemplateContext): CreateRequest {
@@ -49,11 +51,12 @@ export function taskContainerRequest(t: TaskRecord, ports: PortConfig[], ctx: Te
     ...(cs.Args?.length ? { Cmd: cs.Args } : {}),
     ...(Object.keys(exposed).length ? { ExposedPorts: exposed } : {}),
   };
+  const mounts = [...((cs.Mounts as MountSpec[] | undefined)?.map((m) => ({ ...m, ...(m.Source ? { Source: expand(m.Source) } : {}) })) ?? []), ...(ctx.files ?? [])];
   const dns = cs.DNSConfig ?? {};
   const limits = t.spec.Resources?.Limits ?? {};
   const hostConfig: HostConfig = {
     RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
-    Mounts: (cs.Mounts as MountSpec[] | undefined)?.map((m) => ({ ...m, ...(m.Source ? { Source: expand(m.Source) } : {}) })) ?? null,
+    Mounts: mounts.length ? mounts : null,
     ReadonlyRootfs: !!cs.ReadOnly,
     ExtraHosts: (cs.Hosts ?? []).flatMap(hostsEntry),
     Dns: dns.Nameservers ?? null,

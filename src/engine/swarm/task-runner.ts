@@ -14,6 +14,7 @@ import { isRunningLike } from '../container-model.js';
 import { tryLookupImage } from '../image-lookup.js';
 import { stopGraceSeconds } from './service-spec.js';
 import { taskContainerRequest } from './task-container.js';
+import type { TaskFiles } from './task-files.js';
 import { placementProblem } from './placement.js';
 import type { HostFacts } from '../system.js';
 import type { SwarmStore } from './swarm-store.js';
@@ -31,6 +32,8 @@ export interface TaskRunnerDeps {
   host: HostFacts;
   /** A task's observed state changed (or it was deleted). */
   onChange: (t: TaskRecord) => void;
+  /** Secret and config files for task containers. */
+  files: TaskFiles;
 }
 
 export class TaskRunner {
@@ -106,6 +109,8 @@ export class TaskRunner {
         case 'new':
         case 'allocated':
         case 'pending': {
+          // After failures without running, even preparing waits for the back-off delay.
+          if (t.failures && !this.#delayOver(t)) return;
           const node = this.d.node();
           const problem = node ? placementProblem(t.spec, node, this.d.host, this.#replicasOn(node.id, t)) : 'no suitable node (1 node not available for new tasks)';
           if (!node || problem) {
@@ -152,6 +157,16 @@ export class TaskRunner {
 
   /** A restarted task waits out its delay, an updated one for the task it replaces to stop. */
   #mayStart(t: TaskRecord): boolean {
+    if (!this.#delayOver(t)) return false;
+    if (t.after) {
+      const before = this.d.store.tasks.get(t.after);
+      if (before && !isTerminal(before.status.state)) return false;
+    }
+    return true;
+  }
+
+  /** Whether the task's restart delay has passed; if not, a timer advances it then. */
+  #delayOver(t: TaskRecord): boolean {
     if (t.startAt && t.startAt > Date.now()) {
       if (!this.#timers.has(t.id)) {
         const timer = setTimeout(() => {
@@ -162,10 +177,6 @@ export class TaskRunner {
         this.#timers.set(t.id, timer);
       }
       return false;
-    }
-    if (t.after) {
-      const before = this.d.store.tasks.get(t.after);
-      if (before && !isTerminal(before.status.state)) return false;
     }
     return true;
   }
@@ -187,7 +198,9 @@ export class TaskRunner {
     const service = store.services.get(t.serviceId);
     let id: string;
     try {
-      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {} });
+      const files = await this.d.files.write(t);
+      if (store.tasks.get(t.id) !== t || t.status.state !== 'preparing' || isTerminal(t.desiredState)) return;
+      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {}, files });
       id = containers.create(req).Id;
     } catch (err) {
       this.#set(t, 'rejected', 'preparing', errorMessage(err));
@@ -239,6 +252,7 @@ export class TaskRunner {
 
   async #remove(t: TaskRecord): Promise<void> {
     await this.removeContainer(t);
+    await this.d.files.remove(t.id).catch((err) => log.warn('removing task files failed', { task: t.id, err: errorMessage(err) }));
     if (this.d.store.tasks.get(t.id) !== t) return;
     this.#clearTimer(t.id);
     this.d.store.deleteTask(t.id);

@@ -1,0 +1,192 @@
+/**
+ * The swarm's secrets and configs: named blobs stored with the cluster and handed to task containers
+ * as files. Both follow swarmkit's rules (name pattern, size limits, only labels may change, no removal
+ * while a service refers to one); a secret's data is never shown again, a config's is.
+ */
+import { Buffer } from 'node:buffer';
+import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
+import { newSwarmId } from './swarm-ids.js';
+import type { ServiceRecord, ServiceSpec } from './swarm-model.js';
+
+export type BlobKind = 'secret' | 'config';
+
+export interface BlobSpec {
+  Name: string;
+  Labels: Record<string, string>;
+  /** Base64, as the API carries it. */
+  Data?: string;
+  Driver?: Record<string, unknown>;
+  Templating?: Record<string, unknown>;
+}
+
+export interface BlobRecord {
+  id: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  spec: BlobSpec;
+}
+
+/** A task's reference to a secret or config, as in ContainerSpec.Secrets / Configs. */
+export interface BlobRef {
+  File?: { Name?: string; UID?: string; GID?: string; Mode?: number };
+  Runtime?: Record<string, unknown>;
+  SecretID?: string;
+  SecretName?: string;
+  ConfigID?: string;
+  ConfigName?: string;
+}
+
+const NAME_RE = /^[a-zA-Z0-9]+(?:[a-zA-Z0-9-_.]*[a-zA-Z0-9])?$/;
+const MAX_SIZE: Record<BlobKind, number> = { secret: 500 * 1024, config: 1000 * 1024 };
+const rpc = (code: string, desc: string) => `rpc error: code = ${code} desc = ${desc}`;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export class SwarmBlobs {
+  readonly #all = new Map<string, BlobRecord>();
+
+  constructor(
+    readonly kind: BlobKind,
+    private readonly records: SwarmObjectRecords,
+    private readonly nextVersion: () => number,
+  ) {}
+
+  load(): void {
+    this.#all.clear();
+    for (const r of this.records.all()) this.#all.set(r.id, r.data as BlobRecord);
+  }
+
+  clear(): void {
+    this.records.clear();
+    this.#all.clear();
+  }
+
+  list(): BlobRecord[] {
+    return [...this.#all.values()];
+  }
+
+  create(body: unknown): BlobRecord {
+    const spec = this.#spec(body);
+    for (const o of this.#all.values()) if (o.spec.Name === spec.Name) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
+    const now = new Date().toISOString();
+    const rec: BlobRecord = { id: newSwarmId(), version: this.nextVersion(), createdAt: now, updatedAt: now, spec };
+    this.#save(rec);
+    return rec;
+  }
+
+  /** By full id, then name, then unique id prefix, as dockerd resolves them. */
+  get(idOrName: string): BlobRecord {
+    const found = this.#all.get(idOrName) ?? [...this.#all.values()].find((o) => o.spec.Name === idOrName) ?? this.#byPrefix(idOrName);
+    if (!found) throw notFound(`${this.kind} ${idOrName} not found`);
+    return found;
+  }
+
+  /** Only labels may change; name and data must be what they were. */
+  update(idOrName: string, version: number, body: unknown): void {
+    const rec = this.get(idOrName);
+    if (!isObject(body)) throw invalidArgument(`invalid JSON: expected a ${this.kind} spec object`);
+    if (version !== rec.version) throw conflict('update out of sequence');
+    const name = body.Name;
+    const data = body.Data;
+    if (name !== rec.spec.Name || (data !== undefined && data !== null && data !== '' && normalizeBase64(data) !== rec.spec.Data)) {
+      throw invalidArgument(rpc('InvalidArgument', 'only updates to Labels are allowed'));
+    }
+    rec.spec = { ...rec.spec, Labels: labels(body.Labels) };
+    rec.version = this.nextVersion();
+    rec.updatedAt = new Date().toISOString();
+    this.#save(rec);
+  }
+
+  remove(idOrName: string, services: Iterable<ServiceRecord>): void {
+    const rec = this.get(idOrName);
+    const users = [...services].filter((s) => refsOf(s.spec, this.kind).some((r) => refId(r, this.kind) === rec.id)).map((s) => s.spec.Name);
+    if (users.length) {
+      throw invalidArgument(rpc('InvalidArgument', `${this.kind} '${rec.spec.Name}' is in use by the following service${users.length > 1 ? 's' : ''}: ${users.join(', ')}`));
+    }
+    this.records.delete(rec.id);
+    this.#all.delete(rec.id);
+  }
+
+  /** swarmkit's checks of a service's references: well formed, distinct targets, existing objects. */
+  checkRefs(spec: ServiceSpec): void {
+    const refs = refsOf(spec, this.kind);
+    const targets = new Map<string, string>();
+    for (const r of refs) {
+      const id = refId(r, this.kind);
+      const name = refName(r, this.kind);
+      if (!id || !name) throw invalidArgument(rpc('InvalidArgument', `malformed ${this.kind} reference`));
+      if (!r.File && !r.Runtime) throw invalidArgument(rpc('InvalidArgument', `malformed ${this.kind} reference, no target provided`));
+      if (r.File) {
+        if (!r.File.Name) throw invalidArgument(rpc('InvalidArgument', `malformed file ${this.kind} reference, invalid target file name provided`));
+        const prev = targets.get(r.File.Name);
+        if (prev !== undefined) throw invalidArgument(rpc('InvalidArgument', `${this.kind} references '${prev}' and '${name}' have a conflicting target: '${r.File.Name}'`));
+        targets.set(r.File.Name, name);
+      }
+    }
+    const missing = refs.filter((r) => this.#all.get(refId(r, this.kind)!)?.spec.Name !== refName(r, this.kind)).map((r) => refName(r, this.kind));
+    if (missing.length) throw invalidArgument(rpc('InvalidArgument', `${this.kind}${missing.length > 1 ? 's' : ''} not found: ${missing.join(', ')}`));
+  }
+
+  /** The data of a referenced object, or undefined once it is gone. */
+  data(id: string): Buffer | undefined {
+    const rec = this.#all.get(id);
+    return rec ? Buffer.from(rec.spec.Data ?? '', 'base64') : undefined;
+  }
+
+  #spec(body: unknown): BlobSpec {
+    if (!isObject(body)) throw invalidArgument(`invalid JSON: expected a ${this.kind} spec object`);
+    const name = body.Name;
+    if (typeof name !== 'string' || name === '') throw invalidArgument(rpc('InvalidArgument', 'name must be provided'));
+    if (name.length > 64 || !NAME_RE.test(name)) {
+      throw invalidArgument(rpc('InvalidArgument', 'invalid name, only 64 [a-zA-Z0-9-_.] characters allowed, and the start and end character must be [a-zA-Z0-9]'));
+    }
+    const spec: BlobSpec = { Name: name, Labels: labels(body.Labels) };
+    if (isObject(body.Templating)) spec.Templating = body.Templating;
+    if (this.kind === 'secret' && isObject(body.Driver)) {
+      if (!body.Driver.Name) throw invalidArgument(rpc('InvalidArgument', 'secret driver must have a name'));
+      // Secret drivers are plugins; there is no plugin to give them to.
+      throw invalidArgument(rpc('InvalidArgument', `secret driver ${String(body.Driver.Name)} is not available`));
+    }
+    const data = normalizeBase64(body.Data ?? '');
+    const size = Buffer.from(data, 'base64').length;
+    if (size < 1 || size >= MAX_SIZE[this.kind]) {
+      throw invalidArgument(rpc('InvalidArgument', `${this.kind} data must be larger than 0 and less than ${MAX_SIZE[this.kind]} bytes`));
+    }
+    spec.Data = data;
+    return spec;
+  }
+
+  #save(rec: BlobRecord): void {
+    this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
+    this.#all.set(rec.id, rec);
+  }
+
+  #byPrefix(prefix: string): BlobRecord | undefined {
+    if (!prefix) return undefined;
+    const hits = [...this.#all.values()].filter((o) => o.id.startsWith(prefix));
+    return hits.length === 1 ? hits[0] : undefined;
+  }
+}
+
+export function refsOf(spec: ServiceSpec, kind: BlobKind): BlobRef[] {
+  const cs = spec.TaskTemplate?.ContainerSpec;
+  const v = kind === 'secret' ? cs?.Secrets : cs?.Configs;
+  return Array.isArray(v) ? (v.filter(isObject) as BlobRef[]) : [];
+}
+
+export const refId = (r: BlobRef, kind: BlobKind) => (kind === 'secret' ? r.SecretID : r.ConfigID);
+export const refName = (r: BlobRef, kind: BlobKind) => (kind === 'secret' ? r.SecretName : r.ConfigName);
+
+function labels(v: unknown): Record<string, string> {
+  if (v === undefined || v === null) return {};
+  if (!isObject(v) || Object.values(v).some((x) => typeof x !== 'string')) throw invalidArgument('invalid JSON: Labels must be an object of strings');
+  return v as Record<string, string>;
+}
+
+/** Go decodes []byte from standard base64; the stored form is re-encoded so comparisons are exact. */
+function normalizeBase64(v: unknown): string {
+  if (typeof v !== 'string') throw invalidArgument('invalid JSON: Data must be a base64 string');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(v) || v.length % 4 === 1) throw invalidArgument('illegal base64 data');
+  return Buffer.from(v, 'base64').toString('base64');
+}
