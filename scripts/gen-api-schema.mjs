@@ -38,6 +38,15 @@ const STRSLICE = new Set(['ContainerConfig.Cmd', 'ContainerConfig.Entrypoint', '
 /** Query parameters the spec calls integer but dockerd reads as timestamps (Unix with fraction, RFC 3339, durations). */
 const TIMESTAMP_QUERY = new Set(['since', 'until']);
 
+/**
+ * Enums the spec lists for documentation whose values dockerd checks itself, after decoding, with its own
+ * words: log driver names (Berth also takes podman's `k8s-file`, see docs/compat.md).
+ */
+const OPEN_ENUMS = new Set(['HostConfig.LogConfig.Type']);
+
+/** Query parameters whose handler checks them with dockerd's own text (`invalid limit specified`). */
+const OWN_CHECK_QUERY = new Set(['GET /images/search limit']);
+
 const INT_RANGES = {
   int8: [-128, 127],
   int32: [-2147483648, 2147483647],
@@ -113,7 +122,7 @@ function convert(node, where, name) {
     out.goType = goType(node, name);
   }
   if (node.type === 'integer') Object.assign(out, intBounds(node.format));
-  if (Array.isArray(node.enum) && node.enum.length && node.enum.every((v) => typeof v === 'string')) {
+  if (Array.isArray(node.enum) && node.enum.length && node.enum.every((v) => typeof v === 'string') && !OPEN_ENUMS.has(where)) {
     out.enum = [...new Set(['', ...node.enum])];
     out.enum.push(null);
   }
@@ -167,7 +176,7 @@ for (const [route, item] of Object.entries(spec.paths)) {
     const entry = {};
     for (const p of [...(item.parameters ?? []), ...(op.parameters ?? [])]) {
       if (p.in === 'query') {
-        const check = queryCheck(p);
+        const check = OWN_CHECK_QUERY.has(`${method.toUpperCase()} ${route} ${p.name}`) ? undefined : queryCheck(p);
         if (check) (entry.query ??= {})[p.name] = check;
       } else if (p.in === 'body') {
         const s = p.schema ?? {};

@@ -6,6 +6,8 @@ import { eventually, inspectService, runningTasks, tasksOf } from './support.js'
 
 /** Ends promptly on SIGTERM, so stops and updates do not wait out the grace period. */
 const LOOP = 'trap "exit 0" TERM; while :; do sleep 0.2; done';
+/** An image reference without the `@sha256:` digest the CLI pins it to. */
+const unpinned = (ref: string) => ref.replace(/@sha256:[0-9a-f]{64}$/, '');
 
 describe('docker CLI: swarm', () => {
   const daemon = useDaemon();
@@ -141,11 +143,12 @@ describe('docker CLI: swarm', () => {
     await eventually('both tasks on the new image and the update completed', async () => {
       const s = await inspectService(d, 'web');
       const running = (await tasksOf(d, 'web')).filter((t) => t.Status.State === 'running' && t.DesiredState === 'running');
-      return s.UpdateStatus?.State === 'completed' && running.length === 2 && running.every((t) => t.Spec.ContainerSpec.Image === image135);
+      return s.UpdateStatus?.State === 'completed' && running.length === 2 && running.every((t) => unpinned(t.Spec.ContainerSpec.Image) === image135);
     }, 30_000);
     const s = await inspectService(d, 'web');
-    assert.equal(s.Spec.TaskTemplate.ContainerSpec.Image, image135);
-    assert.equal(s.PreviousSpec.TaskTemplate.ContainerSpec.Image, image);
+    // The CLI pins the tag to the digest the registry gives for it (GET /distribution), as with dockerd.
+    assert.equal(s.Spec.TaskTemplate.ContainerSpec.Image, `${image135}@${reg().seeded.digests.busybox}`);
+    assert.equal(unpinned(s.PreviousSpec.TaskTemplate.ContainerSpec.Image), image);
     assert.equal(s.UpdateStatus.Message, 'update completed');
 
     const rb = await d.docker(['service', 'rollback', '-d', 'web']);
@@ -153,7 +156,7 @@ describe('docker CLI: swarm', () => {
     await eventually('rolled back to the first image', async () => {
       const svc = await inspectService(d, 'web');
       const running = (await tasksOf(d, 'web')).filter((t) => t.Status.State === 'running' && t.DesiredState === 'running');
-      return svc.UpdateStatus?.State === 'rollback_completed' && running.length === 2 && running.every((t) => t.Spec.ContainerSpec.Image === image);
+      return svc.UpdateStatus?.State === 'rollback_completed' && running.length === 2 && running.every((t) => unpinned(t.Spec.ContainerSpec.Image) === image);
     }, 30_000);
   });
 
