@@ -56,7 +56,7 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --rate-rounds N        rounds of each request-rate measurement (default 3)
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
-  --writers N            clients creating and removing containers in workload 10 (default 200)
+  --writers N            clients creating and removing containers in workload 16 (default 200)
   --json PATH            raw figures (default bench/results/<date>.json)
   --berth-log-level L    berthd's --log-level (default info)
   --quick                small counts everywhere, for a smoke run
