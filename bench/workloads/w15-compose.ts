@@ -67,7 +67,8 @@ function project(image: string, services: number, withVolume: boolean): Record<s
     const s: Record<string, unknown> = { image, command: ['sleep', '3600'], init: true, stop_grace_period: '1s' };
     if (i === 1) {
       s.command = ['sh', '-c', 'touch /tmp/ready; exec sleep 3600'];
-      s.healthcheck = { test: ['CMD', 'test', '-f', '/tmp/ready'], interval: '1s', start_period: '10s', start_interval: '100ms', retries: 30 };
+      // A short interval rather than start_interval, which compose refuses for engines before 25 (dockerd 20.10 here).
+      s.healthcheck = { test: ['CMD', 'test', '-f', '/tmp/ready'], interval: '200ms', retries: 100 };
       if (withVolume) s.volumes = ['data:/data'];
     }
     out[`svc${i}`] = s;
