@@ -9,7 +9,7 @@ import { removeImage } from './container-api.js';
 import type { Engine } from '../engines/engine.js';
 
 /**
- * 10. `docker build` with the classic builder (POST /build, version 1) of a 6-step Dockerfile:
+ * 11. `docker build` with the classic builder (POST /build, version 1) of a 6-step Dockerfile:
  * FROM, COPY of `buildMiB` MiB of random data, three RUNs, CMD. Cold (nocache=1, the image removed
  * after each round) and fully cached (the same context again). The context is sent as a plain tar.
  */

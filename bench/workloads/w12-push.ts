@@ -9,7 +9,7 @@ import { removeImage } from './container-api.js';
 const NO_AUTH = Buffer.from('{}').toString('base64');
 
 /**
- * 10. A push of the three-layer image of random data (fixture bigImage, pulled first) to a new,
+ * 12. A push of the three-layer image of random data (fixture bigImage, pulled first) to a new,
  * empty repository of a registry that holds none of its blobs (its storage is emptied before each
  * push): POST /images/{name}/push read to the end of its progress stream.
  */

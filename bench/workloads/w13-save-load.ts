@@ -7,7 +7,7 @@ import { alternate, type Ctx, type Workload } from './context.js';
 import { removeImage } from './container-api.js';
 
 /**
- * 11. `docker save` of the image of random data (fixture bigImage, pulled first) to a file, the
+ * 13. `docker save` of the image of random data (fixture bigImage, pulled first) to a file, the
  * image removed, then `docker load` of that file: GET /images/{name}/get streamed to disk plus
  * POST /images/load read to its end, timed together.
  */

@@ -7,7 +7,7 @@ import { alternate, cliFailure, printedId, type Ctx, type Workload } from './con
 import { removeContainer } from './container-api.js';
 
 /**
- * 10. `docker cp` of a tree of `cpMB` MB in and out of a created (never started) container: a third
+ * 14. `docker cp` of a tree of `cpMB` MB in and out of a created (never started) container: a third
  * of the bytes in 16 KiB files (100 to a directory), the rest in four large files. Through the CLI,
  * as users run it; its start-up is in every engine's figure alike.
  */

@@ -7,7 +7,7 @@ import { mustRun, runCommand } from '../lib/run-command.js';
 import { alternate, type Ctx, type Workload } from './context.js';
 
 /**
- * 10. Docker Compose v2 (scripts/install-compose.sh's binary, run standalone): `up -d --wait` and
+ * 15. Docker Compose v2 (scripts/install-compose.sh's binary, run standalone): `up -d --wait` and
  * `down -v` of a project of `composeServices` busybox services on one network, one with a
  * healthcheck that `--wait` waits for, and one named volume. An engine without `/volumes` (Berth
  * before named volumes land) gets the project without the volume, and so do the others in that run,

@@ -5,7 +5,7 @@ import { alternate, type Ctx, type Workload } from './context.js';
 import { createContainer, removeContainer } from './container-api.js';
 
 /**
- * 10. `GET /containers/json` latency while `writers` clients (default 200) create and remove
+ * 16. `GET /containers/json` latency while `writers` clients (default 200) create and remove
  * containers as fast as they can (issue 23: reads never wait behind writes). The latency is sampled by
  * a separate process (list-sampler.ts), one request at a time every 50 ms, so the load generator's own
  * busy event loop does not count against the engine. Reported: the median and p90 of one round's samples.
