@@ -10,19 +10,66 @@
  * same inode, so a running container that swaps a name for a link meanwhile gets an error, never
  * a read outside its root. FIFOs and devices are archived as such, never opened.
  */
-import { closeSync, constants, fstatSync, lstatSync, open, openSync, readSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, open, openSync, read, readSync, type Stats } from 'node:fs';
 import fsp from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { at, fstatPath, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
 import { encodeEntryHeader, END_OF_ARCHIVE, padding, type TarHeader } from '../../images/tar-format.js';
-import { sizedData } from '../../images/layer-diff.js';
 
 const openFd = promisify(open) as (path: string, flags: number, mode?: number) => Promise<number>;
 const O_PATH = 0o10000000;
-const CHUNK = 256 * 1024;
-/** Files up to this size are read synchronously in the rootfs, header and all in one buffer. */
+/** Reads of large files, and the size of what the stream hands on (small entries are gathered). */
+const CHUNK = 1024 * 1024;
+/** Files up to this size are read synchronously in the rootfs, straight into the output batch. */
 const SYNC_READ_MAX = 256 * 1024;
+
+/**
+ * Output gathered into CHUNK-sized buffers: a tree of small files is thousands of entries of a few
+ * KiB, and handing each on alone costs a generator step, a stream push and a socket write apiece.
+ */
+class Batch {
+  #buf = Buffer.allocUnsafe(CHUNK);
+  #len = 0;
+
+  /** Room for `n` more bytes, or undefined when they do not fit (take() first). */
+  room(n: number): Buffer | undefined {
+    return this.#len + n <= this.#buf.length ? this.#buf : undefined;
+  }
+
+  get length(): number {
+    return this.#len;
+  }
+
+  /** Marks `n` bytes written at the old length. */
+  advance(n: number): void {
+    this.#len += n;
+  }
+
+  add(b: Buffer): void {
+    b.copy(this.#buf, this.#len);
+    this.#len += b.length;
+  }
+
+  /** What was gathered (a fresh buffer takes its place); undefined when empty. */
+  take(): Buffer | undefined {
+    if (this.#len === 0) return undefined;
+    const out = this.#buf.subarray(0, this.#len);
+    this.#buf = Buffer.allocUnsafe(CHUNK);
+    this.#len = 0;
+    return out;
+  }
+
+  /** `b` appended, flushing first when it does not fit; yields what must go out now. */
+  *push(b: Buffer): Generator<Buffer> {
+    if (!this.room(b.length)) {
+      const out = this.take();
+      if (out) yield out;
+    }
+    if (b.length >= CHUNK) yield b;
+    else this.add(b);
+  }
+}
 
 /** What a pack walks from: the resolved path (its descriptor is taken over) and its tar name. */
 export interface PackSource {
@@ -40,14 +87,17 @@ export function packPath(view: ContainerView, src: PackSource): Readable {
 
 async function* entries(view: ContainerView, src: PackSource): AsyncGenerator<Buffer> {
   const links = new Map<string, string>();
+  const out = new Batch();
   try {
     const st = fstatPath(src.start.fd);
     if (st.isDirectory()) {
-      yield* dirTree(view, src.start.fd, src.start.path, src.rebase, st, links, !src.start.mount);
+      yield* dirTree(view, src.start.fd, src.start.path, src.rebase, st, links, !src.start.mount, out);
     } else {
-      yield* oneEntry(src.start.fd, src.rebase, st, links, async () => src.linkTarget ?? '', !src.start.mount);
+      yield* oneEntry(src.start.fd, src.rebase, st, links, async () => src.linkTarget ?? '', !src.start.mount, out);
     }
-    yield END_OF_ARCHIVE;
+    yield* out.push(END_OF_ARCHIVE);
+    const rest = out.take();
+    if (rest) yield rest;
   } finally {
     closeSync(src.start.fd);
   }
@@ -63,8 +113,8 @@ function header(name: string, st: Stats, type: TarHeader['type'], extra: Partial
  * run synchronously (microseconds each, instead of a pool round trip each); in a mount's source
  * (possibly a network file system) they stay asynchronous.
  */
-async function* dirTree(view: ContainerView, dirFd: number, cpath: string, name: string, st: Stats, links: Map<string, string>, local: boolean): AsyncGenerator<Buffer> {
-  yield header(`${name}/`, st, 'directory');
+async function* dirTree(view: ContainerView, dirFd: number, cpath: string, name: string, st: Stats, links: Map<string, string>, local: boolean, out: Batch): AsyncGenerator<Buffer> {
+  yield* out.push(header(`${name}/`, st, 'directory'));
   const names = (await fsp.readdir(at(dirFd))).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   for (const child of names) {
     const childCpath = cpath === '/' ? `/${child}` : `${cpath}/${child}`;
@@ -76,25 +126,24 @@ async function* dirTree(view: ContainerView, dirFd: number, cpath: string, name:
       fd = await openFd(mount.source, O_PATH);
       cst = fstatSync(fd);
     } else {
-      let lst: Stats;
+      // O_PATH opens nothing for real (a FIFO or device stays untouched) and O_NOFOLLOW takes a
+      // link as itself: fstat of this descriptor is what gets archived, whatever the name is later.
       try {
-        lst = local ? lstatSync(at(dirFd, child)) : await fsp.lstat(at(dirFd, child));
+        fd = local ? openSync(at(dirFd, child), O_PATH | constants.O_NOFOLLOW) : await openFd(at(dirFd, child), O_PATH | constants.O_NOFOLLOW);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // removed meanwhile
         throw err;
       }
-      if (lst.isSocket()) continue; // tar has no sockets
-      fd = local ? openSync(at(dirFd, child), O_PATH | constants.O_NOFOLLOW) : await openFd(at(dirFd, child), O_PATH | constants.O_NOFOLLOW);
       cst = fstatSync(fd);
-      if (cst.ino !== lst.ino || cst.dev !== lst.dev) {
+      if (cst.isSocket()) {
         closeSync(fd);
-        throw new Error(`${childCpath} changed while it was being archived`);
+        continue; // tar has no sockets
       }
     }
     try {
       const childLocal = local && !mount;
-      if (cst.isDirectory()) yield* dirTree(view, fd, childCpath, childName, cst, links, childLocal);
-      else yield* oneEntry(fd, childName, cst, links, () => fsp.readlink(at(dirFd, child)), childLocal);
+      if (cst.isDirectory()) yield* dirTree(view, fd, childCpath, childName, cst, links, childLocal, out);
+      else yield* oneEntry(fd, childName, cst, links, () => fsp.readlink(at(dirFd, child)), childLocal, out);
     } finally {
       closeSync(fd);
     }
@@ -102,21 +151,21 @@ async function* dirTree(view: ContainerView, dirFd: number, cpath: string, name:
 }
 
 /** One non-directory entry; `fd` is an O_PATH descriptor of it. */
-async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string, string>, readLink: () => Promise<string>, local: boolean): AsyncGenerator<Buffer> {
+async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string, string>, readLink: () => Promise<string>, local: boolean, out: Batch): AsyncGenerator<Buffer> {
   if (st.isSymbolicLink()) {
     // By name in its directory: the link text is only text, whatever a swap makes it.
-    yield header(name, st, 'symlink', { linkname: await readLink() });
+    yield* out.push(header(name, st, 'symlink', { linkname: await readLink() }));
     return;
   }
   if (st.isFIFO()) {
-    yield header(name, st, 'fifo');
+    yield* out.push(header(name, st, 'fifo'));
     return;
   }
   if (st.isCharacterDevice() || st.isBlockDevice()) {
     const rdev = BigInt(st.rdev);
     const devmajor = Number(((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn));
     const devminor = Number((rdev & 0xffn) | ((rdev >> 12n) & ~0xffn));
-    yield header(name, st, st.isCharacterDevice() ? 'char' : 'block', { devmajor, devminor });
+    yield* out.push(header(name, st, st.isCharacterDevice() ? 'char' : 'block', { devmajor, devminor }));
     return;
   }
   if (!st.isFile()) return;
@@ -124,7 +173,7 @@ async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string,
     const key = `${st.dev}:${st.ino}`;
     const first = links.get(key);
     if (first !== undefined) {
-      yield header(name, st, 'link', { linkname: first });
+      yield* out.push(header(name, st, 'link', { linkname: first }));
       return;
     }
     links.set(key, name);
@@ -136,23 +185,60 @@ async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string,
     const fst = fstatSync(rfd);
     if (!fst.isFile() || fst.ino !== st.ino) throw new Error(`${name} changed while it was being archived`);
     const size = fst.size;
+    const head = header(name, fst, 'file', { size });
     if (local && size <= SYNC_READ_MAX) {
-      // Header, data and padding in one buffer, read synchronously.
-      const head = header(name, fst, 'file', { size });
-      const buf = Buffer.alloc(head.length + size + padding(size));
-      head.copy(buf);
+      // Header, data and padding straight into the batch, read synchronously.
+      const total = head.length + size + padding(size);
+      let buf = out.room(total);
+      if (!buf) {
+        const full = out.take();
+        if (full) yield full;
+        buf = out.room(total)!;
+      }
+      const start = out.length;
+      head.copy(buf, start);
+      const data = start + head.length;
       let done = 0;
       while (done < size) {
-        const n = readSync(rfd, buf, head.length + done, size - done, done);
-        if (n === 0) break; // shrank meanwhile: the rest stays zero
+        const n = readSync(rfd, buf, data + done, size - done, done);
+        if (n === 0) break; // shrank meanwhile: the rest is zeros
         done += n;
       }
-      yield buf;
+      buf.fill(0, data + done, start + total);
+      out.advance(total);
       return;
     }
-    yield header(name, fst, 'file', { size });
-    yield* sizedData(rfd, size);
+    yield* out.push(head);
+    const full = out.take();
+    if (full) yield full;
+    yield* fileData(rfd, size);
   } finally {
     closeSync(rfd);
+  }
+}
+
+const readAt = (fd: number, buf: Buffer, pos: number) =>
+  new Promise<number>((resolve, reject) => read(fd, buf, 0, buf.length, pos, (err, n) => (err ? reject(err) : resolve(n))));
+
+/**
+ * A large file's data in CHUNK reads off the loop: exactly `size` bytes (a file that shrank
+ * meanwhile is zero-filled, one that grew is cut), the padding in the last buffer.
+ */
+async function* fileData(fd: number, size: number): AsyncGenerator<Buffer> {
+  const pad = padding(size);
+  let done = 0;
+  while (done < size) {
+    const want = Math.min(CHUNK, size - done);
+    const last = done + want === size;
+    const buf = Buffer.allocUnsafe(want + (last ? pad : 0));
+    let got = 0;
+    while (got < want) {
+      const n = await readAt(fd, buf.subarray(got, want), done + got);
+      if (n === 0) break;
+      got += n;
+    }
+    buf.fill(0, got);
+    done += want;
+    yield buf;
   }
 }

@@ -115,8 +115,20 @@ class Unpacker {
     // synchronously, microseconds each instead of a pool round trip each; in a mount's source
     // (possibly a network file system) they stay asynchronous.
     const local = !parent.mount;
-    const existing = local ? lstatSync(at(parent.fd, base), { throwIfNoEntry: false }) : await fsp.lstat(at(parent.fd, base)).catch(() => undefined);
+    const name = at(parent.fd, base);
     const isDir = h.type === 'directory';
+    const isFile = h.type === 'file' || h.type === 'contiguous-file';
+    const createFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+    // A new file (the common case) is created at once: O_EXCL is the check that nothing is there.
+    let created: number | undefined;
+    if (local && isFile) {
+      try {
+        created = openSync(name, createFlags, 0o600);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+    }
+    const existing = created !== undefined ? undefined : local ? lstatSync(name, { throwIfNoEntry: false }) : await fsp.lstat(name).catch(() => undefined);
     if (existing) {
       if (this.opts.noOverwriteDirNonDir && existing.isDirectory() && !isDir) throw invalidArgument(`cannot overwrite directory "${cpath}" with non-directory "${h.name}"`);
       if (this.opts.noOverwriteDirNonDir && !existing.isDirectory() && isDir) throw invalidArgument(`cannot overwrite non-directory "${cpath}" with directory "${h.name}"`);
@@ -128,7 +140,6 @@ class Unpacker {
     const uid = this.opts.chown?.uid ?? h.uid ?? 0;
     const gid = this.opts.chown?.gid ?? h.gid ?? 0;
     const mode = (h.mode ?? 0o644) & 0o7777;
-    const name = at(parent.fd, base);
     switch (h.type) {
       case 'directory':
         if (!existing?.isDirectory()) await fsp.mkdir(name, 0o700);
@@ -138,8 +149,7 @@ class Unpacker {
         return;
       case 'file':
       case 'contiguous-file': {
-        const flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
-        const fd = local ? openSync(name, flags, 0o600) : await openFd(name, flags, 0o600);
+        const fd = created ?? (local ? openSync(name, createFlags, 0o600) : await openFd(name, createFlags, 0o600));
         try {
           if (local && (h.size ?? 0) <= SYNC_WRITE_MAX) {
             for await (const chunk of e) for (let off = 0; off < chunk.length; ) off += writeSync(fd, chunk, off);
