@@ -16,6 +16,7 @@
  * the end, in that order, so nothing disturbs them afterwards.
  */
 import fs from 'node:fs';
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
@@ -27,6 +28,12 @@ import { RawPaxTap } from './raw-pax-tap.js';
 export interface UnpackOptions {
   /** Called with the number of tar bytes read so far. */
   onProgress?: (bytes: number) => void;
+  /**
+   * Called for each regular file written, with its final stat and the sha256 (hex) of its content,
+   * hashed as it streams by: a caller that needs the digests (the build context) need not read the
+   * files again.
+   */
+  onFileDigest?: (st: fs.Stats, sha256: string) => void;
 }
 
 export interface UnpackResult {
@@ -58,7 +65,7 @@ export async function unpackLayer(src: Readable, dir: string, opts: UnpackOption
   const extract = tarStream.extract({ allowUnknownFormat: true } as Parameters<typeof tarStream.extract>[0]);
   const fed = pipeline(src, tap, extract as unknown as NodeJS.WritableStream);
   fed.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
-  const x = new Extraction(dir, tap);
+  const x = new Extraction(dir, tap, opts.onFileDigest);
   try {
     for await (const entry of extract) await x.entry(entry.header as Header, entry as unknown as EntryData);
     await fed;
@@ -112,9 +119,12 @@ class Extraction {
   readonly #opaque = new Set<string>();
   readonly #xattrs = new Map<string, [string, Buffer][]>();
 
-  constructor(root: string, tap: RawPaxTap) {
+  readonly #onFileDigest: UnpackOptions['onFileDigest'];
+
+  constructor(root: string, tap: RawPaxTap, onFileDigest?: UnpackOptions['onFileDigest']) {
     this.#root = root;
     this.#tap = tap;
+    this.#onFileDigest = onFileDigest;
   }
 
   #abs(rel: string): string {
@@ -164,16 +174,26 @@ class Extraction {
         this.#create(rel, false, () => {
           fd = fs.openSync(abs, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
         });
+        const hash = this.#onFileDigest ? createHash('sha256') : undefined;
         try {
           if ((h.size ?? 0) > ASYNC_WRITE_OVER) {
-            for await (const chunk of data) await writeAllAsync(fd, chunk);
+            for await (const chunk of data) {
+              // hashed while the write is in flight
+              const written = writeAllAsync(fd, chunk);
+              hash?.update(chunk);
+              await written;
+            }
           } else {
-            for await (const chunk of data) writeAllSync(fd, chunk);
+            for await (const chunk of data) {
+              writeAllSync(fd, chunk);
+              hash?.update(chunk);
+            }
           }
           // chown first: it clears setuid/setgid bits that chmod then sets.
           fs.fchownSync(fd, uid, gid);
           fs.fchmodSync(fd, mode);
           fs.futimesSync(fd, mtime, mtime);
+          if (hash) this.#onFileDigest!(fs.fstatSync(fd), hash.digest('hex'));
         } finally {
           fs.closeSync(fd);
         }
