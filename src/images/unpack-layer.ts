@@ -179,18 +179,27 @@ class Extraction {
         try {
           if ((h.size ?? 0) > ASYNC_WRITE_OVER) {
             // Chunks are gathered into one writev per WRITE_BATCH bytes: one thread-pool round trip
-            // per tar chunk (64 KiB) cost several times what the disk takes.
+            // per tar chunk (64 KiB) cost several times what the disk takes. One writev is in
+            // flight while the next batch is read and hashed; the next waits for it (file order).
             let batch: Buffer[] = [];
             let bytes = 0;
-            for await (const chunk of data) {
-              hash?.update(chunk);
-              batch.push(chunk);
-              bytes += chunk.length;
-              if (bytes >= WRITE_BATCH) {
-                await writevAllAsync(fd, batch, bytes);
-                batch = [];
-                bytes = 0;
+            let inFlight: Promise<void> = Promise.resolve();
+            try {
+              for await (const chunk of data) {
+                hash?.update(chunk);
+                batch.push(chunk);
+                bytes += chunk.length;
+                if (bytes >= WRITE_BATCH) {
+                  await inFlight;
+                  inFlight = writevAllAsync(fd, batch, bytes);
+                  inFlight.catch(() => undefined); // a failure surfaces at the next await, not as unhandled
+                  batch = [];
+                  bytes = 0;
+                }
               }
+              await inFlight;
+            } finally {
+              await inFlight.catch(() => undefined); // never close the fd under a pending write
             }
             if (bytes > 0) await writevAllAsync(fd, batch, bytes);
           } else {
