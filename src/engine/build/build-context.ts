@@ -1,7 +1,8 @@
 /**
  * The build context: the request body (a tar, plain or gzip/bzip2/xz) unpacked as it streams into
  * a directory of its own under the data root, by the layer unpacker, which refuses hostile entries
- * (`..`, escaping links, devices). Then the Dockerfile is read.
+ * (`..`, escaping links, devices), each file hashed on the way (ContextDigests) so COPY's cache key
+ * needs no second read. Then the Dockerfile is read.
  */
 import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
