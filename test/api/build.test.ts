@@ -16,13 +16,13 @@ import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import { run } from '../harness/child-process.js';
 
 /** A tar of the given entries, in memory (test data only). */
-async function tarOf(entries: { name: string; body?: string | Buffer; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number }[]): Promise<Buffer> {
+async function tarOf(entries: { name: string; body?: string | Buffer; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number; uid?: number }[]): Promise<Buffer> {
   const pack = tarStream.pack();
   const chunks: Buffer[] = [];
   pack.on('data', (c: unknown) => void chunks.push(c as Buffer));
   const done = new Promise<void>((r) => pack.on('end', () => r()));
   for (const e of entries) {
-    await new Promise<void>((res, rej) => pack.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, mode: e.mode ?? 0o644 }, e.body ?? '', (err) => (err ? rej(err) : res())));
+    await new Promise<void>((res, rej) => pack.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, mode: e.mode ?? 0o644, uid: e.uid ?? 0, gid: e.uid ?? 0 }, e.body ?? '', (err) => (err ? rej(err) : res())));
   }
   pack.finalize();
   await done;
@@ -278,6 +278,31 @@ CMD ["cat /app/run.txt"]
     for (const p of ['/_ping', '/version', '/v1.41/version']) {
       const res = await d().request('GET', p);
       assert.equal(res.headers['builder-version'], '1', p);
+    }
+  });
+
+  it('misses the COPY step when a source file\'s content (same size), mode, owner or name changes', async () => {
+    const df = { name: 'Dockerfile', body: `FROM ${busybox}\nCOPY src /src\nRUN cat /src/*\n` };
+    const build = async (files: Parameters<typeof tarOf>[0]) => {
+      const res = await d().request('POST', '/build', { body: await tarOf([df, { name: 'src', type: 'directory', mode: 0o755 }, ...files]) });
+      const out = records(res.text());
+      assert.ok(!out.some((m) => m.error), res.text());
+      return { id: (out.find((m) => m.aux) as { aux: { ID: string } }).aux.ID, hits: out.filter((m) => m.stream === ' ---> Using cache\n').length };
+    };
+    const base = [{ name: 'src/a.txt', body: 'alpha\n' }, { name: 'src/b.txt', body: 'bravo\n', mode: 0o600 }];
+    const first = await build(base);
+    const again = await build(base);
+    assert.deepEqual(again, { id: first.id, hits: 2 });
+    const variants: [string, Parameters<typeof tarOf>[0]][] = [
+      ['content', [{ name: 'src/a.txt', body: 'alphA\n' }, base[1]!]],
+      ['mode', [{ ...base[0]!, mode: 0o755 }, base[1]!]],
+      ['owner', [{ ...base[0]!, uid: 1000 }, base[1]!]],
+      ['name', [{ ...base[0]!, name: 'src/c.txt' }, base[1]!]],
+    ];
+    for (const [what, files] of variants) {
+      const r = await build(files);
+      assert.equal(r.hits, 0, `a changed ${what} must miss the COPY step`);
+      assert.notEqual(r.id, first.id, what);
     }
   });
 

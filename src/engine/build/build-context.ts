@@ -1,7 +1,8 @@
 /**
  * The build context: the request body (a tar, plain or gzip/bzip2/xz) unpacked as it streams into
  * a directory of its own under the data root, by the layer unpacker, which refuses hostile entries
- * (`..`, escaping links, devices). Then the Dockerfile is read.
+ * (`..`, escaping links, devices), each file hashed on the way (ContextDigests) so COPY's cache key
+ * needs no second read. Then the Dockerfile is read.
  */
 import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,6 +15,7 @@ import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
+import { ContextDigests } from './context-digests.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { httpGet } from './http-get.js';
 
@@ -22,6 +24,8 @@ export interface BuildContext {
   dir: string;
   dockerfile: string;
   dockerfileName: string;
+  /** Digests of the context's files, hashed as they were unpacked. */
+  digests: ContextDigests;
   /** Removes the context from disk. */
   dispose(): Promise<void>;
 }
@@ -30,9 +34,10 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
   const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });
+  const digests = new ContextDigests();
   try {
     try {
-      await unpackLayer(decompressArchive('build context', body), dir);
+      await unpackLayer(decompressArchive('build context', body), dir, { onFileDigest: (st, sha) => digests.add(st, sha) });
     } catch (err) {
       if (err instanceof BerthError) throw invalidArgument(`invalid build context: ${err.message.replace(/layer entry/, 'context entry')}`);
       throw err;
@@ -51,7 +56,7 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
       const ig = new DockerIgnore(readIgnorePatterns(ignoreText));
       for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(await resolveInRoot(dir, f, false), { force: true });
     }
-    return { dir, dockerfile: text, dockerfileName: name, dispose };
+    return { dir, dockerfile: text, dockerfileName: name, digests, dispose };
   } catch (err) {
     await dispose();
     throw err;
@@ -100,7 +105,7 @@ export async function receiveRemoteContext(workDir: string, url: string, dockerf
     });
     await pipeline(capped, createWriteStream(join(dir, 'Dockerfile')));
     const text = await readInside(dir, 'Dockerfile');
-    return { dir, dockerfile: text ?? '', dockerfileName: 'Dockerfile', dispose };
+    return { dir, dockerfile: text ?? '', dockerfileName: 'Dockerfile', digests: new ContextDigests(), dispose };
   } catch (err) {
     await dispose();
     throw err;

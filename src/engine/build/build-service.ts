@@ -87,6 +87,7 @@ export class BuildService {
           ...req,
           dockerfile: ctx.dockerfile,
           contextDir: ctx.dir,
+          contextDigests: ctx.digests,
           pull_: async (name, platform, out) => {
             const ref = parseReference(name);
             const { imageId } = await this.pull(ref, { auth: authFor(auths, ref.domain), platform, signal: req.signal }, out);

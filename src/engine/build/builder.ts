@@ -25,6 +25,7 @@ import { defaultPlatform } from '../system.js';
 import { parseDockerfile, type DockerfileNode } from './dockerfile/parser.js';
 import { processWord, processWords } from './dockerfile/shell-word.js';
 import { checksumSources, copySources, download, isArchive, resolveSources, type Owner, type Source } from './copy-files.js';
+import type { ContextDigests } from './context-digests.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { scratchImage, writeStepImage, type StepImage } from './image-writer.js';
 
@@ -49,6 +50,8 @@ export interface BuildSettings {
 export interface BuildOptions extends BuildSettings {
   dockerfile: string;
   contextDir: string;
+  /** Digests of the context's files, taken as it was received. */
+  contextDigests?: ContextDigests;
   /** Pulls an image FROM names; resolves to its id. */
   pull_: (name: string, platform: Platform | undefined, out: (m: ProgressMessage) => void) => Promise<string>;
 }
@@ -474,7 +477,7 @@ export class Builder {
         sources.push({ abs, name: doc.name, isDir: false });
       }
       if (sources.length > 1 && !dest.endsWith('/')) throw new BuildError(`When using ${cmd} with more than one source file, the destination must be a directory and end with a /`);
-      const sum = await checksumSources(sources);
+      const sum = await checksumSources(sources, fromMount ? undefined : this.opts.contextDigests);
       const kind = sources.length > 1 ? 'multi' : sources[0]!.isDir ? 'dir' : 'file';
       const owner = flags.chown ? await this.#owner(s, this.#expand(flags.chown, env)) : undefined;
       const mode = flags.chmod ? parseMode(flags.chmod) : undefined;

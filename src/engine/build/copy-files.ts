@@ -1,8 +1,8 @@
 /**
  * COPY and ADD: sources from the build context (or another stage's or image's root) copied into a
  * step's rootfs, resolved inside their roots so no link leads out of either. The checksum of what
- * is copied (names, types, modes, sizes, link targets, contents; not times or context owners, as
- * dockerd) makes the step's cache key.
+ * is copied (names, types, modes, owners, sizes, link targets, contents; not times, as dockerd)
+ * makes the step's cache key.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -13,6 +13,7 @@ import { decompressArchive } from '../../images/decompress.js';
 import { sniffCompression } from '../../images/decompress.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { BerthError, invalidArgument } from '../../lib/errors.js';
+import type { ContextDigests } from './context-digests.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { httpGet } from './http-get.js';
 
@@ -98,16 +99,25 @@ export async function isArchive(abs: string): Promise<boolean> {
   }
 }
 
-/** Hash of what the sources hold, streamed file by file. */
-export async function checksumSources(sources: Source[]): Promise<string> {
+/**
+ * Hash of what the sources hold: names, modes, link targets, and each file's size and content
+ * digest, the digest taken from `known` (hashed as the context arrived) or by streaming the file.
+ */
+export async function checksumSources(sources: Source[], known?: ContextDigests): Promise<string> {
   const h = createHash('sha256');
   const walk = async (abs: string, rel: string): Promise<void> => {
     const st = await lstat(abs);
-    h.update(`${rel}\0${st.mode}\0`);
+    // owners count as in dockerd's tarsum: COPY --from keeps them, so they change what is copied
+    h.update(`${rel}\0${st.mode}\0${st.uid}:${st.gid}\0`);
     if (st.isSymbolicLink()) h.update(`l${await readlink(abs)}\0`);
     else if (st.isFile()) {
-      h.update(`f${st.size}\0`);
-      for await (const chunk of createReadStream(abs)) h.update(chunk as Buffer);
+      let digest = known?.get(st);
+      if (digest === undefined) {
+        const fh = createHash('sha256');
+        for await (const chunk of createReadStream(abs)) fh.update(chunk as Buffer);
+        digest = fh.digest('hex');
+      }
+      h.update(`f${st.size}\0${digest}\0`);
     } else if (st.isDirectory()) {
       for (const n of (await readdir(abs)).sort()) await walk(join(abs, n), `${rel}/${n}`);
     }
