@@ -11,7 +11,7 @@
  * Cost per entry (the common case of a new regular file): open(O_CREAT|O_EXCL) + write(s) +
  * fchown + fchmod + futimes + close, all on the descriptor, synchronously: a small file costs
  * microseconds and one input chunk holds few entries, so the event loop is never held for long.
- * Files over 1 MiB are written with async writes so a slow disk cannot stall the loop. Directory
+ * Files over 1 MiB are written with async writes (a few in flight) so a slow disk cannot stall the loop. Directory
  * mtimes, whiteouts (one batched mknod run) and xattrs (one batched setfattr run) are applied at
  * the end, in that order, so nothing disturbs them afterwards.
  */
@@ -166,7 +166,7 @@ class Extraction {
         });
         try {
           if ((h.size ?? 0) > ASYNC_WRITE_OVER) {
-            for await (const chunk of data) await writeAllAsync(fd, chunk);
+            await writeOverlapped(fd, data);
           } else {
             for await (const chunk of data) writeAllSync(fd, chunk);
           }
@@ -374,10 +374,45 @@ function writeAllSync(fd: number, buf: Buffer): void {
   for (let off = 0; off < buf.length; ) off += fs.writeSync(fd, buf, off, buf.length - off);
 }
 
-async function writeAllAsync(fd: number, buf: Buffer): Promise<void> {
+/**
+ * Writes a large entry at explicit offsets with up to WRITE_AHEAD bytes in flight, so the next chunk
+ * is read and parsed while earlier ones are written (one write at a time left the loop waiting for
+ * each round trip to the thread pool). Every write has settled when it returns or throws: the
+ * caller closes `fd` next.
+ */
+async function writeOverlapped(fd: number, data: EntryData): Promise<void> {
+  const inFlight: { done: Promise<void>; bytes: number }[] = [];
+  let queued = 0;
+  let pos = 0;
+  let failure: unknown;
+  const settleOldest = async () => {
+    const w = inFlight.shift()!;
+    queued -= w.bytes;
+    await w.done;
+  };
+  try {
+    for await (const chunk of data) {
+      const done = writeAllAt(fd, chunk, pos);
+      done.catch(() => {}); // awaited in order below
+      inFlight.push({ done, bytes: chunk.length });
+      queued += chunk.length;
+      pos += chunk.length;
+      while (queued > WRITE_AHEAD) await settleOldest();
+    }
+    while (inFlight.length > 0) await settleOldest();
+  } catch (err) {
+    failure = err;
+  }
+  if (failure === undefined) return;
+  await Promise.allSettled(inFlight.map((w) => w.done));
+  throw failure;
+}
+const WRITE_AHEAD = 4 * 1024 * 1024;
+
+async function writeAllAt(fd: number, buf: Buffer, pos: number): Promise<void> {
   for (let off = 0; off < buf.length; ) {
     off += await new Promise<number>((resolve, reject) =>
-      fs.write(fd, buf, off, buf.length - off, null, (err, n) => (err ? reject(err) : resolve(n))),
+      fs.write(fd, buf, off, buf.length - off, pos + off, (err, n) => (err ? reject(err) : resolve(n))),
     );
   }
 }

@@ -164,6 +164,7 @@ function layerKind(head: Buffer): 'compressed' | 'tar' | undefined {
 }
 
 const HEAD_BYTES = 262;
+const STAGE_WRITE_BUFFER = 4 * 1024 * 1024;
 
 /**
  * Writes an entry to `path` while hashing it. `tee`, asked once with the entry's first bytes, may
@@ -171,7 +172,8 @@ const HEAD_BYTES = 262;
  */
 async function stageEntry(entry: Readable, path: string, tee: (head: Buffer) => PassThrough | undefined, bar: ProgressThrottle | undefined): Promise<{ size: number; digest: Digest }> {
   const hash = createHash('sha256');
-  const out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
+  // A deep buffer (bounded) so the disk write of one chunk overlaps reading and unpacking the next.
+  const out = createWriteStream(path, { flags: 'wx', mode: 0o600, highWaterMark: STAGE_WRITE_BUFFER });
   const written = finished(out);
   written.catch(() => {});
   let size = 0;
