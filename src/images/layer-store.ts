@@ -152,15 +152,22 @@ export class LayerStore {
    * Unpack a layer tar before knowing where it goes (`docker load` reads an archive's layers before
    * the manifest that orders them): the tree lands in a temp dir and its diff id is computed on the
    * way. installPending() then names it by its chainID; discardPending() drops it. Nothing is
-   * visible before the install.
+   * visible before the install. `hashedBy`: the caller hashes these very bytes itself (all of
+   * them, in order, e.g. while it stages them) and resolves with their sha256 once the tar has
+   * ended; they are then not hashed a second time here.
    */
-  async unpackPending(tar: Readable): Promise<PendingLayer> {
+  async unpackPending(tar: Readable, opts: { hashedBy?: Promise<Digest> } = {}): Promise<PendingLayer> {
     const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
     await fs.mkdir(tmp);
     try {
       const diff = join(tmp, 'diff');
       await fs.mkdir(diff);
       await fs.chmod(diff, 0o755);
+      if (opts.hashedBy) {
+        let tarSize = 0;
+        const { size } = await unpackLayer(tar, diff, { onProgress: (n) => (tarSize = n) });
+        return { tmp, diffId: parseDigest(await opts.hashedBy), size, tarSize };
+      }
       const hash = createHash('sha256');
       let tarSize = 0;
       const hasher = new Transform({

@@ -90,14 +90,33 @@ async function stageArchive(tar: Readable, stage: string, store: LayerStore, ear
       if (h.type === 'file' || h.type === 'contiguous-file') {
         const path = join(stage, String(n++));
         const bar = progress && new ProgressThrottle(progress, shortName(name), 'Loading layer', h.size ?? 0);
-        const { size, digest } = await stageEntry(e, path, (head) => {
-          if (!looksLikeLayer(head)) return undefined;
+        // A plain tar's diff id is the digest staging computes anyway: it is handed over, not computed twice.
+        let plainTar: { resolve: (d: Digest) => void; reject: (err: unknown) => void } | undefined;
+        const staged = stageEntry(e, path, (head) => {
+          const kind = layerKind(head);
+          if (!kind) return undefined;
           const toLayer = new PassThrough({ highWaterMark: 1024 * 1024 });
-          const p = store.unpackPending(decompressLayer('layer', toLayer));
+          let p: Promise<PendingLayer>;
+          if (kind === 'tar') {
+            const hashedBy = new Promise<Digest>((resolve, reject) => (plainTar = { resolve, reject }));
+            hashedBy.catch(() => {}); // the unpack may have failed before it asks
+            p = store.unpackPending(toLayer, { hashedBy });
+          } else {
+            p = store.unpackPending(decompressLayer('layer', toLayer));
+          }
           p.catch(() => toLayer.resume()); // a file that was no layer after all: the rest is dropped
           early.set(path, p);
           return toLayer;
         }, bar);
+        let size: number;
+        let digest: Digest;
+        try {
+          ({ size, digest } = await staged);
+        } catch (err) {
+          plainTar?.reject(err);
+          throw err;
+        }
+        plainTar?.resolve(digest);
         files.set(name, { path, size, digest });
         continue;
       }
@@ -137,14 +156,15 @@ function shortName(name: string): string {
   return hex ? hex.slice(0, 12) : name;
 }
 
-/** Gzip, zstd, or a tar header (`ustar` at offset 257). */
-function looksLikeLayer(head: Buffer): boolean {
-  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return true;
-  if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) return true;
-  return head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar';
+/** Gzip or zstd data (`compressed`), a tar header (`ustar` at offset 257), or no layer. */
+function layerKind(head: Buffer): 'compressed' | 'tar' | undefined {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'compressed';
+  if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) return 'compressed';
+  return head.length >= 262 && head.toString('latin1', 257, 262) === 'ustar' ? 'tar' : undefined;
 }
 
 const HEAD_BYTES = 262;
+const STAGE_WRITE_BUFFER = 4 * 1024 * 1024;
 
 /**
  * Writes an entry to `path` while hashing it. `tee`, asked once with the entry's first bytes, may
@@ -152,7 +172,8 @@ const HEAD_BYTES = 262;
  */
 async function stageEntry(entry: Readable, path: string, tee: (head: Buffer) => PassThrough | undefined, bar: ProgressThrottle | undefined): Promise<{ size: number; digest: Digest }> {
   const hash = createHash('sha256');
-  const out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
+  // A deep buffer (bounded) so the disk write of one chunk overlaps reading and unpacking the next.
+  const out = createWriteStream(path, { flags: 'wx', mode: 0o600, highWaterMark: STAGE_WRITE_BUFFER });
   const written = finished(out);
   written.catch(() => {});
   let size = 0;
