@@ -41,6 +41,12 @@ export class Aardvark {
   readonly #port: number;
   /** Serializes every change: writes, reloads, starts and stops never interleave. */
   #queue: Promise<unknown> = Promise.resolve();
+  /**
+   * The queued update that has not started yet. Updates arriving meanwhile join it (the newest
+   * content per network wins), so that containers starting together on a network cost one reload,
+   * not one each in turn behind the server's start.
+   */
+  #batch?: { networks: Map<string, DnsNetwork>; done: Promise<void> };
 
   constructor(stateDir: string, binary: string, port = 53) {
     this.#dir = join(stateDir, 'config');
@@ -54,6 +60,7 @@ export class Aardvark {
   }
 
   #serial<T>(fn: () => Promise<T>): Promise<T> {
+    this.#batch = undefined; // updates after this change must not run before it
     const run = this.#queue.then(fn, fn);
     this.#queue = run.catch(() => {});
     return run;
@@ -82,13 +89,26 @@ export class Aardvark {
 
   /** Writes (or, with no records, removes) one network's file and reloads. */
   update(network: DnsNetwork): Promise<void> {
-    return this.#serial(async () => {
-      await mkdir(this.#dir, { recursive: true });
-      await mkdir(this.#tmpDir, { recursive: true });
-      if (network.records.length > 0) await this.#write(network);
-      else await rm(join(this.#dir, network.id), { force: true });
-      await this.#converge(await this.#hasNetworks());
-    });
+    if (this.#batch) {
+      this.#batch.networks.set(network.id, network);
+      return this.#batch.done;
+    }
+    const networks = new Map([[network.id, network]]);
+    const batch = {
+      networks,
+      done: this.#serial(async () => {
+        if (this.#batch === batch) this.#batch = undefined;
+        await mkdir(this.#dir, { recursive: true });
+        await mkdir(this.#tmpDir, { recursive: true });
+        for (const n of networks.values()) {
+          if (n.records.length > 0) await this.#write(n);
+          else await rm(join(this.#dir, n.id), { force: true });
+        }
+        await this.#converge(await this.#hasNetworks());
+      }),
+    };
+    this.#batch = batch;
+    return batch.done;
   }
 
   /** Stops the server and removes its files. */
