@@ -51,10 +51,4 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import docker' 2>/dev/nul
   .venv/bin/pip install --quiet --disable-pip-version-check docker
 fi
 
-# Compose v2 for the compose tests: built from its Go module once per machine (cached outside the repo).
-# A failed build fails only the tests that need it.
-if command -v go >/dev/null 2>&1; then
-  bash scripts/install-compose.sh >/dev/null || echo "install-deps: compose v2 did not build; its tests will fail" >&2
-fi
-
 npm run --silent build

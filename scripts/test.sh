@@ -6,6 +6,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
+# Compose v2 for the compose tests only (not the daemon's set-up): built from its Go module once per
+# machine and cached outside the repo. A failed build fails only the tests that need it.
+if command -v go >/dev/null 2>&1; then
+  bash scripts/install-compose.sh >/dev/null || echo "test: compose v2 did not build; its tests will fail" >&2
+fi
 
 mapfile -t files < <(find dist/src dist/test -name '*.test.js' | sort)
 if [ "$#" -gt 0 ]; then
