@@ -15,22 +15,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemon, useSeededRegistry, seededRandom } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
 
 const SEED = Number(process.env.BERTH_FUZZ_SEED ?? 20261124) >>> 0;
-
-/** mulberry32: small, seeded, good enough to pick cases. */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Schema {
   type?: string[];
@@ -196,7 +184,7 @@ async function pool<T>(items: T[], width: number, fn: (item: T, i: number) => Pr
 describe(`request fuzzing (seed ${SEED})`, { concurrency: false }, () => {
   const daemon = useDaemon();
   const reg = useSeededRegistry('open');
-  const random = rng(SEED);
+  const random = seededRandom(SEED);
   let image = '';
   let pid = 0;
   const created: string[] = [];

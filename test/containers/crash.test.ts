@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { leftoverProcesses, mountsUnder, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { leftoverProcesses, mountsUnder, useDaemon, useSeededRegistry, type TestDaemon, seededRandom } from '../harness/index.js';
 
 const SEED = Number(process.env.BERTH_CRASH_SEED ?? 23);
 const ROUNDS = Number(process.env.BERTH_CRASH_ROUNDS ?? 10);
@@ -27,18 +27,6 @@ interface Tracked {
   /** States operations still in flight (cut off by a kill) may have left it in. */
   maybe: Set<State>;
   started: boolean;
-}
-
-/** mulberry32: a small seeded generator, so a failing run can be replayed with its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -98,7 +86,7 @@ describe('crash test: kill -9 at seeded random moments', () => {
 
   it(`${ROUNDS} kills (seed ${SEED}): acknowledged state kept, logs whole, host clean`, { timeout: 230_000 }, async () => {
     const d = daemon();
-    const random = rng(SEED);
+    const random = seededRandom(SEED);
     const pick = <T>(xs: T[]): T | undefined => (xs.length ? xs[Math.floor(random() * xs.length)] : undefined);
     const image = reg().seeded.refs.busybox;
     const pullRef = reg().seeded.refs.busybox135;

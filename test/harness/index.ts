@@ -13,3 +13,4 @@ export * from './process-scan.js';
 export { onExitCleanup } from './exit-cleanup.js';
 export { isAlive, isRunning, run, tailFile } from './child-process.js';
 export * from '../fixtures/index.js';
+export { seededRandom } from './seeded-random.js';
