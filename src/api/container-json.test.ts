@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ContainerRecord, ContainerState } from '../engine/container-model.js';
+import type { ContainerRecord, ContainerState } from '../engine/containers/container-model.js';
 import { humanDuration, status, statusText } from './container-json.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');

@@ -1,7 +1,7 @@
 /** Docker's JSON shapes for containers: inspect and list entries, built from the engine's record. */
-import type { ContainerRecord } from '../engine/container-model.js';
+import type { ContainerRecord } from '../engine/containers/container-model.js';
 import { configuredNetworks, endpointRequest } from '../engine/container-networking.js';
-import type { ImageService } from '../engine/images.js';
+import type { ImageService } from '../engine/images/image-service.js';
 import { versionBefore } from './api-version.js';
 
 export function stateJson(c: ContainerRecord): Record<string, unknown> {

@@ -5,8 +5,8 @@
  * wording changes ("Up 5 minutes" holds for a minute). The body is kept in segments of entries:
  * a segment whose entries are what they were the last time is sent again as it was.
  */
-import type { ContainerRecord, ContainerState } from '../engine/container-model.js';
-import type { ContainerService } from '../engine/containers.js';
+import type { ContainerRecord, ContainerState } from '../engine/containers/container-model.js';
+import type { ContainerService } from '../engine/containers/container-service.js';
 import { errorMessage, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { listEntryHalves, status } from './container-json.js';

@@ -17,7 +17,7 @@ import type { RequestContext } from './request.js';
 import { invalidArgument } from '../lib/errors.js';
 import { COMMON_HEADERS } from './router.js';
 import { StreamType, writeFrame } from './stdcopy.js';
-import type { AttachClient, OutputStream } from '../engine/attach-bridge.js';
+import type { AttachClient, OutputStream } from '../engine/containers/attach-bridge.js';
 
 export const RAW_STREAM = 'application/vnd.docker.raw-stream';
 

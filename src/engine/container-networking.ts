@@ -4,12 +4,12 @@
  * and /etc/resolv.conf that go with them. The results are kept on the record for inspect.
  */
 import type { NetworkDriver, PortBinding, AttachResult } from '../network/network-driver.js';
-import type { ContainerRecord } from './container-model.js';
-import type { ContainerNetworking, NetworkPreparation } from './container-processes.js';
+import type { ContainerRecord } from './containers/container-model.js';
+import type { ContainerNetworking, NetworkPreparation } from './containers/container-processes.js';
 import { invalidArgument } from '../lib/errors.js';
 import { writeFile } from 'node:fs/promises';
-import { linkHostEntries, linksTo } from './container-links.js';
-import type { ContainerLookup } from './container-namespaces.js';
+import { linkHostEntries, linksTo } from './containers/container-links.js';
+import type { ContainerLookup } from './containers/container-namespaces.js';
 
 export interface EndpointRequest {
   Aliases?: string[] | null;

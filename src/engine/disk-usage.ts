@@ -3,11 +3,11 @@
  * much of it nothing uses (dockerd's counting: an image is active while a container uses it, a
  * container while it runs, a volume while a container refers to it).
  */
-import type { ImageService, ImageView } from './images.js';
-import type { ContainerService } from './containers.js';
-import type { ContainerRecord } from './container-model.js';
-import { isRunningLike } from './container-model.js';
-import { containerSize } from './container-inspect-fs.js';
+import type { ImageService, ImageView } from './images/image-service.js';
+import type { ContainerService } from './containers/container-service.js';
+import type { ContainerRecord } from './containers/container-model.js';
+import { isRunningLike } from './containers/container-model.js';
+import { containerSize } from './containers/container-inspect-fs.js';
 import type { VolumeService } from './volumes/volume-service.js';
 import type { VolumeRecord } from './volumes/volume-model.js';
 

@@ -8,9 +8,9 @@ import type { AuthConfig } from '../registry/auth-config.js';
 import type { Reference } from '../registry/reference.js';
 import type { Platform } from '../lib/oci.js';
 import type { EventBus } from './events.js';
-import type { ImageService } from './images.js';
-import { pullImage, type PullResult } from './pull-image.js';
-import type { ProgressSink } from './progress.js';
+import type { ImageService } from './images/image-service.js';
+import { pullImage, type PullResult } from './images/pull-image.js';
+import type { ProgressSink } from './images/progress.js';
 import { hostFacts, type HostFacts } from './system.js';
 import type { SwarmService } from './swarm/swarm.js';
 

@@ -6,7 +6,7 @@ import { BerthError, conflict, invalidArgument } from '../lib/errors.js';
 import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
 import { shownDriver } from '../network/network-record.js';
 export { shownDriver, shownScope } from '../network/network-record.js';
-import type { ContainerService } from './containers.js';
+import type { ContainerService } from './containers/container-service.js';
 import type { EventBus } from './events.js';
 import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointRequest } from './container-networking.js';
 

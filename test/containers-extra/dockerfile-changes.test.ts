@@ -1,11 +1,11 @@
 /** The `changes` of POST /commit: Dockerfile instructions applied to a config (no daemon needed). */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyChanges, parseGoDuration } from '../../src/engine/dockerfile-changes.js';
-import { mergeConfig } from '../../src/engine/container-commit.js';
-import { parsePs } from '../../src/engine/container-top.js';
-import { probeOf } from '../../src/engine/healthcheck.js';
-import type { ContainerRecord } from '../../src/engine/container-model.js';
+import { applyChanges, parseGoDuration } from '../../src/engine/images/dockerfile-changes.js';
+import { mergeConfig } from '../../src/engine/images/container-commit.js';
+import { parsePs } from '../../src/engine/containers/container-top.js';
+import { probeOf } from '../../src/engine/containers/healthcheck.js';
+import type { ContainerRecord } from '../../src/engine/containers/container-model.js';
 import { BerthError } from '../../src/lib/errors.js';
 
 describe('applyChanges', () => {

@@ -12,8 +12,8 @@ import { streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import type { AttachOptions, AttachService } from '../../engine/attach.js';
-import type { AttachClient } from '../../engine/attach-bridge.js';
+import type { AttachOptions, AttachService } from '../../engine/containers/attach.js';
+import type { AttachClient } from '../../engine/containers/attach-bridge.js';
 
 export function attachRoutes(r: Router, attach: AttachService): void {
   r.on('POST', '/containers/:id/attach', (ctx) => attachHijacked(ctx, attach));

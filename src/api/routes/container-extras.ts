@@ -5,12 +5,12 @@ import { queryBool, queryString, readJson, sendJson, type RequestContext } from 
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerConfig } from '../../lib/oci.js';
-import type { ContainerService } from '../../engine/containers.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
-import { commitContainer } from '../../engine/container-commit.js';
-import { containerChanges, containerLayerView, exportContainer } from '../../engine/container-inspect-fs.js';
-import { containerTop } from '../../engine/container-top.js';
-import { emptyStats, sampleStats, type StatsJson } from '../../engine/container-stats.js';
+import { commitContainer } from '../../engine/images/container-commit.js';
+import { containerChanges, containerLayerView, exportContainer } from '../../engine/containers/container-inspect-fs.js';
+import { containerTop } from '../../engine/containers/container-top.js';
+import { emptyStats, sampleStats, type StatsJson } from '../../engine/containers/container-stats.js';
 
 const STATS_INTERVAL_MS = 1000;
 

@@ -2,15 +2,15 @@
 import type { ServerResponse } from 'node:http';
 import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
-import type { ContainerService } from '../../engine/containers.js';
-import { isRunningLike } from '../../engine/container-model.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
+import { isRunningLike } from '../../engine/containers/container-model.js';
 import { invalidArgument, notImplemented } from '../../lib/errors.js';
 import { readLogBatches, readLogChunks, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
 import { readLastLines } from '../../runtime/log-tail.js';
 import { versionAtLeast } from '../api-version.js';
-import { logFiles, logLimits } from '../../engine/log-rotation.js';
+import { logFiles, logLimits } from '../../engine/containers/log-rotation.js';
 
 export function containerLogRoutes(r: Router, containers: ContainerService, defaultLogOpts: Record<string, string>): void {
   r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers, defaultLogOpts));

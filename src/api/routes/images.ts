@@ -4,7 +4,7 @@ import { queryBool, queryString, sendJson, type RequestContext } from '../reques
 import { parseFilters, matchLabels, filterBool, parseUntil } from '../filters.js';
 import { versionBefore } from '../api-version.js';
 import type { Engine } from '../../engine/engine.js';
-import type { ImageView } from '../../engine/images.js';
+import type { ImageView } from '../../engine/images/image-service.js';
 import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
 import { decodeRegistryAuth } from '../../registry/auth-config.js';
 import { parseReference, familiarString } from '../../registry/reference.js';

@@ -7,9 +7,9 @@
 import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ContainerService } from '../../engine/containers.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { SwarmService } from '../../engine/swarm/swarm.js';
-import { isRunningLike } from '../../engine/container-model.js';
+import { isRunningLike } from '../../engine/containers/container-model.js';
 import type { TaskRecord } from '../../engine/swarm/swarm-model.js';
 import { readLogRecords, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';

@@ -3,7 +3,7 @@ import type { Router } from '../router.js';
 import { queryBool, readJsonObject, sendJson } from '../request.js';
 import { matchLabels, parseFilters } from '../filters.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ContainerService } from '../../engine/containers.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { InitRequest, SwarmService } from '../../engine/swarm/swarm.js';
 import type { NodeSpec, SwarmSpec } from '../../engine/swarm/swarm-model.js';
 import { clusterJson, nodeJson } from './swarm-json.js';

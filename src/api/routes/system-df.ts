@@ -3,7 +3,7 @@ import type { Router } from '../router.js';
 import { queryBool, sendJson } from '../request.js';
 import { versionBefore } from '../api-version.js';
 import type { DiskUsageService, DiskUsageType, UsageTotals, ImageUsageItem } from '../../engine/disk-usage.js';
-import type { ContainerService } from '../../engine/containers.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { VolumeService } from '../../engine/volumes/volume-service.js';
 import { ContainerList } from '../container-list.js';
 import { volumeJson } from './volumes.js';

@@ -12,10 +12,10 @@ import type { Platform } from '../../lib/oci.js';
 import { normalizeAuthConfig, type AuthConfig } from '../../registry/auth-config.js';
 import { parseReference, type Reference } from '../../registry/reference.js';
 import type { BuildCacheRecords } from '../../state/build-cache-records.js';
-import type { ContainerService } from '../containers.js';
-import type { ImageService } from '../images.js';
-import type { ProgressSink } from '../progress.js';
-import type { PullResult } from '../pull-image.js';
+import type { ContainerService } from '../containers/container-service.js';
+import type { ImageService } from '../images/image-service.js';
+import type { ProgressSink } from '../images/progress.js';
+import type { PullResult } from '../images/pull-image.js';
 import { receiveContext, receiveRemoteContext } from './build-context.js';
 import { Builder, BuildError, type BuildSettings, type Emit } from './builder.js';
 

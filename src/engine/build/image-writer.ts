@@ -2,8 +2,8 @@
 import { sha256Of, type Digest } from '../../lib/digest.js';
 import { MediaType, type ContainerConfig, type HistoryEntry, type ImageConfig } from '../../lib/oci.js';
 import type { ImageRecord } from '../../state/image-records.js';
-import type { CommittedLayer } from '../container-commit.js';
-import type { ImageService } from '../images.js';
+import type { CommittedLayer } from '../images/container-commit.js';
+import type { ImageService } from '../images/image-service.js';
 
 export interface StepImage {
   record: ImageRecord | undefined;

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import type { RootMount } from '../../lib/in-root-fs.js';
-import type { ContainerRecord } from '../container-model.js';
+import type { ContainerRecord } from './container-model.js';
 
 export function containerMountPoints(c: ContainerRecord): RootMount[] {
   const out: RootMount[] = [];

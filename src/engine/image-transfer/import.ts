@@ -10,10 +10,10 @@ import { decompressLayer } from '../../images/decompress.js';
 import { BerthError, invalidArgument } from '../../lib/errors.js';
 import { sha256Of, type Digest } from '../../lib/digest.js';
 import { MediaType, type ImageConfig, type Platform } from '../../lib/oci.js';
-import { applyChanges } from '../dockerfile-changes.js';
+import { applyChanges } from '../images/dockerfile-changes.js';
 import { parseReference } from '../../registry/reference.js';
-import type { ImageService } from '../images.js';
-import { ProgressThrottle, type ProgressSink } from '../progress.js';
+import type { ImageService } from '../images/image-service.js';
+import { ProgressThrottle, type ProgressSink } from '../images/progress.js';
 import { defaultPlatform } from '../system.js';
 
 export interface ImportRequest {

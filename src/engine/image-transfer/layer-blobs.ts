@@ -8,7 +8,7 @@ import { compressLayer } from '../../images/layer-blob.js';
 import type { Digest } from '../../lib/digest.js';
 import { MediaType, type Descriptor } from '../../lib/oci.js';
 import type { ImageRecord } from '../../state/image-records.js';
-import type { ImageService } from '../images.js';
+import type { ImageService } from '../images/image-service.js';
 
 const COMPRESSED = new Set<string>([MediaType.dockerLayerGzip, MediaType.ociLayerGzip, MediaType.ociLayerZstd, 'application/vnd.docker.image.rootfs.diff.tar.zstd']);
 

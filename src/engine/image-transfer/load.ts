@@ -22,9 +22,9 @@ import { hexOf, isDigest, type Digest } from '../../lib/digest.js';
 import { MediaType, type Descriptor, type ImageConfig } from '../../lib/oci.js';
 import { familiarString, tryParseReference, type Reference } from '../../registry/reference.js';
 import type { LayerRecord } from '../../state/image-records.js';
-import { refKey } from '../image-lookup.js';
-import type { ImageService } from '../images.js';
-import { ProgressThrottle, type ProgressSink } from '../progress.js';
+import { refKey } from '../images/image-lookup.js';
+import type { ImageService } from '../images/image-service.js';
+import { ProgressThrottle, type ProgressSink } from '../images/progress.js';
 
 const MAX_JSON = 32 * 1024 * 1024;
 

@@ -13,9 +13,9 @@ import { fullName, tryParseReference, type Reference } from '../../registry/refe
 import type { RegistryClient } from '../../registry/registry-client.js';
 import type { PushSession } from '../../registry/registry-push.js';
 import type { ImageRecord } from '../../state/image-records.js';
-import { refKey } from '../image-lookup.js';
-import type { ImageService } from '../images.js';
-import { ProgressThrottle, type ProgressSink } from '../progress.js';
+import { refKey } from '../images/image-lookup.js';
+import type { ImageService } from '../images/image-service.js';
+import { ProgressThrottle, type ProgressSink } from '../images/progress.js';
 import { layerBlobsOf, type LayerBlob } from './layer-blobs.js';
 
 // dockerd's default max-concurrent-uploads: the same layers show `Waiting`.

@@ -16,8 +16,8 @@ import { hexOf, type Digest } from '../../lib/digest.js';
 import { MediaType, type Descriptor } from '../../lib/oci.js';
 import { familiarName, familiarString, fullString, tryParseReference, type Reference } from '../../registry/reference.js';
 import type { ImageRecord } from '../../state/image-records.js';
-import { lookupImage } from '../image-lookup.js';
-import type { ImageService } from '../images.js';
+import { lookupImage } from '../images/image-lookup.js';
+import type { ImageService } from '../images/image-service.js';
 import { layerBlobsOf, type LayerBlob } from './layer-blobs.js';
 
 interface SavedImage {

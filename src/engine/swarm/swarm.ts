@@ -3,8 +3,8 @@
  * and their tasks. The orchestrator, task runner and updater do the work; this class checks requests,
  * keeps versions honest and wires container events in. Every call but init needs an active swarm.
  */
-import type { ContainerService } from '../containers.js';
-import type { ImageService } from '../images.js';
+import type { ContainerService } from '../containers/container-service.js';
+import type { ImageService } from '../images/image-service.js';
 import type { EventBus } from '../events.js';
 import type { HostFacts } from '../system.js';
 import type { SwarmRecords } from '../../state/swarm-records.js';
@@ -14,7 +14,7 @@ import { SwarmBlobs, type BlobKind, type BlobRecord } from './secrets.js';
 import { TaskFiles } from './task-files.js';
 import { conflict, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import { generateName } from '../container-create.js';
+import { generateName } from '../containers/container-create.js';
 import { newCluster, withSwarmDefaults, type InitRequest } from './cluster.js';
 import { joinToken, newUnlockKey, newSwarmId, tokenCaPart } from './swarm-ids.js';
 import { normalizeServiceSpec, resolvePorts, templateChanged } from './service-spec.js';

@@ -2,8 +2,8 @@
  * The container a task runs in: an ordinary container named `<service>.<slot>.<task id>`, made from the
  * task's ContainerSpec the way dockerd's swarm executor makes it, with the swarm's system labels.
  */
-import type { CreateRequest } from '../containers.js';
-import type { CreateConfig, HostConfig, MountSpec } from '../container-model.js';
+import type { CreateRequest } from '../containers/container-service.js';
+import type { CreateConfig, HostConfig, MountSpec } from '../containers/container-model.js';
 import { stopGraceSeconds } from './service-spec.js';
 import { TASK_LABELS, taskContainerName, type PortConfig, type TaskRecord } from './swarm-model.js';
 

@@ -8,8 +8,8 @@ import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
 import { mount, unmount } from '../../runtime/mount-syscall.js';
-import { isMounted } from '../container-rootfs.js';
-import type { MountSpec } from '../container-model.js';
+import { isMounted } from '../containers/container-rootfs.js';
+import type { MountSpec } from '../containers/container-model.js';
 import { refId, refName, refsOf, type BlobKind, type SwarmBlobs } from './secrets.js';
 import type { TaskRecord } from './swarm-model.js';
 

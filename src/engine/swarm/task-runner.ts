@@ -7,11 +7,11 @@
 import { EventEmitter } from 'node:events';
 import { log } from '../../lib/log.js';
 import { errorMessage, isKind } from '../../lib/errors.js';
-import type { ContainerService } from '../containers.js';
-import type { ImageService } from '../images.js';
+import type { ContainerService } from '../containers/container-service.js';
+import type { ImageService } from '../images/image-service.js';
 import type { EngineEvent } from '../events.js';
-import { isRunningLike } from '../container-model.js';
-import { tryLookupImage } from '../image-lookup.js';
+import { isRunningLike } from '../containers/container-model.js';
+import { tryLookupImage } from '../images/image-lookup.js';
 import { stopGraceSeconds } from './service-spec.js';
 import { taskContainerRequest } from './task-container.js';
 import type { TaskFiles } from './task-files.js';

@@ -2,9 +2,9 @@
  * Finds an image the way dockerd does: a full or short id (with or without `sha256:`), a tag
  * (`busybox` means `busybox:latest`) or a digest reference.
  */
-import { notFound, invalidArgument } from '../lib/errors.js';
-import type { ImageRecord, ImageRecords } from '../state/image-records.js';
-import { familiarString, fullName, fullString, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
+import { notFound, invalidArgument } from '../../lib/errors.js';
+import type { ImageRecord, ImageRecords } from '../../state/image-records.js';
+import { familiarString, fullName, fullString, parseReference, tryParseReference, type Reference } from '../../registry/reference.js';
 
 const HEX_PREFIX = /^[a-f0-9]{1,64}$/;
 

@@ -5,9 +5,9 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { mount, unmount } from '../runtime/mount-syscall.js';
+import { mount, unmount } from '../../runtime/mount-syscall.js';
 import { isMounted } from './container-rootfs.js';
-import { DEFAULT_SHM_SIZE } from '../runtime/build-spec.js';
+import { DEFAULT_SHM_SIZE } from '../../runtime/build-spec.js';
 
 export const shmPath = (containerDir: string) => join(containerDir, 'shm');
 

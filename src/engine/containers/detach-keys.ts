@@ -3,7 +3,7 @@
  * process running. Written as Docker writes them: comma-separated keys, each one character or
  * `ctrl-<c>` with c one of @ a-z [ \ ] ^ _ (default "ctrl-p,ctrl-q").
  */
-import { invalidArgument } from '../lib/errors.js';
+import { invalidArgument } from '../../lib/errors.js';
 
 export const DEFAULT_DETACH_KEYS = 'ctrl-p,ctrl-q';
 

@@ -3,8 +3,8 @@
  * merged into its HostConfig as dockerd merges them (a zero value leaves a field as it was), and the
  * cgroup limits the runtime's `update` applies to a running container.
  */
-import { conflict, invalidArgument } from '../lib/errors.js';
-import type { OciResources } from '../runtime/oci-spec.js';
+import { conflict, invalidArgument } from '../../lib/errors.js';
+import type { OciResources } from '../../runtime/oci-spec.js';
 import type { HostConfig } from './container-model.js';
 
 export interface UpdateRequest {

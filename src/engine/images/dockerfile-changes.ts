@@ -5,8 +5,8 @@
  *
  * Left out: `$VAR` substitution, parser directives and heredocs (none matter for metadata).
  */
-import { invalidArgument } from '../lib/errors.js';
-import type { ContainerConfig } from '../lib/oci.js';
+import { invalidArgument } from '../../lib/errors.js';
+import type { ContainerConfig } from '../../lib/oci.js';
 
 const ALLOWED = new Set(['CMD', 'ENTRYPOINT', 'ENV', 'EXPOSE', 'LABEL', 'ONBUILD', 'USER', 'VOLUME', 'WORKDIR', 'STOPSIGNAL', 'HEALTHCHECK']);
 const DEFAULT_SHELL = ['/bin/sh', '-c'];

@@ -4,12 +4,12 @@
  * device numbers) is resolved here; the spec builder in runtime/ stays pure.
  */
 import { stat } from 'node:fs/promises';
-import { invalidArgument } from '../lib/errors.js';
+import { invalidArgument } from '../../lib/errors.js';
 import type { ContainerRecord, MountSpec } from './container-model.js';
-import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../runtime/build-spec.js';
-import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../runtime/build-spec.js';
+import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../../runtime/build-spec.js';
+import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../../runtime/build-spec.js';
 import { prepareWorkingDir, resolveUser } from './container-rootfs.js';
-import { specMounts } from './volumes/spec-mounts.js';
+import { specMounts } from '../volumes/spec-mounts.js';
 import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
 import { deviceCgroupRules } from './container-options.js';
 import { shmPath } from './container-shm.js';

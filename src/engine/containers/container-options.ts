@@ -4,9 +4,9 @@
  * Texts and status codes are dockerd's.
  */
 import { existsSync } from 'node:fs';
-import { invalidArgument, notFound } from '../lib/errors.js';
+import { invalidArgument, notFound } from '../../lib/errors.js';
 import type { HostConfig } from './container-model.js';
-import type { OciDeviceCgroupRule } from '../runtime/oci-spec.js';
+import type { OciDeviceCgroupRule } from '../../runtime/oci-spec.js';
 
 /** Log drivers Berth keeps: all three write the runtime's log file; `none` keeps nothing. */
 export const LOG_DRIVERS = ['json-file', 'k8s-file', 'local', 'none'];

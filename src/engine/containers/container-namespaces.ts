@@ -3,7 +3,7 @@
  * `container:<name>` target is stored by id, so a rename keeps the link), turned into namespaces to
  * create or join (and the /dev/shm that goes with the IPC mode) at start.
  */
-import { conflict, invalidArgument, notFound } from '../lib/errors.js';
+import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import type { ContainerRecord, HostConfig } from './container-model.js';
 
 export type ContainerLookup = (idOrName: string) => ContainerRecord | undefined;

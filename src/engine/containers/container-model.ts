@@ -3,8 +3,8 @@
  * shape (after merging the image config): it is the user's stated intent, shown back by inspect.
  * Everything Berth derives or observes lives in camelCase fields beside it.
  */
-import type { ContainerConfig } from '../lib/oci.js';
-import type { MountPointRecord } from './volumes/volume-model.js';
+import type { ContainerConfig } from '../../lib/oci.js';
+import type { MountPointRecord } from '../volumes/volume-model.js';
 
 export interface HealthState {
   status: 'starting' | 'healthy' | 'unhealthy' | 'none';

@@ -5,7 +5,7 @@
  * endpoint's Links (what the docker CLI sends), and the alias resolves to the linked container's
  * address on that network.
  */
-import { internal, invalidArgument, notFound } from '../lib/errors.js';
+import { internal, invalidArgument, notFound } from '../../lib/errors.js';
 import type { ContainerRecord, HostConfig } from './container-model.js';
 import type { ContainerLookup } from './container-namespaces.js';
 

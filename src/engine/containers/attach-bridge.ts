@@ -10,7 +10,7 @@
  * it was (log-catchup.ts), or, without a log to read, cut off: nothing is buffered without end.
  */
 import type { Readable, Writable } from 'node:stream';
-import { log } from '../lib/log.js';
+import { log } from '../../lib/log.js';
 import type { ConmonAttach, OutputStream } from './conmon-attach.js';
 import { DetachKeyScanner } from './detach-keys.js';
 import type { LogCatchUp } from './log-catchup.js';

@@ -2,8 +2,8 @@
  * Turns a create request into a container's stored config: validates what Berth supports, refuses
  * with a 400 what it does not, and merges the image config in as dockerd does.
  */
-import { invalidArgument } from '../lib/errors.js';
-import type { ImageConfig } from '../lib/oci.js';
+import { invalidArgument } from '../../lib/errors.js';
+import type { ImageConfig } from '../../lib/oci.js';
 import type { CreateConfig, HostConfig } from './container-model.js';
 import { LOG_DRIVERS, validateOptionFields } from './container-options.js';
 

@@ -9,18 +9,18 @@
  * only after the exit code is recorded: the docker CLI reads it from /exec/{id}/json right then.
  */
 import { randomBytes } from 'node:crypto';
-import { conflict, invalidArgument, notFound } from '../lib/errors.js';
-import { log } from '../lib/log.js';
+import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
-import type { ContainerService } from './containers.js';
+import type { ContainerService } from './container-service.js';
 import type { RuntimeProcesses } from './container-processes.js';
-import type { EventBus } from './events.js';
+import type { EventBus } from '../events.js';
 import { rootfsPaths, resolveUser } from './container-rootfs.js';
 import { ConmonAttach } from './conmon-attach.js';
 import { bridgeConmon, bridgePipes, type AttachClient, type AttachEnd } from './attach-bridge.js';
 import { DEFAULT_DETACH_KEYS, parseDetachKeys } from './detach-keys.js';
 import { checkSize } from './attach.js';
-import type { ExecSession } from '../runtime/exec-session.js';
+import type { ExecSession } from '../../runtime/exec-session.js';
 
 export interface ExecConfig {
   Cmd: string[];

@@ -11,12 +11,12 @@ import fs from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import { internal } from '../lib/errors.js';
-import { log } from '../lib/log.js';
+import { internal } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
 import { isRunningLike } from './container-model.js';
 import { mountRootfs, rootfsPaths, unmountRootfs } from './container-rootfs.js';
-import type { ContainerService } from './containers.js';
+import type { ContainerService } from './container-service.js';
 
 const run = promisify(execFile);
 

@@ -11,12 +11,12 @@
  * that attached stdin half-closes or leaves.
  */
 import { isRunningLike, type ContainerRecord } from './container-model.js';
-import type { ContainerService } from './containers.js';
+import type { ContainerService } from './container-service.js';
 import type { RuntimeProcesses } from './container-processes.js';
-import type { EventBus } from './events.js';
-import { conflict, invalidArgument } from '../lib/errors.js';
-import { log } from '../lib/log.js';
-import { readLogRecords } from '../runtime/log-file.js';
+import type { EventBus } from '../events.js';
+import { conflict, invalidArgument } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { readLogRecords } from '../../runtime/log-file.js';
 import { ConmonAttach } from './conmon-attach.js';
 import { LogCatchUp } from './log-catchup.js';
 import { bridgeConmon, type AttachClient, type AttachEnd } from './attach-bridge.js';

@@ -11,7 +11,7 @@
  * the file is drained.
  */
 import { open, stat, type FileHandle } from 'node:fs/promises';
-import { parseLogLine } from '../runtime/log-file.js';
+import { parseLogLine } from '../../runtime/log-file.js';
 import type { OutputStream } from './conmon-attach.js';
 
 const CHUNK = 64 * 1024;

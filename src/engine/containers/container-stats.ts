@@ -6,8 +6,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cpus, totalmem } from 'node:os';
-import { controllerDir } from '../runtime/cgroups.js';
-import type { RuntimeDriver } from '../runtime/runtime-driver.js';
+import { controllerDir } from '../../runtime/cgroups.js';
+import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerRecord } from './container-model.js';
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { log } from '../lib/log.js';
+import { log } from '../../lib/log.js';
 
 export class Trash {
   #made: Promise<unknown> | undefined;

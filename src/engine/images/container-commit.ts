@@ -11,16 +11,16 @@
  * No compressed blob is stored: like pulled layers, a committed layer is kept unpacked only, and
  * its descriptor in the image record is the uncompressed tar (digest = diffID).
  */
-import { copyUpperToLayer, NotCopyable } from '../images/layer-copy.js';
-import { diffTar, isOpaqueIn, readUpperXattrs } from '../images/layer-diff.js';
-import { conflict, internal, invalidArgument } from '../lib/errors.js';
-import { sha256Of, type Digest } from '../lib/digest.js';
-import { log } from '../lib/log.js';
-import { MediaType, type ContainerConfig, type Descriptor, type HistoryEntry, type ImageConfig } from '../lib/oci.js';
-import { parseReference } from '../registry/reference.js';
-import type { ContainerRecord } from './container-model.js';
-import { containerLayerView, isDirectory, runtimeArtifacts } from './container-inspect-fs.js';
-import type { ContainerService } from './containers.js';
+import { copyUpperToLayer, NotCopyable } from '../../images/layer-copy.js';
+import { diffTar, isOpaqueIn, readUpperXattrs } from '../../images/layer-diff.js';
+import { conflict, internal, invalidArgument } from '../../lib/errors.js';
+import { sha256Of, type Digest } from '../../lib/digest.js';
+import { log } from '../../lib/log.js';
+import { MediaType, type ContainerConfig, type Descriptor, type HistoryEntry, type ImageConfig } from '../../lib/oci.js';
+import { parseReference } from '../../registry/reference.js';
+import type { ContainerRecord } from '../containers/container-model.js';
+import { containerLayerView, isDirectory, runtimeArtifacts } from '../containers/container-inspect-fs.js';
+import type { ContainerService } from '../containers/container-service.js';
 import { applyChanges } from './dockerfile-changes.js';
 
 export interface CommitRequest {

@@ -4,19 +4,19 @@
  * Layer directories appear atomically and are keyed by chainID, so a pull killed at any point leaves
  * either nothing visible or reusable layers, and pulling again finishes the job.
  */
-import { invalidArgument } from '../lib/errors.js';
-import { sha256Of, hexOf, type Digest } from '../lib/digest.js';
-import { MediaType, type Descriptor, type ImageConfig, type Platform } from '../lib/oci.js';
-import type { RegistryClient, ResolvedImage } from '../registry/registry-client.js';
-import type { AuthConfig } from '../registry/auth-config.js';
-import { familiarString, fullName, type Reference } from '../registry/reference.js';
-import { chainIds as computeChainIds } from '../images/layer-store.js';
-import type { ImageService } from './images.js';
-import type { LayerRecord } from '../state/image-records.js';
+import { invalidArgument } from '../../lib/errors.js';
+import { sha256Of, hexOf, type Digest } from '../../lib/digest.js';
+import { MediaType, type Descriptor, type ImageConfig, type Platform } from '../../lib/oci.js';
+import type { RegistryClient, ResolvedImage } from '../../registry/registry-client.js';
+import type { AuthConfig } from '../../registry/auth-config.js';
+import { familiarString, fullName, type Reference } from '../../registry/reference.js';
+import { chainIds as computeChainIds } from '../../images/layer-store.js';
+import type { ImageService } from './image-service.js';
+import type { LayerRecord } from '../../state/image-records.js';
 import { ProgressThrottle, type ProgressSink } from './progress.js';
 import { refKey } from './image-lookup.js';
-import { LayerPullPool } from './layer-pull-pool.js';
-import { transferLayer } from './layer-transfer.js';
+import { LayerPullPool } from '../layer-pull-pool.js';
+import { transferLayer } from '../layer-transfer.js';
 
 const MAX_CONCURRENT_DOWNLOADS = 3;
 

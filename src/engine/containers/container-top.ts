@@ -6,10 +6,10 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { conflict, internal, invalidArgument } from '../lib/errors.js';
-import { controllerDir } from '../runtime/cgroups.js';
-import type { RuntimeDriver } from '../runtime/runtime-driver.js';
-import type { ContainerService } from './containers.js';
+import { conflict, internal, invalidArgument } from '../../lib/errors.js';
+import { controllerDir } from '../../runtime/cgroups.js';
+import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
+import type { ContainerService } from './container-service.js';
 
 const run = promisify(execFile);
 

@@ -10,11 +10,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { log } from '../lib/log.js';
-import type { RuntimeDriver } from '../runtime/runtime-driver.js';
+import { log } from '../../lib/log.js';
+import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerRecord, HealthState } from './container-model.js';
-import type { ContainerService } from './containers.js';
-import type { EngineEvent } from './events.js';
+import type { ContainerService } from './container-service.js';
+import type { EngineEvent } from '../events.js';
 
 const NS_PER_MS = 1_000_000;
 const DEFAULT_INTERVAL_NS = 30e9;

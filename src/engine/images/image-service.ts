@@ -2,16 +2,16 @@
  * Image operations on the local store: list, inspect, history, tag, remove, prune.
  * Pulling lives in pull-image.ts. Records are in state/, files in images/.
  */
-import { conflict, invalidArgument } from '../lib/errors.js';
-import type { ImageConfig } from '../lib/oci.js';
-import type { ImageRecord, ImageRecords, RefRecord } from '../state/image-records.js';
-import type { LayerStore } from '../images/layer-store.js';
-import type { ContentStore } from '../images/content-store.js';
-import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../registry/reference.js';
+import { conflict, invalidArgument } from '../../lib/errors.js';
+import type { ImageConfig } from '../../lib/oci.js';
+import type { ImageRecord, ImageRecords, RefRecord } from '../../state/image-records.js';
+import type { LayerStore } from '../../images/layer-store.js';
+import type { ContentStore } from '../../images/content-store.js';
+import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../../registry/reference.js';
 import { lookupImage, refKey, displayName } from './image-lookup.js';
-import type { EventBus } from './events.js';
-import type { LayerBlobRecords } from '../state/layer-blob-records.js';
-import { log } from '../lib/log.js';
+import type { EventBus } from '../events.js';
+import type { LayerBlobRecords } from '../../state/layer-blob-records.js';
+import { log } from '../../lib/log.js';
 import { open } from 'node:fs/promises';
 
 export interface ImageUsage {

@@ -6,12 +6,12 @@
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import type { ContainerRecord } from './container-model.js';
-import type { RuntimeDriver, ExitStatus } from '../runtime/runtime-driver.js';
-import { buildSpec } from '../runtime/build-spec.js';
+import type { RuntimeDriver, ExitStatus } from '../../runtime/runtime-driver.js';
+import { buildSpec } from '../../runtime/build-spec.js';
 import { specInputFor, withNetworkNamespace } from './container-spec.js';
 import { writeEtcFiles } from './container-rootfs.js';
-import { log } from '../lib/log.js';
-import { conflict } from '../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { conflict } from '../../lib/errors.js';
 import { LogRotator, logLimits } from './log-rotation.js';
 import type { ContainerLookup } from './container-namespaces.js';
 import { mountShareableShm, unmountShareableShm } from './container-shm.js';

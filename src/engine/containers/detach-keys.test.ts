@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { isKind } from '../lib/errors.js';
+import { isKind } from '../../lib/errors.js';
 import { DetachKeyScanner, parseDetachKeys } from './detach-keys.js';
 
 describe('detach keys', () => {

@@ -7,7 +7,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { log } from '../lib/log.js';
+import { log } from '../../lib/log.js';
 
 export interface LogLimits {
   maxSize: number;

@@ -3,8 +3,8 @@
  * may hold values of the wrong type, e.g. `HostConfig.NetworkMode: 5`. Each is read as if the bad
  * field had never been sent, so one such container cannot break listing or inspect for everyone.
  */
-import { repairToDefinition } from '../lib/engine-api-schema.js';
-import { log } from '../lib/log.js';
+import { repairToDefinition } from '../../lib/engine-api-schema.js';
+import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
 
 function isObject(v: unknown): v is Record<string, unknown> {

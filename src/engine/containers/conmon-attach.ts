@@ -15,7 +15,7 @@ import { closeSync, openSync, constants } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import type { SeqpacketSocket as SeqpacketSocketType } from 'node-unix-socket';
-import { log } from '../lib/log.js';
+import { log } from '../../lib/log.js';
 
 const require = createRequire(import.meta.url);
 const { SeqpacketSocket } = require('node-unix-socket') as typeof import('node-unix-socket');

@@ -5,8 +5,8 @@
 import { mkdir, readFile, writeFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { mount, unmount } from '../runtime/mount-syscall.js';
-import { InRootError, mkdirAllInRoot, readFileInRoot } from '../lib/in-root-fs.js';
+import { mount, unmount } from '../../runtime/mount-syscall.js';
+import { InRootError, mkdirAllInRoot, readFileInRoot } from '../../lib/in-root-fs.js';
 
 export interface RootfsPaths {
   dir: string;
