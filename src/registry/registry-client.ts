@@ -12,7 +12,7 @@ import type { AuthConfig } from './auth-config.js';
 import { BlobVerifier, verificationFailed } from './blob-verifier.js';
 import { HttpTransport } from './http-transport.js';
 import { MANIFEST_ACCEPT, parseManifestDocument } from './manifest-format.js';
-import { hostPlatform, selectManifest } from './platform.js';
+import { hostPlatform, selectManifest } from '../lib/platform.js';
 import { familiarName, familiarString, type Reference } from './reference.js';
 import { describeRequest, errorFromResponse, readLimited, RegistryStatusError } from './registry-errors.js';
 import { isDockerHub, RegistryHosts, type RegistryOptions } from './registry-hosts.js';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Descriptor, Platform } from '../lib/oci.js';
+import type { Descriptor, Platform } from './oci.js';
 import { formatPlatform, hostPlatform, normalizePlatform, parsePlatform, selectManifest } from './platform.js';
 
 const entry = (n: number, platform: Platform): Descriptor => ({

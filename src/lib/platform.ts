@@ -3,8 +3,8 @@
  * index. Architecture names are normalized (x86_64 → amd64, aarch64 → arm64) and default
  * variants filled in (arm64 → v8, arm → v7) so that equal platforms compare equal.
  */
-import { invalidArgument, notFound } from '../lib/errors.js';
-import type { Descriptor, Platform } from '../lib/oci.js';
+import { invalidArgument, notFound } from './errors.js';
+import type { Descriptor, Platform } from './oci.js';
 
 const NODE_ARCH: Record<string, string> = {
   x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64',
