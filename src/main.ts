@@ -15,6 +15,7 @@ import { RegistryClient } from './registry/registry-client.js';
 import { EventBus } from './engine/events.js';
 import { ImageService } from './engine/images/image-service.js';
 import { Engine } from './engine/engine.js';
+import { hostFacts } from './engine/system.js';
 import { Router, SERVER_VERSION } from './api/router.js';
 import { listen, closeListeners } from './api/server.js';
 import { systemRoutes } from './api/routes/system.js';
@@ -55,7 +56,7 @@ import { DiskUsageService } from './engine/disk-usage.js';
 import { systemDfRoutes, emptyBuildPruneRoute } from './api/routes/system-df.js';
 import { isRunningLike } from './engine/containers/container-model.js';
 import { BuildCacheRecords } from './state/build-cache-records.js';
-import { BuildService } from './engine/build/build-service.js';
+import { BuildService, type Puller } from './engine/build/build-service.js';
 import { buildRoutes } from './api/routes/build.js';
 
 async function main(): Promise<void> {
@@ -95,49 +96,80 @@ async function main(): Promise<void> {
   await content.cleanIngest();
   await layers.cleanTemp();
 
+  // Services get what they need in their constructors. Where two need each other (containers and
+  // the services that call back into them), the later one is reached through a callback, called
+  // only once start-up is over.
   const events = new EventBus();
-  const images = new ImageService(new ImageRecords(db), layers, content, events, new LayerBlobRecords(db));
+  const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
+  const images = new ImageService({
+    records: new ImageRecords(db),
+    layers,
+    content,
+    events,
+    registry,
+    usage: (imageId) => containers.imageUsage(imageId),
+    layerBlobs: new LayerBlobRecords(db),
+  });
   // Layer dirs a killed pull left behind, recorded by no image.
   await images.sweepUnrecordedLayers();
-  const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
-  const engine = new Engine(config, events, images, registry);
 
   const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
   await runtime.init();
-  engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
-  // Volume users are the containers whose mount points name the volume (containers is set just below).
+  // Volume users are the containers whose mount points name the volume.
   const volumes = new VolumeService({
     records: new VolumeRecords(db),
     driver: new LocalDriver(join(config.dataRoot, 'volumes')),
     events,
     users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
   });
-  const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes, new ContainerIntents(new IntentRecords(db)));
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
-  const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
+  const processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName));
+  const containers = new ContainerService({
+    records: new ContainerRecords(db),
+    images,
+    events,
+    dataRoot: config.dataRoot,
+    defaultRuntime: config.defaultRuntime,
+    volumes,
+    intents: new ContainerIntents(new IntentRecords(db)),
+    processes,
+    execIds: (id) => execs.idsFor(id),
+    logOpts: config.logOpts,
+  });
+  const execs = new ExecService(containers, processes, events);
+  const networks = new NetworkService(network, containers, events, () => swarm.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
   });
-  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName));
   containers.load();
-  engine.containerCounts = () => containers.counts();
   await containers.recover();
   await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
   await network.sweepContainers((id) => containers.find(id) !== undefined);
-  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
+  const host = hostFacts();
+  const pull: Puller = (ref, o, p) => images.pull(ref, o, p);
+  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host, pull: taskImagePuller(pull) });
   swarm.start();
-  engine.swarm = swarm;
-  const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);
+  const builds = new BuildService(containers, images, new BuildCacheRecords(db), pull, config.dataRoot);
   await builds.cleanWork();
+  const engine = new Engine({
+    config,
+    events,
+    images,
+    registry,
+    host,
+    cgroupVersion: runtime.cgroupLayout.kind === 'v2' ? '2' : '1',
+    containerCounts: () => containers.counts(),
+    swarm,
+  });
 
   const router = new Router();
   systemRoutes(router, engine);
   imageRoutes(router, engine, imageTransferRoutes(router, new ImageTransfer(images, registry)));
   containerRoutes(router, engine, containers);
-  containerLogRoutes(router, containers, config.logOpts);
+  containerLogRoutes(router, containers);
   networkRoutes(router, networks);
   volumeRoutes(router, volumes);
   systemDfRoutes(router, new DiskUsageService({
@@ -149,11 +181,9 @@ async function main(): Promise<void> {
       return { items: records, totals: { activeCount: 0, totalCount: records.length, reclaimable: size, totalSize: size } };
     },
   }), containers, volumes);
-  attachRoutes(router, new AttachService(containers, containers.processes as RuntimeProcesses, events));
-  const execs = new ExecService(containers, containers.processes as RuntimeProcesses, events);
-  containers.execIds = (id) => execs.idsFor(id);
+  attachRoutes(router, new AttachService(containers, processes, events));
   execRoutes(router, execs);
-  containerExtraRoutes(router, containers, runtime);
+  containerExtraRoutes(router, containers);
   containerArchiveRoutes(router, new ContainerArchive(containers));
   swarmRoutes(router, swarm, containers);
   buildRoutes(router, builds);

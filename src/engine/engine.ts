@@ -4,14 +4,14 @@
  */
 import type { DaemonConfig } from '../config.js';
 import type { RegistryClient } from '../registry/registry-client.js';
-import type { AuthConfig } from '../registry/auth-config.js';
+import { normalizeAuthConfig, type AuthConfig } from '../registry/auth-config.js';
 import type { Reference } from '../registry/reference.js';
-import type { Platform } from '../lib/oci.js';
+import { invalidArgument } from '../lib/errors.js';
 import type { EventBus } from './events.js';
-import type { ImageService } from './images/image-service.js';
-import { pullImage, type PullResult } from './images/pull-image.js';
+import type { ImageService, PullOptions } from './images/image-service.js';
+import type { PullResult } from './images/pull-image.js';
 import type { ProgressSink } from './images/progress.js';
-import { hostFacts, type HostFacts } from './system.js';
+import type { HostFacts } from './system.js';
 import type { SwarmService } from './swarm/swarm.js';
 
 export interface ContainerCounts {
@@ -21,27 +21,48 @@ export interface ContainerCounts {
   stopped: number;
 }
 
+export interface EngineDeps {
+  config: DaemonConfig;
+  events: EventBus;
+  images: ImageService;
+  registry: RegistryClient;
+  host: HostFacts;
+  cgroupVersion: '1' | '2';
+  containerCounts: () => ContainerCounts;
+  /** Swarm mode (/_ping and /info report its state). */
+  swarm: SwarmService;
+}
+
 export class Engine {
-  readonly host: HostFacts = hostFacts();
   readonly startedAt = new Date();
-  /** Replaced by the container service when it is wired in. */
-  cgroupVersion: '1' | '2' = '2';
-  containerCounts: () => ContainerCounts = () => ({ total: 0, running: 0, paused: 0, stopped: 0 });
-  /** Swarm mode, when main.ts wires it in (/_ping and /info report its state). */
-  swarm?: SwarmService;
+  readonly config: DaemonConfig;
+  readonly events: EventBus;
+  readonly images: ImageService;
+  readonly registry: RegistryClient;
+  readonly host: HostFacts;
+  readonly cgroupVersion: '1' | '2';
+  readonly containerCounts: () => ContainerCounts;
+  readonly swarm: SwarmService;
 
-  constructor(
-    readonly config: DaemonConfig,
-    readonly events: EventBus,
-    readonly images: ImageService,
-    readonly registry: RegistryClient,
-  ) {}
-
-  pull(ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal; headers?: Record<string, string> }, progress: ProgressSink): Promise<PullResult> {
-    return pullImage(this.registry, this.images, { ref, ...opts }, progress);
+  constructor(deps: EngineDeps) {
+    this.config = deps.config;
+    this.events = deps.events;
+    this.images = deps.images;
+    this.registry = deps.registry;
+    this.host = deps.host;
+    this.cgroupVersion = deps.cgroupVersion;
+    this.containerCounts = deps.containerCounts;
+    this.swarm = deps.swarm;
   }
 
-  login(auth: AuthConfig): Promise<{ Status: string; IdentityToken: string }> {
+  pull(ref: Reference, opts: PullOptions, progress: ProgressSink): Promise<PullResult> {
+    return this.images.pull(ref, opts, progress);
+  }
+
+  /** POST /auth with the body as sent. */
+  login(body: Record<string, unknown>): Promise<{ Status: string; IdentityToken: string }> {
+    const auth: AuthConfig | undefined = normalizeAuthConfig(body);
+    if (!auth) throw invalidArgument('invalid auth configuration: no credentials given');
     return this.registry.login(auth);
   }
 }

@@ -38,11 +38,16 @@ test('no match gives dockerd message', () => {
 });
 
 test('parse, format, normalize, host', () => {
-  assert.deepEqual(parsePlatform('linux/arm64'), { os: 'linux', architecture: 'arm64', variant: 'v8' });
+  assert.deepEqual(parsePlatform('linux/arm64'), { os: 'linux', architecture: 'arm64' });
   assert.deepEqual(parsePlatform('Linux/AMD64'), { os: 'linux', architecture: 'amd64' });
-  assert.deepEqual(parsePlatform('linux/arm/7'), { os: 'linux', architecture: 'arm', variant: 'v7' });
-  assert.equal(parsePlatform('linux').os, 'linux');
+  assert.deepEqual(parsePlatform('linux/x86_64'), { os: 'linux', architecture: 'amd64' });
+  assert.deepEqual(parsePlatform('linux/armhf'), { os: 'linux', architecture: 'arm', variant: 'v7' });
+  assert.deepEqual(parsePlatform('linux/arm/v6'), { os: 'linux', architecture: 'arm', variant: 'v6' });
+  assert.deepEqual(parsePlatform('linux'), hostPlatform());
+  assert.equal(parsePlatform(''), undefined);
+  assert.equal(parsePlatform(undefined), undefined);
   assert.throws(() => parsePlatform('linux//x'), { name: 'BerthError' });
+  assert.throws(() => parsePlatform('linux/'), { name: 'BerthError' });
   assert.throws(() => parsePlatform('a/b/c/d'), { name: 'BerthError' });
   assert.equal(formatPlatform({ os: 'linux', architecture: 'arm', variant: 'v7' }), 'linux/arm/v7');
   assert.deepEqual(normalizePlatform({ os: 'linux', architecture: 'armhf' }), { os: 'linux', architecture: 'arm', variant: 'v7' });

@@ -20,15 +20,33 @@ export function hostPlatform(): Platform {
   return p;
 }
 
-/** Parses the `platform` query value: `linux`, `linux/arm64`, `linux/arm/v7`. */
-export function parsePlatform(s: string): Platform {
+/** Architecture spellings normalized as containerd's platforms package does (uname and Debian names). */
+const ARCH_ALIASES: Record<string, { architecture: string; variant?: string }> = {
+  x86_64: { architecture: 'amd64' },
+  'x86-64': { architecture: 'amd64' },
+  aarch64: { architecture: 'arm64' },
+  armhf: { architecture: 'arm', variant: 'v7' },
+  armel: { architecture: 'arm', variant: 'v6' },
+  i386: { architecture: '386' },
+  i686: { architecture: '386' },
+};
+
+/**
+ * The one parser of platform strings (the `platform` query of pull, import and build, and
+ * `FROM --platform=`): `os[/arch[/variant]]`; a missing architecture is this host's, as with
+ * dockerd; empty means none.
+ */
+export function parsePlatform(s: string | undefined): Platform | undefined {
+  if (!s || s.trim() === '') return undefined;
   const parts = s.trim().toLowerCase().split('/');
-  if (parts.length > 3 || parts.some((x) => x === '' || !/^[a-z0-9._-]+$/.test(x))) {
-    throw invalidArgument(`"${s}": unknown operating system or architecture: invalid argument`);
-  }
-  const [os, arch, variant] = parts as [string, string?, string?];
-  if (arch === undefined) return { ...hostPlatform(), os };
-  return normalizePlatform({ os, architecture: arch, ...(variant !== undefined ? { variant } : {}) });
+  const [os, arch, variant] = parts;
+  if (parts.length > 3 || !os || arch === '' || variant === '') throw invalidArgument(`invalid platform: ${s}`);
+  const host = hostPlatform();
+  const alias = arch ? ARCH_ALIASES[arch] : undefined;
+  const p: Platform = { os, architecture: alias?.architecture ?? arch ?? host.architecture };
+  const v = variant ?? alias?.variant ?? (arch === undefined ? host.variant : undefined);
+  if (v) p.variant = v;
+  return p;
 }
 
 export function formatPlatform(p: Platform): string {

@@ -5,7 +5,7 @@ import { parseFilters, parseUntil } from '../filters.js';
 import { JsonLineWriter } from '../json-lines.js';
 import { invalidArgument } from '../../lib/errors.js';
 import type { BuildService } from '../../engine/build/build-service.js';
-import { parsePlatform } from './images.js';
+import { parsePlatform } from '../../lib/platform.js';
 import { versionAtLeast } from '../api-version.js';
 
 export function buildRoutes(r: Router, builds: BuildService): void {

@@ -6,21 +6,17 @@ import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerConfig } from '../../lib/oci.js';
 import type { ContainerService } from '../../engine/containers/container-service.js';
-import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
-import { commitContainer } from '../../engine/images/container-commit.js';
-import { containerChanges, containerLayerView, exportContainer } from '../../engine/containers/container-inspect-fs.js';
-import { containerTop } from '../../engine/containers/container-top.js';
-import { emptyStats, sampleStats, type StatsJson } from '../../engine/containers/container-stats.js';
+import type { StatsJson } from '../../engine/containers/container-stats.js';
 
 const STATS_INTERVAL_MS = 1000;
 
-export function containerExtraRoutes(r: Router, containers: ContainerService, runtime: RuntimeDriver): void {
+export function containerExtraRoutes(r: Router, containers: ContainerService): void {
   r.on('POST', '/commit', async (ctx) => {
     const body = await readJson(ctx);
     if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) throw invalidArgument('invalid JSON: expected a container config');
     const container = ctx.query.get('container') ?? '';
     if (!container) throw invalidArgument('No container name or ID supplied');
-    const { imageId } = await commitContainer(containers, {
+    const { imageId } = await containers.commit({
       container,
       repo: queryString(ctx.query, 'repo'),
       tag: queryString(ctx.query, 'tag'),
@@ -34,16 +30,15 @@ export function containerExtraRoutes(r: Router, containers: ContainerService, ru
   });
 
   r.on('GET', '/containers/:id/top', async (ctx) => {
-    sendJson(ctx, 200, await containerTop(containers, runtime, ctx.params.id!, queryString(ctx.query, 'ps_args')));
+    sendJson(ctx, 200, await containers.top(ctx.params.id!, queryString(ctx.query, 'ps_args')));
   });
 
   r.on('GET', '/containers/:id/changes', async (ctx) => {
-    const c = containers.get(ctx.params.id!);
-    sendJson(ctx, 200, await containerChanges(containerLayerView(containers, c)));
+    sendJson(ctx, 200, await containers.changes(ctx.params.id!));
   });
 
   r.on('GET', '/containers/:id/export', async (ctx) => {
-    const tar = await exportContainer(containers, ctx.params.id!);
+    const tar = await containers.export(ctx.params.id!);
     ctx.res.writeHead(200, { 'Content-Type': 'application/x-tar' });
     // Headers are out: a failure now can only cut the stream short.
     await pipeline(tar, ctx.res).catch((err) => {
@@ -52,10 +47,10 @@ export function containerExtraRoutes(r: Router, containers: ContainerService, ru
     });
   });
 
-  r.on('GET', '/containers/:id/stats', (ctx) => stats(ctx, containers, runtime));
+  r.on('GET', '/containers/:id/stats', (ctx) => stats(ctx, containers));
 }
 
-async function stats(ctx: RequestContext, containers: ContainerService, runtime: RuntimeDriver): Promise<void> {
+async function stats(ctx: RequestContext, containers: ContainerService): Promise<void> {
   const c = containers.get(ctx.params.id!);
   const stream = queryBool(ctx.query, 'stream', true);
   const oneShot = queryBool(ctx.query, 'one-shot');
@@ -67,24 +62,24 @@ async function stats(ctx: RequestContext, containers: ContainerService, runtime:
   const running = () => c.state.status === 'running' || c.state.status === 'paused';
 
   if (!running()) {
-    ctx.res.end(JSON.stringify(emptyStats(c)) + '\n');
+    ctx.res.end(JSON.stringify(containers.emptyStats(c)) + '\n');
     return;
   }
-  let prev = await sampleStats(runtime, c);
+  let prev = await containers.sampleStats(c);
   if (!stream) {
     // Without a stream dockerd answers with the second sample, so CPU % can be computed from precpu.
     if (!oneShot && prev) {
       await sleep(STATS_INTERVAL_MS);
-      prev = (running() && (await sampleStats(runtime, c, prev))) || prev;
+      prev = (running() && (await containers.sampleStats(c, prev))) || prev;
     }
-    ctx.res.end(JSON.stringify(prev ?? emptyStats(c)) + '\n');
+    ctx.res.end(JSON.stringify(prev ?? containers.emptyStats(c)) + '\n');
     return;
   }
   if (prev) send(prev);
   while (!gone && running()) {
     await sleep(STATS_INTERVAL_MS);
     if (gone || !running()) break;
-    const next = await sampleStats(runtime, c, prev);
+    const next = await containers.sampleStats(c, prev);
     if (!next) break;
     send(next);
     prev = next;

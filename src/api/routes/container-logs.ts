@@ -4,53 +4,18 @@ import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import type { ContainerService } from '../../engine/containers/container-service.js';
 import { isRunningLike } from '../../engine/containers/container-model.js';
-import { invalidArgument, notImplemented } from '../../lib/errors.js';
-import { readLogBatches, readLogChunks, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
+import { invalidArgument } from '../../lib/errors.js';
 import { StreamType, writeFrame, frameHeader, streamContentType } from '../stdcopy.js';
 import { frameLogChunk, type FrameOptions } from '../log-frames.js';
-import { readLastLines } from '../../runtime/log-tail.js';
 import { versionAtLeast } from '../api-version.js';
-import { logFiles, logLimits } from '../../engine/containers/log-rotation.js';
+import { formatLogTimestamp, type ContainerLogReader, type LogRecord } from '../../engine/containers/log-reader.js';
 
-export function containerLogRoutes(r: Router, containers: ContainerService, defaultLogOpts: Record<string, string>): void {
-  r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers, defaultLogOpts));
-}
-
-/** Rotated files first (oldest first), then the live file, followed until `until` settles; a read's worth at a time. */
-async function* allBatches(path: string, maxFiles: number, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<LogRecord[]> {
-  const files = logFiles(path, maxFiles);
-  for (const f of files.slice(0, -1)) yield* readLogBatches(f, { signal: opts.signal });
-  yield* readLogBatches(path, opts);
+export function containerLogRoutes(r: Router, containers: ContainerService): void {
+  r.on('GET', '/containers/:id/logs', (ctx) => streamLogs(ctx, containers));
 }
 
 /** A long tail goes out this many records per write. */
 const WRITE_RECORDS = 4096;
-
-/** Bytes per read when whole chunks are rewritten into the response: fewer, larger writes. */
-const FAST_CHUNK = 1024 * 1024;
-
-/**
- * Chunk buffers given back once the socket has taken them. A fresh 1 MiB buffer per read would
- * make a 200 MB log 200 allocations of external memory, each pushing V8 towards a full GC.
- */
-class ChunkPool {
-  readonly #free: ArrayBuffer[] = [];
-  allocate = (size: number): Buffer => {
-    const ab = size === FAST_CHUNK ? this.#free.pop() : undefined;
-    return ab ? Buffer.from(ab) : Buffer.allocUnsafeSlow(size);
-  };
-  /** `b` is any view of a buffer from allocate(), no longer in use. */
-  release(b: Buffer): void {
-    if (b.buffer.byteLength === FAST_CHUNK && this.#free.length < 4) this.#free.push(b.buffer as ArrayBuffer);
-  }
-}
-
-/** allBatches' files as raw chunks of whole lines, for frameLogChunk. */
-async function* allChunks(path: string, maxFiles: number, pool: ChunkPool, opts: { follow: boolean; until?: Promise<unknown>; signal: AbortSignal }): AsyncGenerator<Buffer> {
-  const files = logFiles(path, maxFiles);
-  for (const f of files.slice(0, -1)) yield* readLogChunks(f, { signal: opts.signal, chunkSize: FAST_CHUNK, allocate: pool.allocate });
-  yield* readLogChunks(path, { ...opts, chunkSize: FAST_CHUNK, allocate: pool.allocate });
-}
 
 /** Resolves once the response takes more data again, or is gone. */
 function drained(res: ServerResponse): Promise<void> {
@@ -72,18 +37,18 @@ function drained(res: ServerResponse): Promise<void> {
  * before the next write, so the next chunk is read and framed while the socket drains: at most
  * two chunks are held.
  */
-async function copyLog(res: ServerResponse, chunks: AsyncIterable<Buffer>, pool: ChunkPool, opts: FrameOptions): Promise<void> {
+async function copyLog(res: ServerResponse, chunks: AsyncIterable<Buffer>, reader: ContainerLogReader, opts: FrameOptions): Promise<void> {
   let pending: Promise<void> | undefined;
   for await (const chunk of chunks) {
     const out = frameLogChunk(chunk, opts);
     if (out.length === 0) {
-      pool.release(chunk);
+      reader.release(chunk);
       continue;
     }
     if (pending) await pending;
     if (res.destroyed) return;
     // The callback runs once the socket is done with the bytes (on error too).
-    pending = res.write(out, () => pool.release(out)) ? undefined : drained(res);
+    pending = res.write(out, () => reader.release(out)) ? undefined : drained(res);
   }
   await pending;
 }
@@ -96,13 +61,12 @@ function toNs(v: string | undefined, name: string): bigint | undefined {
   return BigInt(m[1]!) * 1_000_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
 }
 
-async function streamLogs(ctx: RequestContext, containers: ContainerService, defaultLogOpts: Record<string, string>): Promise<void> {
+async function streamLogs(ctx: RequestContext, containers: ContainerService): Promise<void> {
   const q = ctx.query;
   const stdout = queryBool(q, 'stdout');
   const stderr = queryBool(q, 'stderr');
   if (!stdout && !stderr) throw invalidArgument("must specify at least one of 'stdout' or 'stderr'");
-  const c = containers.get(ctx.params.id!);
-  if (c.hostConfig.LogConfig?.Type === 'none') throw notImplemented('configured logging driver does not support reading');
+  const { container: c, reader } = containers.logs(ctx.params.id!);
   const follow = queryBool(q, 'follow');
   const timestamps = queryBool(q, 'timestamps');
   const since = toNs(queryString(q, 'since'), 'since');
@@ -114,7 +78,6 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
     tail = Math.max(-1, Number(tailRaw));
   }
   const tty = !!c.config.Tty;
-  const maxFiles = logLimits(c.hostConfig.LogConfig?.Config, defaultLogOpts)?.maxFiles ?? 1;
   const res = ctx.res;
   res.writeHead(200, { 'Content-Type': streamContentType(tty, ctx.version, versionAtLeast) });
   res.flushHeaders();
@@ -155,22 +118,21 @@ async function streamLogs(ctx: RequestContext, containers: ContainerService, def
 
   try {
     if (tail < 0 && !timestamps && since === undefined && until === undefined) {
-      const pool = new ChunkPool();
-      const chunks = allChunks(c.logPath, maxFiles, pool, { follow: !!exited, until: exited, signal: abort.signal });
-      await copyLog(res, chunks, pool, { stdout, stderr, framed: !tty });
+      const chunks = reader.chunks({ follow: !!exited, until: exited, signal: abort.signal });
+      await copyLog(res, chunks, reader, { stdout, stderr, framed: !tty });
     } else if (tail >= 0) {
       // Read backwards from the newest file: only the last N lines are read and held.
-      const ring = await readLastLines(logFiles(c.logPath, maxFiles), tail, wanted, { signal: abort.signal });
+      const ring = await reader.lastLines(tail, wanted, abort.signal);
       for (let i = 0; i < ring.length; i += WRITE_RECORDS) await write(ring.slice(i, i + WRITE_RECORDS));
       if (follow && exited) {
         // Continue after what was just read: records newer than the last one shown.
         const last = ring.length ? ring[ring.length - 1]!.timeNs : -1n;
-        for await (const batch of readLogBatches(c.logPath, { follow: true, until: exited, signal: abort.signal })) {
+        for await (const batch of reader.liveBatches({ follow: true, until: exited, signal: abort.signal })) {
           await write(batch.filter((rec) => rec.timeNs > last && wanted(rec)));
         }
       }
     } else {
-      for await (const batch of allBatches(c.logPath, maxFiles, { follow: !!exited, until: exited, signal: abort.signal })) {
+      for await (const batch of reader.batches({ follow: !!exited, until: exited, signal: abort.signal })) {
         await write(batch.filter(wanted));
         if (until !== undefined && batch[batch.length - 1]!.timeNs > until) break;
       }

@@ -9,9 +9,6 @@ import { invalidArgument, notFound } from '../../lib/errors.js';
 import { inspectContainer } from '../container-json.js';
 import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import type { WaitCondition } from '../../engine/containers/container-waiters.js';
-import { tryLookupImage } from '../../engine/images/image-lookup.js';
-import { containerSize } from '../../engine/containers/container-inspect-fs.js';
-import { parseUpdate } from '../../engine/containers/container-update.js';
 import { checkMountsForVersion } from './volumes.js';
 import { WorkGate } from '../../lib/work-gate.js';
 
@@ -28,11 +25,11 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     const name = queryString(ctx.query, 'name');
     sendJson(ctx, 201, await writes.run(() => containers.create({ name, config, hostConfig, networkingConfig })));
   });
-  const list = new ContainerList(containers, (ref) => tryLookupImage(engine.images.records, ref)?.image.id);
+  const list = new ContainerList(containers, (ref) => engine.images.idOf(ref));
   r.on('GET', '/containers/json', (ctx) => listContainers(ctx, list, containers));
   r.on('GET', '/containers/:id/json', async (ctx) => {
     const c = containers.get(ctx.params.id!);
-    const size = queryBool(ctx.query, 'size') ? await containerSize(containers, c).catch(() => undefined) : undefined;
+    const size = queryBool(ctx.query, 'size') ? await containers.size(c).catch(() => undefined) : undefined;
     sendJson(ctx, 200, inspectContainer(c, engine.images, ctx.version, engine.config.dataRoot, size, containers.execIds(c.id)));
   });
   r.on('POST', '/containers/:id/start', async (ctx) => {
@@ -60,7 +57,7 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     sendNoContent(ctx);
   });
   r.on('POST', '/containers/:id/update', async (ctx) => {
-    sendJson(ctx, 200, await containers.update(ctx.params.id!, parseUpdate(await readJsonObject(ctx))));
+    sendJson(ctx, 200, await containers.update(ctx.params.id!, await readJsonObject(ctx)));
   });
   r.on('POST', '/containers/:id/rename', (ctx) => {
     containers.rename(ctx.params.id!, ctx.query.get('name') ?? '');
@@ -129,7 +126,7 @@ async function listContainers(ctx: RequestContext, list: ContainerList, containe
   let body: Buffer[];
   if (queryBool(ctx.query, 'size')) {
     await Promise.all(selected.map(async (c, i) => {
-      const size = await containerSize(containers, c).catch(() => ({ rw: 0, rootFs: 0 }));
+      const size = await containers.size(c).catch(() => ({ rw: 0, rootFs: 0 }));
       parts[i] = `${parts[i]!.slice(0, -1)},"SizeRw":${JSON.stringify(size.rw)},"SizeRootFs":${JSON.stringify(size.rootFs)}}`;
     }));
     body = [Buffer.from(`[${parts.join(',')}]`)];

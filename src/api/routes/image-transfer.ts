@@ -10,7 +10,7 @@ import { filterBool, parseFilters } from '../filters.js';
 import { invalidArgument, notFound } from '../../lib/errors.js';
 import { JsonLineWriter } from '../json-lines.js';
 import type { ImageTransfer } from '../../engine/image-transfer/image-transfer.js';
-import { parsePlatform } from './images.js';
+import { parsePlatform } from '../../lib/platform.js';
 
 export type ImageSuffixHandler = (ctx: RequestContext, name: string) => Promise<void> | void;
 

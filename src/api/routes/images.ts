@@ -6,12 +6,7 @@ import { versionBefore } from '../api-version.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ImageView } from '../../engine/images/image-service.js';
 import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
-import { decodeRegistryAuth } from '../../registry/auth-config.js';
-import { parseReference, familiarString } from '../../registry/reference.js';
-import type { Platform } from '../../lib/oci.js';
-import { isDigest } from '../../lib/digest.js';
 import { JsonLineWriter } from '../json-lines.js';
-import { defaultPlatform } from '../../engine/system.js';
 import type { ImageSuffixHandler, ImageTransferHooks } from './image-transfer.js';
 
 export function imageRoutes(r: Router, engine: Engine, transfer?: ImageTransferHooks): void {
@@ -125,7 +120,7 @@ function referenceMatches(pattern: string, familiar: string): boolean {
 
 export function inspectImage(engine: Engine, v: ImageView, version: string): Record<string, unknown> {
   const c = v.config;
-  const layerDirs = v.record.chainIds.map((id) => engine.images.layers.diffDir(id as `sha256:${string}`));
+  const layerDirs = engine.images.layerDirs(v.record);
   const out: Record<string, unknown> = {
     Id: v.record.id,
     RepoTags: v.repoTags,
@@ -161,21 +156,9 @@ function emptyConfig(): Record<string, unknown> {
 }
 
 async function createImage(ctx: RequestContext, engine: Engine, transfer?: ImageTransferHooks): Promise<void> {
-  let fromImage = queryString(ctx.query, 'fromImage');
+  const fromImage = queryString(ctx.query, 'fromImage');
   if (!fromImage && transfer && queryString(ctx.query, 'fromSrc')) return transfer.importImage(ctx);
   if (!fromImage) throw new BerthError('not-implemented', 'importing images (fromSrc) is not supported yet');
-  if (fromImage.endsWith(':')) fromImage = fromImage.slice(0, -1);
-  const tag = queryString(ctx.query, 'tag');
-  let name = fromImage;
-  if (tag) {
-    // `tag` overrides any tag in fromImage, and may be a digest.
-    const base = parseReference(fromImage, { defaultTag: false });
-    const bare = familiarString({ domain: base.domain, path: base.path });
-    name = isDigest(tag) ? `${bare}@${tag}` : `${bare}:${tag}`;
-  }
-  const ref = parseReference(name);
-  const platform = parsePlatform(queryString(ctx.query, 'platform'));
-  const auth = decodeRegistryAuth(header(ctx, 'x-registry-auth'));
   const abort = new AbortController();
   ctx.res.on('close', () => {
     if (!ctx.res.writableFinished) abort.abort(new Error('client disconnected'));
@@ -183,7 +166,8 @@ async function createImage(ctx: RequestContext, engine: Engine, transfer?: Image
   const out = new JsonLineWriter(ctx.res);
   try {
     const meta = Object.fromEntries(Object.entries(ctx.req.headers).filter(([k, v]) => k.startsWith('x-meta-') && typeof v === 'string')) as Record<string, string>;
-    await engine.pull(ref, { auth, platform, signal: abort.signal, headers: meta }, (m) => out.write(m));
+    const req = { fromImage, tag: queryString(ctx.query, 'tag'), platform: queryString(ctx.query, 'platform'), registryAuth: header(ctx, 'x-registry-auth'), signal: abort.signal, headers: meta };
+    await engine.images.pullNamed(req, (m) => out.write(m));
   } catch (err) {
     if (!out.started) throw err;
     const message = err instanceof Error ? err.message : String(err);
@@ -195,31 +179,6 @@ async function createImage(ctx: RequestContext, engine: Engine, transfer?: Image
 function header(ctx: RequestContext, name: string): string | undefined {
   const v = ctx.req.headers[name];
   return Array.isArray(v) ? v[0] : v;
-}
-
-/** Architecture spellings normalized as containerd's platforms package does (uname and Debian names). */
-const ARCH_ALIASES: Record<string, { architecture: string; variant?: string }> = {
-  x86_64: { architecture: 'amd64' },
-  'x86-64': { architecture: 'amd64' },
-  aarch64: { architecture: 'arm64' },
-  armhf: { architecture: 'arm', variant: 'v7' },
-  armel: { architecture: 'arm', variant: 'v6' },
-  i386: { architecture: '386' },
-  i686: { architecture: '386' },
-};
-
-/** `os[/arch[/variant]]`; a missing architecture is this host's, as with dockerd. */
-export function parsePlatform(s: string | undefined): Platform | undefined {
-  if (!s || s.trim() === '') return undefined;
-  const parts = s.trim().toLowerCase().split('/');
-  const [os, arch, variant] = parts;
-  if (parts.length > 3 || !os || arch === '' || variant === '') throw invalidArgument(`invalid platform: ${s}`);
-  const host = defaultPlatform();
-  const alias = arch ? ARCH_ALIASES[arch] : undefined;
-  const p: Platform = { os, architecture: alias?.architecture ?? arch ?? host.architecture };
-  const v = variant ?? alias?.variant ?? (arch === undefined ? host.variant : undefined);
-  if (v) p.variant = v;
-  return p;
 }
 
 async function pruneImages(ctx: RequestContext, engine: Engine): Promise<void> {

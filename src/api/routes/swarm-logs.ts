@@ -11,7 +11,7 @@ import type { ContainerService } from '../../engine/containers/container-service
 import type { SwarmService } from '../../engine/swarm/swarm.js';
 import { isRunningLike } from '../../engine/containers/container-model.js';
 import type { TaskRecord } from '../../engine/swarm/swarm-model.js';
-import { readLogRecords, formatLogTimestamp, type LogRecord } from '../../runtime/log-file.js';
+import { formatLogTimestamp, type ContainerLogReader, type LogRecord } from '../../engine/containers/log-reader.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 
@@ -32,7 +32,7 @@ export function swarmLogRoutes(r: Router, swarm: SwarmService, containers: Conta
 
 interface Source {
   task: TaskRecord;
-  path: string;
+  log: ContainerLogReader;
   containerId: string;
 }
 
@@ -75,7 +75,7 @@ async function streamLogs(
   };
   const sourceOf = (t: TaskRecord): Source | undefined => {
     const c = t.status.containerId ? containers.find(t.status.containerId) : undefined;
-    return c ? { task: t, path: c.logPath, containerId: c.id } : undefined;
+    return c ? { task: t, log: containers.logReaderOf(c), containerId: c.id } : undefined;
   };
 
   try {
@@ -118,13 +118,13 @@ function contextDetails(t: TaskRecord): string {
 }
 
 /** The last `tail` wanted records of one log (all with -1), holding only those in memory. */
-async function* tailRecords(path: string, tail: number, wanted: (r: LogRecord) => boolean, signal: AbortSignal): AsyncGenerator<LogRecord> {
+async function* tailRecords(log: ContainerLogReader, tail: number, wanted: (r: LogRecord) => boolean, signal: AbortSignal): AsyncGenerator<LogRecord> {
   if (tail < 0) {
-    for await (const rec of readLogRecords(path, { signal })) if (wanted(rec)) yield rec;
+    for await (const rec of log.liveRecords({ signal })) if (wanted(rec)) yield rec;
     return;
   }
   const ring: LogRecord[] = [];
-  for await (const rec of readLogRecords(path, { signal })) {
+  for await (const rec of log.liveRecords({ signal })) {
     if (!wanted(rec)) continue;
     ring.push(rec);
     if (ring.length > tail) ring.shift();
@@ -136,7 +136,7 @@ async function* tailRecords(path: string, tail: number, wanted: (r: LogRecord) =
 async function mergeByTime(sources: Source[], tail: number, wanted: (r: LogRecord) => boolean, emit: (s: Source, r: LogRecord) => Promise<void>, signal: AbortSignal): Promise<void> {
   const heads = await Promise.all(
     sources.map(async (src) => {
-      const it = tailRecords(src.path, tail, wanted, signal);
+      const it = tailRecords(src.log, tail, wanted, signal);
       const first = await it.next();
       return { src, it, rec: first.done ? undefined : first.value };
     }),
@@ -154,14 +154,14 @@ async function mergeByTime(sources: Source[], tail: number, wanted: (r: LogRecor
 /** One container's log: the tail, then whatever it writes until it exits or the client leaves. */
 async function followOne(src: Source, tail: number, containers: ContainerService, wanted: (r: LogRecord) => boolean, emit: (s: Source, r: LogRecord) => Promise<void>, signal: AbortSignal): Promise<void> {
   let last = -1n;
-  for await (const rec of tailRecords(src.path, tail, wanted, signal)) {
+  for await (const rec of tailRecords(src.log, tail, wanted, signal)) {
     await emit(src, rec);
     last = rec.timeNs;
   }
   const c = containers.find(src.containerId);
   if (!c || !isRunningLike(c.state) || signal.aborted) return;
   const exited = containers.waiters.add(c.id, 'next-exit');
-  for await (const rec of readLogRecords(src.path, { follow: true, until: exited, signal })) {
+  for await (const rec of src.log.liveRecords({ follow: true, until: exited, signal })) {
     if (rec.timeNs > last && wanted(rec)) await emit(src, rec);
   }
 }

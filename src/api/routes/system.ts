@@ -4,7 +4,6 @@ import { COMMON_HEADER_LIST, SERVER_VERSION } from '../router.js';
 import { API_VERSION, MIN_API_VERSION, versionBefore } from '../api-version.js';
 import { readJsonObject, sendJson, queryString, type RequestContext } from '../request.js';
 import type { Engine } from '../../engine/engine.js';
-import { normalizeAuthConfig } from '../../registry/auth-config.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { parseFilters } from '../filters.js';
 import type { EngineEvent } from '../../engine/events.js';
@@ -63,10 +62,7 @@ export function systemRoutes(r: Router, engine: Engine): void {
   r.on('GET', '/info', (ctx) => sendJson(ctx, 200, info(engine)));
 
   r.on('POST', '/auth', async (ctx) => {
-    const body = await readJsonObject(ctx);
-    const auth = normalizeAuthConfig(body);
-    if (!auth) throw invalidArgument('invalid auth configuration: no credentials given');
-    sendJson(ctx, 200, await engine.login(auth));
+    sendJson(ctx, 200, await engine.login(await readJsonObject(ctx)));
   });
 
   r.on('GET', '/events', (ctx) => streamEvents(ctx, engine));
@@ -82,7 +78,7 @@ function info(engine: Engine): Record<string, unknown> {
     ContainersRunning: c.running,
     ContainersPaused: c.paused,
     ContainersStopped: c.stopped,
-    Images: engine.images.records.listImages().length,
+    Images: engine.images.count(),
     Driver: 'overlay2',
     DriverStatus: [['Backing Filesystem', 'extfs'], ['Supports d_type', 'true']],
     Plugins: { Volume: ['local'], Network: ['bridge', 'host', 'null'], Authorization: null, Log: ['json-file'] },

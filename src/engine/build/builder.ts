@@ -21,7 +21,7 @@ import type { ContainerService } from '../containers/container-service.js';
 import { tryLookupImage } from '../images/image-lookup.js';
 import type { ImageService } from '../images/image-service.js';
 import type { ProgressMessage } from '../images/progress.js';
-import { defaultPlatform } from '../system.js';
+import { hostPlatform, parsePlatform } from '../../lib/platform.js';
 import { parseDockerfile, type DockerfileNode } from './dockerfile/parser.js';
 import { processWord, processWords } from './dockerfile/shell-word.js';
 import { checksumSources, copySources, download, isArchive, resolveSources, type Owner, type Source } from './copy-files.js';
@@ -216,11 +216,11 @@ export class Builder {
     const env = new Map([...this.#globalArgs].filter((e): e is [string, string] => e[1] !== undefined));
     const name = this.#expand(stage.from.args[0]!, env);
     const flags = parseFlags(stage.from.flags, ['platform']);
-    const platform = flags.platform ? parsePlatformFlag(this.#expand(flags.platform, env)) : this.opts.platform;
+    const platform = (flags.platform ? parsePlatform(this.#expand(flags.platform, env)) : undefined) ?? this.opts.platform;
     let image: StepImage;
     const earlier = all.find((s) => s.name === name.toLowerCase() && s.result);
     if (earlier) image = earlier.result!;
-    else if (name.toLowerCase() === 'scratch') image = scratchImage(platform?.architecture ?? defaultPlatform().architecture);
+    else if (name.toLowerCase() === 'scratch') image = scratchImage(platform?.architecture ?? hostPlatform().architecture);
     else {
       let found = this.opts.pull ? undefined : tryLookupImage(this.images.records, name)?.image;
       if (!found) {
@@ -591,11 +591,6 @@ function parseFlags(flags: string[], allowed: string[]): Record<string, string |
     out[name] = m[2] ?? 'true';
   }
   return out;
-}
-
-function parsePlatformFlag(s: string): Platform {
-  const [os = 'linux', architecture = defaultPlatform().architecture, variant] = s.toLowerCase().split('/');
-  return variant ? { os, architecture, variant } : { os, architecture };
 }
 
 function parseMode(s: string): number {

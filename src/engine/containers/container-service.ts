@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { conflict, invalidArgument, notFound, notModified, BerthError } from '../../lib/errors.js';
+import { conflict, invalidArgument, notFound, notImplemented, notModified, BerthError } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerRecords } from '../../state/container-records.js';
 import type { ContainerIntents } from '../intents/container-intents.js';
@@ -22,11 +22,18 @@ import type { ContainerRecord, CreateConfig, HostConfig } from './container-mode
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
 import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
-import type { ContainerProcesses, RuntimeProcesses } from './container-processes.js';
+import type { RuntimeProcesses } from './container-processes.js';
 import { Trash } from './container-trash.js';
 import type { VolumeService } from '../volumes/volume-service.js';
 import type { MountSpecInput } from '../volumes/mount-points.js';
-import { mergeUpdate, updateResources, type UpdateRequest } from './container-update.js';
+import { mergeUpdate, parseUpdate, updateResources } from './container-update.js';
+import { ContainerLogReader } from './log-reader.js';
+import { logLimits } from './log-rotation.js';
+import { containerTop, type TopResult } from './container-top.js';
+import { containerChanges, containerLayerView, containerSize, exportContainer, type Change } from './container-inspect-fs.js';
+import { emptyStats, sampleStats, type StatsJson } from './container-stats.js';
+import { commitContainer, type CommitRequest } from '../images/container-commit.js';
+import type { Readable } from 'node:stream';
 import { repairStoredContainer } from './container-record-repair.js';
 
 export interface CreateRequest {
@@ -46,6 +53,19 @@ interface Release {
   now: () => Promise<void>;
 }
 
+export interface ContainerServiceDeps {
+  records: ContainerRecords;
+  images: ImageService;
+  events: EventBus;
+  dataRoot: string;
+  defaultRuntime: 'crun' | 'runc';
+  volumes: VolumeService;
+  intents: ContainerIntents;
+  processes: RuntimeProcesses;
+  execIds: (containerId: string) => string[];
+  logOpts: Record<string, string>;
+}
+
 export class ContainerService {
   readonly #byId = new Map<string, ContainerRecord>();
   readonly #byName = new Map<string, string>();
@@ -57,28 +77,41 @@ export class ContainerService {
   readonly #revisions = new WeakMap<ContainerRecord, number>();
   readonly waiters = new Waiters();
   readonly #trash: Trash;
-  /** Set by main.ts: runs and watches processes (runtime + network). */
-  processes!: ContainerProcesses;
-  /** Set by main.ts: the exec sessions of a container (inspect's ExecIDs). */
-  execIds: (containerId: string) => string[] = () => [];
+  readonly records: ContainerRecords;
+  readonly images: ImageService;
+  readonly events: EventBus;
+  readonly dataRoot: string;
+  readonly defaultRuntime: 'crun' | 'runc';
+  /** Volumes: mount points resolved at create, mounted at start, released at exit and removal. */
+  readonly volumes: VolumeService;
+  readonly intents: ContainerIntents;
+  /** Runs and watches processes (runtime + network). */
+  readonly processes: RuntimeProcesses;
+  /** The exec sessions of a container (inspect's ExecIDs). */
+  readonly execIds: (containerId: string) => string[];
+  /** The daemon's log-opts (max-size, max-file), for containers that set none. */
+  readonly #logOpts: Record<string, string>;
 
-  constructor(
-    readonly records: ContainerRecords,
-    readonly images: ImageService,
-    readonly events: EventBus,
-    readonly dataRoot: string,
-    readonly defaultRuntime: 'crun' | 'runc',
-    /** Volumes: mount points resolved at create, mounted at start, released at exit and removal. */
-    readonly volumes: VolumeService,
-    readonly intents: ContainerIntents,
-  ) {
-    this.#trash = new Trash(join(dataRoot, 'trash'));
-    images.usage = (imageId) => {
-      const running: string[] = [];
-      const stopped: string[] = [];
-      for (const c of this.#byId.values()) if (c.imageId === imageId) (isRunningLike(c.state) ? running : stopped).push(c.id);
-      return { running, stopped };
-    };
+  constructor(deps: ContainerServiceDeps) {
+    this.records = deps.records;
+    this.images = deps.images;
+    this.events = deps.events;
+    this.dataRoot = deps.dataRoot;
+    this.defaultRuntime = deps.defaultRuntime;
+    this.volumes = deps.volumes;
+    this.intents = deps.intents;
+    this.processes = deps.processes;
+    this.execIds = deps.execIds;
+    this.#logOpts = deps.logOpts;
+    this.#trash = new Trash(join(this.dataRoot, 'trash'));
+  }
+
+  /** The containers of an image, running and not (image removal and list's Containers count). */
+  imageUsage(imageId: string): { running: string[]; stopped: string[] } {
+    const running: string[] = [];
+    const stopped: string[] = [];
+    for (const c of this.#byId.values()) if (c.imageId === imageId) (isRunningLike(c.state) ? running : stopped).push(c.id);
+    return { running, stopped };
   }
 
   /** Loads every stored container into memory. */
@@ -451,14 +484,15 @@ export class ContainerService {
     this.events.publish('container', 'unpause', c.id, this.attrs(c));
   }
 
-  /** POST /containers/{id}/update: kept in the record, and applied to a running container's cgroups at once. */
-  async update(idOrName: string, req: UpdateRequest): Promise<{ Warnings: string[] }> {
+  /** POST /containers/{id}/update (its body): kept in the record, and applied to a running container's cgroups at once. */
+  async update(idOrName: string, body: Record<string, unknown>): Promise<{ Warnings: string[] }> {
+    const req = parseUpdate(body);
     const c = this.get(idOrName);
     return this.withLock(c.id, async () => {
       if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`Cannot update container ${c.id}: container is marked for removal and cannot be "update"`);
       const next = mergeUpdate(c.id, c.hostConfig, req);
       if (c.state.status === 'running' || c.state.status === 'paused') {
-        await (this.processes as RuntimeProcesses).runtime.update(c.id, updateResources(next)).catch((err: Error) => {
+        await this.processes.runtime.update(c.id, updateResources(next)).catch((err: Error) => {
           throw new BerthError('internal', `Cannot update container ${c.id}: ${err.message}`);
         });
       }
@@ -540,7 +574,7 @@ export class ContainerService {
    * between restarts.
    */
   async recover(): Promise<void> {
-    const runtime = (this.processes as RuntimeProcesses).runtime;
+    const runtime = this.processes.runtime;
     await Promise.all(
       this.all().map(async (c) => {
         try {
@@ -551,7 +585,7 @@ export class ContainerService {
                 c.state.status = st.status;
                 this.save(c);
               }
-              (this.processes as RuntimeProcesses).watch(c);
+              this.processes.watch(c);
               return;
             }
             const exit = (await runtime.exitStatus(c.id).catch(() => undefined)) ?? { exitCode: 255, exitedAt: new Date(), oomKilled: false };
@@ -583,6 +617,51 @@ export class ContainerService {
       remove: (id) => this.remove(id, { force: true, volumes: false }),
       abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
     });
+  }
+
+  /** `docker logs`: the container and a reader of its log; refused when its log driver keeps none. */
+  logs(idOrName: string): { container: ContainerRecord; reader: ContainerLogReader } {
+    const c = this.get(idOrName);
+    if (c.hostConfig.LogConfig?.Type === 'none') throw notImplemented('configured logging driver does not support reading');
+    return { container: c, reader: this.logReaderOf(c) };
+  }
+
+  logReaderOf(c: ContainerRecord): ContainerLogReader {
+    return new ContainerLogReader(c.logPath, logLimits(c.hostConfig.LogConfig?.Config, this.#logOpts)?.maxFiles ?? 1);
+  }
+
+  top(idOrName: string, psArgs?: string): Promise<TopResult> {
+    return containerTop(this, this.processes.runtime, idOrName, psArgs);
+  }
+
+  /** `docker diff`. */
+  changes(idOrName: string): Promise<Change[]> {
+    return containerChanges(containerLayerView(this, this.get(idOrName)));
+  }
+
+  /** `docker export`: the rootfs as a tar stream. */
+  export(idOrName: string): Promise<Readable> {
+    return exportContainer(this, idOrName);
+  }
+
+  /** `docker ps -s` and inspect's size: bytes written, and those plus the image's. */
+  size(c: ContainerRecord): Promise<{ rw: number; rootFs: number }> {
+    return containerSize(this, c);
+  }
+
+  /** A stats sample (CPU % from `previous`); undefined once the container is gone. */
+  sampleStats(c: ContainerRecord, previous?: StatsJson): Promise<StatsJson | undefined> {
+    return sampleStats(this.processes.runtime, c, previous);
+  }
+
+  /** Stats of a container that is not running. */
+  emptyStats(c: ContainerRecord): StatsJson {
+    return emptyStats(c);
+  }
+
+  /** `docker commit`: the container's changes as a new image. */
+  commit(req: CommitRequest): Promise<{ imageId: string }> {
+    return commitContainer(this, req);
   }
 
   counts(): { total: number; running: number; paused: number; stopped: number } {

@@ -14,7 +14,7 @@ import { applyChanges } from '../images/dockerfile-changes.js';
 import { parseReference } from '../../registry/reference.js';
 import type { ImageService } from '../images/image-service.js';
 import { ProgressThrottle, type ProgressSink } from '../images/progress.js';
-import { defaultPlatform } from '../system.js';
+import { hostPlatform } from '../../lib/platform.js';
 
 export interface ImportRequest {
   /** `-` for the body, else an http(s) URL. */
@@ -56,7 +56,7 @@ export async function importImage(images: ImageService, req: ImportRequest, prog
   }
   if (blob.status === 'rejected') throw blob.reason;
   const { chainId, diffId, size } = layer.value;
-  const platform = req.platform ?? defaultPlatform();
+  const platform = req.platform ?? hostPlatform();
   const created = new Date().toISOString();
   const message = req.message || `Imported from ${req.source}`;
   const image: ImageConfig = {

@@ -8,7 +8,14 @@ import type { ImageRecord, ImageRecords, RefRecord } from '../../state/image-rec
 import type { LayerStore } from '../../images/layer-store.js';
 import type { ContentStore } from '../../images/content-store.js';
 import { familiarString, fullName, parseReference, tryParseReference, type Reference } from '../../registry/reference.js';
-import { lookupImage, refKey, displayName } from './image-lookup.js';
+import { lookupImage, tryLookupImage, refKey, displayName } from './image-lookup.js';
+import type { RegistryClient } from '../../registry/registry-client.js';
+import { decodeRegistryAuth, type AuthConfig } from '../../registry/auth-config.js';
+import { parsePlatform } from '../../lib/platform.js';
+import type { Platform } from '../../lib/oci.js';
+import { isDigest } from '../../lib/digest.js';
+import { pullImage, type PullResult } from './pull-image.js';
+import type { ProgressSink } from './progress.js';
 import type { EventBus } from '../events.js';
 import type { LayerBlobRecords } from '../../state/layer-blob-records.js';
 import { log } from '../../lib/log.js';
@@ -19,8 +26,37 @@ export interface ImageUsage {
   stopped: string[];
 }
 
-/** Who uses an image; the container service plugs itself in here. */
+/** Who uses an image (the container service answers). */
 export type ImageUsageProbe = (imageId: string) => ImageUsage;
+
+export interface ImageServiceDeps {
+  records: ImageRecords;
+  layers: LayerStore;
+  content: ContentStore;
+  events: EventBus;
+  registry: RegistryClient;
+  usage: ImageUsageProbe;
+  /** Compressed blobs kept for layers Berth made (push, save). */
+  layerBlobs?: LayerBlobRecords;
+}
+
+export interface PullOptions {
+  auth?: AuthConfig;
+  platform?: Platform;
+  signal?: AbortSignal;
+  headers?: Record<string, string>;
+}
+
+/** POST /images/create?fromImage=: the name as given, a tag or digest overriding its own, the auth header as sent. */
+export interface NamedPull {
+  fromImage: string;
+  tag?: string;
+  /** `os[/arch[/variant]]` as sent. */
+  platform?: string;
+  registryAuth?: string;
+  signal?: AbortSignal;
+  headers?: Record<string, string>;
+}
 
 export interface ImageView {
   record: ImageRecord;
@@ -35,24 +71,66 @@ export interface DeleteResponseItem {
 }
 
 export class ImageService {
-  usage: ImageUsageProbe = () => ({ running: [], stopped: [] });
+  readonly records: ImageRecords;
+  readonly layers: LayerStore;
+  readonly content: ContentStore;
+  readonly events: EventBus;
+  readonly registry: RegistryClient;
+  readonly usage: ImageUsageProbe;
+  readonly layerBlobs?: LayerBlobRecords;
   readonly #configCache = new Map<string, ImageConfig>();
   /** Layers an unfinished pull relies on (chainID → number of pulls): never removed under it. */
   readonly #leases = new Map<string, number>();
   /** Layer removals in flight; a new lease waits for them so it never sees a half-removed layer. */
   readonly #removing = new Map<string, Promise<void>>();
 
-  constructor(
-    readonly records: ImageRecords,
-    readonly layers: LayerStore,
-    readonly content: ContentStore,
-    readonly events: EventBus,
-    /** Compressed blobs kept for layers Berth made (push, save); absent in tests that need none. */
-    readonly layerBlobs?: LayerBlobRecords,
-  ) {}
+  constructor(deps: ImageServiceDeps) {
+    this.records = deps.records;
+    this.layers = deps.layers;
+    this.content = deps.content;
+    this.events = deps.events;
+    this.registry = deps.registry;
+    this.usage = deps.usage;
+    this.layerBlobs = deps.layerBlobs;
+  }
 
   get(nameOrId: string): ImageView {
     return this.view(lookupImage(this.records, nameOrId).image);
+  }
+
+  /** The id of the image a name or id refers to, if any. */
+  idOf(nameOrId: string): string | undefined {
+    return tryLookupImage(this.records, nameOrId)?.image.id;
+  }
+
+  count(): number {
+    return this.records.listImages().length;
+  }
+
+  /** The unpacked layers' dirs, base layer first. */
+  layerDirs(record: ImageRecord): string[] {
+    return record.chainIds.map((id) => this.layers.diffDir(id as `sha256:${string}`));
+  }
+
+  pull(ref: Reference, opts: PullOptions, progress: ProgressSink): Promise<PullResult> {
+    return pullImage(this.registry, this, { ref, ...opts }, progress);
+  }
+
+  /** A pull by the name a client sent: reference, tag and auth header parsed here. */
+  pullNamed(req: NamedPull, progress: ProgressSink): Promise<PullResult> {
+    let fromImage = req.fromImage;
+    if (fromImage.endsWith(':')) fromImage = fromImage.slice(0, -1);
+    let name = fromImage;
+    if (req.tag) {
+      // `tag` overrides any tag in fromImage, and may be a digest.
+      const base = parseReference(fromImage, { defaultTag: false });
+      const bare = familiarString({ domain: base.domain, path: base.path });
+      name = isDigest(req.tag) ? `${bare}@${req.tag}` : `${bare}:${req.tag}`;
+    }
+    const ref = parseReference(name);
+    const platform = parsePlatform(req.platform);
+    const auth = decodeRegistryAuth(req.registryAuth);
+    return this.pull(ref, { auth, platform, signal: req.signal, headers: req.headers }, progress);
   }
 
   view(record: ImageRecord): ImageView {
