@@ -3,15 +3,9 @@
  * is published here. Recent events are kept in a bounded ring so `since` can replay them.
  */
 import { EventEmitter } from 'node:events';
+import type { EngineEvent } from '../lib/docker-api-types.js';
 
-export interface EngineEvent {
-  Type: 'container' | 'image' | 'network' | 'volume' | 'daemon' | 'service' | 'node';
-  Action: string;
-  Actor: { ID: string; Attributes: Record<string, string> };
-  scope: 'local' | 'swarm';
-  time: number;
-  timeNano: number;
-}
+export type { EngineEvent };
 
 const HISTORY = 2048;
 

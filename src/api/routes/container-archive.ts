@@ -4,7 +4,8 @@ import type { Router } from '../router.js';
 import { queryBool, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import type { ContainerArchive, PathStat } from '../../engine/containers/container-archive.js';
+import type { ContainerArchive } from '../../engine/containers/container-archive.js';
+import type { PathStat } from '../../lib/docker-api-types.js';
 
 export function containerArchiveRoutes(r: Router, archive: ContainerArchive): void {
   r.on('HEAD', '/containers/:id/archive', async (ctx) => {

@@ -6,7 +6,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerConfig } from '../../lib/oci.js';
 import type { ContainerService } from '../../engine/containers/container-service.js';
-import type { StatsJson } from '../../engine/containers/container-stats.js';
+import type { StatsJson } from '../../lib/docker-api-types.js';
 
 const STATS_INTERVAL_MS = 1000;
 

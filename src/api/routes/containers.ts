@@ -4,11 +4,10 @@ import { queryBool, queryInt, queryString, readJsonObject, sendJson, sendNoConte
 import { parseFilters, matchLabels, parseUntil } from '../filters.js';
 import type { Engine } from '../../engine/engine.js';
 import type { ContainerService } from '../../engine/containers/container-service.js';
-import type { CreateConfig, HostConfig } from '../../engine/containers/container-model.js';
+import type { CreateConfig, HostConfig, WaitCondition } from '../../lib/docker-api-types.js';
 import { invalidArgument, notFound } from '../../lib/errors.js';
 import { inspectContainer } from '../container-json.js';
 import { ContainerList, LIST_FILTERS } from '../container-list.js';
-import type { WaitCondition } from '../../engine/containers/container-waiters.js';
 import { checkMountsForVersion } from './volumes.js';
 import { WorkGate } from '../../lib/work-gate.js';
 

@@ -7,7 +7,8 @@ import { versionAtLeast } from '../api-version.js';
 import { sizeFromQuery } from './attach.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import type { ExecConfig, ExecRecord, ExecService } from '../../engine/containers/exec.js';
+import type { ExecRecord, ExecService } from '../../engine/containers/exec.js';
+import type { ExecConfig } from '../../lib/docker-api-types.js';
 
 export function execRoutes(r: Router, execs: ExecService): void {
   r.on('POST', '/containers/:id/exec', async (ctx) => {

@@ -6,7 +6,7 @@ import { readJsonObject, sendJson, queryString, type RequestContext } from '../r
 import type { Engine } from '../../engine/engine.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { parseFilters } from '../filters.js';
-import type { EngineEvent } from '../../engine/events.js';
+import type { EngineEvent } from '../../lib/docker-api-types.js';
 import { swarmInfoJson, swarmPingState } from './swarm-json.js';
 
 /** Every header of a /_ping answer, built once per Swarm state and body length: clients poll it. */

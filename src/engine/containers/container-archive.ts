@@ -20,15 +20,9 @@ import { decompressArchive } from './archive-decompress.js';
 import { packPath } from './archive-pack.js';
 import { unpackInto } from './archive-unpack.js';
 import { containerMountPoints } from './container-mounts.js';
+import type { PathStat } from '../../lib/docker-api-types.js';
 
-/** What X-Docker-Container-Path-Stat carries (dockerd's PathStat; mode in Go's os.FileMode bits). */
-export interface PathStat {
-  name: string;
-  size: number;
-  mode: number;
-  mtime: string;
-  linkTarget: string;
-}
+export type { PathStat };
 
 export interface ExtractOptions {
   noOverwriteDirNonDir: boolean;

@@ -17,6 +17,7 @@ import type { ContainerRecord } from './container-model.js';
 import { isRunningLike } from './container-model.js';
 import { mountRootfs, rootfsPaths, unmountRootfs } from './container-rootfs.js';
 import type { ContainerService } from './container-service.js';
+import { ChangeKind, type Change } from '../../lib/docker-api-types.js';
 
 const run = promisify(execFile);
 
@@ -83,16 +84,7 @@ export async function containerSize(containers: ContainerService, c: ContainerRe
   return { rw, rootFs: rw + (image?.size ?? 0) };
 }
 
-export const enum ChangeKind {
-  Modified = 0,
-  Added = 1,
-  Deleted = 2,
-}
-
-export interface Change {
-  Path: string;
-  Kind: ChangeKind;
-}
+export { ChangeKind, type Change };
 
 /**
  * Mount points the runtime creates in the upper dir when the image lacks them. dockerd keeps

@@ -3,7 +3,7 @@
  * shape (after merging the image config): it is the user's stated intent, shown back by inspect.
  * Everything Berth derives or observes lives in camelCase fields beside it.
  */
-import type { ContainerConfig } from '../../lib/oci.js';
+import type { CreateConfig, HostConfig } from '../../lib/docker-api-types.js';
 import type { MountPointRecord } from '../volumes/volume-model.js';
 
 export interface HealthState {
@@ -23,67 +23,7 @@ export interface ContainerState {
   health?: HealthState;
 }
 
-/** The create request's Config, with the image config merged in. */
-export interface CreateConfig extends ContainerConfig {
-  Hostname?: string;
-  Domainname?: string;
-  AttachStdin?: boolean;
-  AttachStdout?: boolean;
-  AttachStderr?: boolean;
-  Tty?: boolean;
-  OpenStdin?: boolean;
-  StdinOnce?: boolean;
-  Image?: string;
-  StopTimeout?: number | null;
-  NetworkDisabled?: boolean;
-  MacAddress?: string;
-}
-
-export type HostConfig = Record<string, unknown> & {
-  Binds?: string[] | null;
-  Mounts?: MountSpec[] | null;
-  Tmpfs?: Record<string, string> | null;
-  AutoRemove?: boolean;
-  RestartPolicy?: { Name?: string; MaximumRetryCount?: number };
-  NetworkMode?: string;
-  PortBindings?: Record<string, { HostIp?: string; HostPort?: string }[] | null> | null;
-  PublishAllPorts?: boolean;
-  Privileged?: boolean;
-  ReadonlyRootfs?: boolean;
-  CapAdd?: string[] | null;
-  CapDrop?: string[] | null;
-  SecurityOpt?: string[] | null;
-  Init?: boolean | null;
-  ShmSize?: number;
-  Sysctls?: Record<string, string> | null;
-  Devices?: { PathOnHost: string; PathInContainer?: string; CgroupPermissions?: string }[] | null;
-  ExtraHosts?: string[] | null;
-  Dns?: string[] | null;
-  DnsOptions?: string[] | null;
-  DnsSearch?: string[] | null;
-  Runtime?: string;
-  Memory?: number;
-  MemorySwap?: number;
-  NanoCpus?: number;
-  CpuShares?: number;
-  CpuQuota?: number;
-  CpuPeriod?: number;
-  CpusetCpus?: string;
-  PidsLimit?: number | null;
-  Ulimits?: { Name: string; Soft: number; Hard: number }[] | null;
-  LogConfig?: { Type?: string; Config?: Record<string, string> };
-};
-
-export interface MountSpec {
-  Type?: 'bind' | 'volume' | 'tmpfs' | 'npipe' | 'cluster' | 'image';
-  Source?: string;
-  Target?: string;
-  ReadOnly?: boolean;
-  Consistency?: string;
-  BindOptions?: { Propagation?: string; NonRecursive?: boolean; CreateMountpoint?: boolean };
-  TmpfsOptions?: { SizeBytes?: number; Mode?: number };
-  VolumeOptions?: unknown;
-}
+export type { CreateConfig, HostConfig, MountSpec } from '../../lib/docker-api-types.js';
 
 export interface ContainerRecord {
   id: string;

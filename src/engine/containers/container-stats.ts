@@ -9,51 +9,14 @@ import { cpus, totalmem } from 'node:os';
 import { controllerDir } from '../../runtime/cgroups.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerRecord } from './container-model.js';
+import type { BlkioEntry, CpuStats, NetStats, StatsJson } from '../../lib/docker-api-types.js';
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
 /** USER_HZ, the unit of /proc/stat and cpuacct.stat: 100 on every Linux port Berth runs on. */
 const CLOCK_TICKS = 100;
 const NS_PER_TICK = 1e9 / CLOCK_TICKS;
 
-export interface CpuStats {
-  cpu_usage: { total_usage: number; percpu_usage?: number[]; usage_in_kernelmode: number; usage_in_usermode: number };
-  system_cpu_usage?: number;
-  online_cpus?: number;
-  throttling_data: { periods: number; throttled_periods: number; throttled_time: number };
-}
-
-export interface StatsJson {
-  read: string;
-  preread: string;
-  pids_stats: { current?: number; limit?: number };
-  blkio_stats: Record<string, BlkioEntry[] | null>;
-  num_procs: number;
-  storage_stats: Record<string, never>;
-  cpu_stats: CpuStats;
-  precpu_stats: CpuStats;
-  memory_stats: { usage?: number; max_usage?: number; stats?: Record<string, number>; failcnt?: number; limit?: number };
-  name: string;
-  id: string;
-  networks?: Record<string, NetStats>;
-}
-
-interface BlkioEntry {
-  major: number;
-  minor: number;
-  op: string;
-  value: number;
-}
-
-interface NetStats {
-  rx_bytes: number;
-  rx_packets: number;
-  rx_errors: number;
-  rx_dropped: number;
-  tx_bytes: number;
-  tx_packets: number;
-  tx_errors: number;
-  tx_dropped: number;
-}
+export type { CpuStats, StatsJson } from '../../lib/docker-api-types.js';
 
 const BLKIO_KEYS = ['io_service_bytes_recursive', 'io_serviced_recursive', 'io_queue_recursive', 'io_service_time_recursive', 'io_wait_time_recursive', 'io_merged_recursive', 'io_time_recursive', 'sectors_recursive'];
 

@@ -10,13 +10,11 @@ import { conflict, internal, invalidArgument } from '../../lib/errors.js';
 import { controllerDir } from '../../runtime/cgroups.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerService } from './container-service.js';
+import type { TopResult } from '../../lib/docker-api-types.js';
 
 const run = promisify(execFile);
 
-export interface TopResult {
-  Titles: string[];
-  Processes: string[][];
-}
+export type { TopResult } from '../../lib/docker-api-types.js';
 
 export async function containerTop(containers: ContainerService, runtime: RuntimeDriver, idOrName: string, psArgs = '-ef'): Promise<TopResult> {
   const c = containers.get(idOrName);

@@ -1,5 +1,7 @@
 /** Callers of POST /containers/{id}/wait, woken by exits and removals. */
-export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
+import type { WaitCondition } from '../../lib/docker-api-types.js';
+
+export type { WaitCondition };
 export interface WaitResult {
   StatusCode: number;
   Error?: { Message: string };

@@ -21,20 +21,9 @@ import { bridgeConmon, bridgePipes, type AttachClient, type AttachEnd } from './
 import { DEFAULT_DETACH_KEYS, parseDetachKeys } from './detach-keys.js';
 import { checkSize } from './attach.js';
 import type { ExecSession } from '../../runtime/exec-session.js';
+import type { ExecConfig } from '../../lib/docker-api-types.js';
 
-export interface ExecConfig {
-  Cmd: string[];
-  Env: string[];
-  User: string;
-  WorkingDir: string;
-  Tty: boolean;
-  AttachStdin: boolean;
-  AttachStdout: boolean;
-  AttachStderr: boolean;
-  Privileged: boolean;
-  DetachKeys: string;
-  ConsoleSize?: [number, number];
-}
+export type { ExecConfig };
 
 export interface ExecRecord {
   id: string;

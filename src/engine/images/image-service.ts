@@ -20,6 +20,7 @@ import type { EventBus } from '../events.js';
 import type { LayerBlobRecords } from '../../state/layer-blob-records.js';
 import { log } from '../../lib/log.js';
 import { open } from 'node:fs/promises';
+import type { DeleteResponseItem } from '../../lib/docker-api-types.js';
 
 export interface ImageUsage {
   running: string[];
@@ -65,10 +66,7 @@ export interface ImageView {
   repoDigests: string[];
 }
 
-export interface DeleteResponseItem {
-  Untagged?: string;
-  Deleted?: string;
-}
+export type { DeleteResponseItem };
 
 export class ImageService {
   readonly records: ImageRecords;
