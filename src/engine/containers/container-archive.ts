@@ -14,7 +14,7 @@ import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
 import { at, cleanPath, ContainerView, InRootError, isMissing, type ResolvedPath } from '../../lib/in-root-fs.js';
 import type { ContainerRecord } from './container-model.js';
 import { holdRootfs } from './container-inspect-fs.js';
-import { resolveUser } from './container-rootfs.js';
+import { resolveUser } from './container-user.js';
 import type { ContainerService } from './container-service.js';
 import { decompressArchive } from './archive-decompress.js';
 import { packPath } from './archive-pack.js';

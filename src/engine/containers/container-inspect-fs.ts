@@ -15,7 +15,7 @@ import { internal } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
 import { isRunningLike } from './container-model.js';
-import { mountRootfs, rootfsPaths, unmountRootfs } from './container-rootfs.js';
+import { mountRootfs, rootfsPaths, unmountRootfs } from './rootfs-mount.js';
 import type { ContainerService } from './container-service.js';
 import { ChangeKind, type Change } from '../../lib/docker-api-types.js';
 

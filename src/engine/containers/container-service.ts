@@ -21,7 +21,7 @@ import { normalizeLinks, renamedLinks, withoutLink } from './container-links.js'
 import type { ContainerRecord, CreateConfig, HostConfig } from './container-model.js';
 import { isRunningLike, shortId } from './container-model.js';
 import { Waiters, type WaitCondition, type WaitResult } from './container-waiters.js';
-import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './container-rootfs.js';
+import { rootfsPaths, mountRootfs, unmountRootfs, forgetRootfs } from './rootfs-mount.js';
 import type { RuntimeProcesses } from './container-processes.js';
 import { Trash } from './container-trash.js';
 import type { VolumeService } from '../volumes/volume-service.js';
@@ -281,6 +281,13 @@ export class ContainerService {
     });
   }
 
+  /**
+   * The start path, in order: the overlay is mounted here (rootfs-mount.ts), volumes once it is
+   * there; RuntimeProcesses.start (container-processes.ts) meanwhile prepares the network and,
+   * after the mount, the spec input (user and working dir: container-user.ts), writes the /etc
+   * files (container-rootfs.ts), builds the spec and has the runtime create and start the process.
+   * This method then records the start, or the failure.
+   */
   async #startProcess(c: ContainerRecord): Promise<void> {
     const image = this.images.records.getImage(c.imageId);
     if (!image) throw new BerthError('internal', `image ${c.imageId} of container ${c.name} is gone`);

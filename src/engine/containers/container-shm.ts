@@ -6,7 +6,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mount, unmount } from '../../runtime/mount-syscall.js';
-import { isMounted } from './container-rootfs.js';
+import { isMounted } from './rootfs-mount.js';
 import { DEFAULT_SHM_SIZE } from '../../runtime/build-spec.js';
 
 export const shmPath = (containerDir: string) => join(containerDir, 'shm');

@@ -8,7 +8,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import type { ContainerRecord, MountSpec } from './container-model.js';
 import type { ContainerDevice, ContainerMount, RuntimeSpecInput } from '../../runtime/build-spec.js';
 import { DEFAULT_CAPABILITIES, ALL_CAPABILITIES } from '../../runtime/build-spec.js';
-import { prepareWorkingDir, resolveUser } from './container-rootfs.js';
+import { prepareWorkingDir, resolveUser } from './container-user.js';
 import { specMounts } from '../volumes/spec-mounts.js';
 import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
 import { deviceCgroupRules } from './container-options.js';

@@ -9,7 +9,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
-import { rootfsPaths, unmountRootfs } from '../containers/container-rootfs.js';
+import { rootfsPaths, unmountRootfs } from '../containers/rootfs-mount.js';
 
 export interface OrphanSweepDeps {
   known: (id: string) => boolean;

@@ -8,7 +8,7 @@ import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
 import { mount, unmount } from '../../runtime/mount-syscall.js';
-import { isMounted } from '../containers/container-rootfs.js';
+import { isMounted } from '../containers/rootfs-mount.js';
 import type { MountSpec } from '../containers/container-model.js';
 import { refId, refName, refsOf, type BlobKind, type SwarmBlobs } from './secrets.js';
 import type { TaskRecord } from './swarm-model.js';

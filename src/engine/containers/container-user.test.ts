@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { resolveUser } from './container-rootfs.js';
+import { resolveUser } from './container-user.js';
 
 describe('resolveUser', () => {
   let root: string;
