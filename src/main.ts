@@ -27,7 +27,6 @@ import { containerRoutes } from './api/routes/containers.js';
 import { containerLogRoutes } from './api/routes/container-logs.js';
 import { containerExtraRoutes } from './api/routes/container-extras.js';
 import { containerArchiveRoutes } from './api/routes/container-archive.js';
-import { ContainerArchive } from './engine/containers/container-archive.js';
 import { HealthMonitor } from './engine/containers/healthcheck.js';
 import { ContainerRecords } from './state/container-records.js';
 import { IntentRecords } from './state/intent-records.js';
@@ -40,8 +39,6 @@ import { NetworkDriver } from './network/network-driver.js';
 import { DriverNetworking } from './engine/container-networking.js';
 import { NetworkService } from './engine/networks.js';
 import { networkRoutes } from './api/routes/networks.js';
-import { AttachService } from './engine/containers/attach.js';
-import { ExecService } from './engine/containers/exec.js';
 import { attachRoutes } from './api/routes/attach.js';
 import { execRoutes } from './api/routes/exec.js';
 import { SwarmRecords } from './state/swarm-records.js';
@@ -96,9 +93,9 @@ async function main(): Promise<void> {
   await content.cleanIngest();
   await layers.cleanTemp();
 
-  // Services get what they need in their constructors. Where two need each other (containers and
-  // the services that call back into them), the later one is reached through a callback, called
-  // only once start-up is over.
+  // Services get what they need in their constructors; nothing is patched in afterwards. Where two
+  // need each other (containers and the services that call back into them), the one built first
+  // gets a callback to the later one, which it calls only once start-up has built both.
   const events = new EventBus();
   const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
   const images = new ImageService({
@@ -135,10 +132,8 @@ async function main(): Promise<void> {
     volumes,
     intents: new ContainerIntents(new IntentRecords(db)),
     processes,
-    execIds: (id) => execs.idsFor(id),
     logOpts: config.logOpts,
   });
-  const execs = new ExecService(containers, processes, events);
   const networks = new NetworkService(network, containers, events, () => swarm.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
@@ -181,10 +176,10 @@ async function main(): Promise<void> {
       return { items: records, totals: { activeCount: 0, totalCount: records.length, reclaimable: size, totalSize: size } };
     },
   }), containers, volumes);
-  attachRoutes(router, new AttachService(containers, processes, events));
-  execRoutes(router, execs);
+  attachRoutes(router, containers);
+  execRoutes(router, containers);
   containerExtraRoutes(router, containers);
-  containerArchiveRoutes(router, new ContainerArchive(containers));
+  containerArchiveRoutes(router, containers);
   swarmRoutes(router, swarm, containers);
   buildRoutes(router, builds);
   // Last: `docker system prune` calls /build/prune and fails on a 404 while no builder answers it.

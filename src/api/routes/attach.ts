@@ -13,9 +13,11 @@ import { versionAtLeast } from '../api-version.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { AttachOptions, AttachService } from '../../engine/containers/attach.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { AttachClient } from '../../engine/containers/attach-bridge.js';
 
-export function attachRoutes(r: Router, attach: AttachService): void {
+export function attachRoutes(r: Router, containers: ContainerService): void {
+  const attach = containers.attach;
   r.on('POST', '/containers/:id/attach', (ctx) => attachHijacked(ctx, attach));
   r.on('GET', '/containers/:id/attach/ws', (ctx) => attachWebsocket(ctx, attach));
   r.on('POST', '/containers/:id/resize', async (ctx) => {

@@ -4,10 +4,11 @@ import type { Router } from '../router.js';
 import { queryBool, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import type { ContainerArchive } from '../../engine/containers/container-archive.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { PathStat } from '../../lib/docker-api-types.js';
 
-export function containerArchiveRoutes(r: Router, archive: ContainerArchive): void {
+export function containerArchiveRoutes(r: Router, containers: ContainerService): void {
+  const archive = containers.archive;
   r.on('HEAD', '/containers/:id/archive', async (ctx) => {
     const stat = await archive.stat(ctx.params.id!, pathParam(ctx));
     ctx.res.writeHead(200, { 'X-Docker-Container-Path-Stat': statHeader(stat) });

@@ -8,9 +8,11 @@ import { sizeFromQuery } from './attach.js';
 import { invalidArgument } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ExecRecord, ExecService } from '../../engine/containers/exec.js';
+import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { ExecConfig } from '../../lib/docker-api-types.js';
 
-export function execRoutes(r: Router, execs: ExecService): void {
+export function execRoutes(r: Router, containers: ContainerService): void {
+  const execs = containers.execs;
   r.on('POST', '/containers/:id/exec', async (ctx) => {
     const config = parseExecConfig(await readJsonObject(ctx));
     const rec = execs.create(ctx.params.id!, config);

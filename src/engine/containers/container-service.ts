@@ -34,6 +34,9 @@ import { containerChanges, containerLayerView, containerSize, exportContainer, t
 import { emptyStats, sampleStats, type StatsJson } from './container-stats.js';
 import { commitContainer, type CommitRequest } from '../images/container-commit.js';
 import type { Readable } from 'node:stream';
+import { AttachService } from './attach.js';
+import { ExecService } from './exec.js';
+import { ContainerArchive } from './container-archive.js';
 import { repairStoredContainer } from './container-record-repair.js';
 
 export interface CreateRequest {
@@ -62,7 +65,6 @@ export interface ContainerServiceDeps {
   volumes: VolumeService;
   intents: ContainerIntents;
   processes: RuntimeProcesses;
-  execIds: (containerId: string) => string[];
   logOpts: Record<string, string>;
 }
 
@@ -87,8 +89,11 @@ export class ContainerService {
   readonly intents: ContainerIntents;
   /** Runs and watches processes (runtime + network). */
   readonly processes: RuntimeProcesses;
-  /** The exec sessions of a container (inspect's ExecIDs). */
-  readonly execIds: (containerId: string) => string[];
+  /** The aggregate's other services, reached by routes through this facade. */
+  readonly attach: AttachService;
+  readonly execs: ExecService;
+  /** `docker cp`. */
+  readonly archive: ContainerArchive;
   /** The daemon's log-opts (max-size, max-file), for containers that set none. */
   readonly #logOpts: Record<string, string>;
 
@@ -101,9 +106,16 @@ export class ContainerService {
     this.volumes = deps.volumes;
     this.intents = deps.intents;
     this.processes = deps.processes;
-    this.execIds = deps.execIds;
+    this.attach = new AttachService(this, this.processes, this.events);
+    this.execs = new ExecService(this, this.processes, this.events);
+    this.archive = new ContainerArchive(this);
     this.#logOpts = deps.logOpts;
     this.#trash = new Trash(join(this.dataRoot, 'trash'));
+  }
+
+  /** The exec sessions of a container (inspect's ExecIDs). */
+  execIds(containerId: string): string[] {
+    return this.execs.idsFor(containerId);
   }
 
   /** The containers of an image, running and not (image removal and list's Containers count). */
