@@ -25,6 +25,7 @@ import type { LayerRecord } from '../../state/image-records.js';
 import { refKey } from '../images/image-lookup.js';
 import type { ImageService } from '../images/image-service.js';
 import { ProgressThrottle, type ProgressSink } from '../images/progress.js';
+import { hostPlatform } from '../../lib/platform.js';
 
 const MAX_JSON = 32 * 1024 * 1024;
 
@@ -287,7 +288,7 @@ async function readOciLayout(files: Map<string, Staged>): Promise<Candidate[]> {
     const doc = await readJson<{ mediaType?: string; manifests?: Descriptor[]; config?: Descriptor; layers?: Descriptor[] }>(f, `blob ${d.digest}`);
     if (Array.isArray(doc.manifests)) {
       // An index inside: the host's platform, or its only entry.
-      const pick = doc.manifests.find((m) => !m.platform || (m.platform.os === 'linux' && m.platform.architecture === hostArch())) ?? doc.manifests[0];
+      const pick = doc.manifests.find((m) => !m.platform || (m.platform.os === 'linux' && m.platform.architecture === hostPlatform().architecture)) ?? doc.manifests[0];
       if (pick) await visit(pick, names, depth + 1);
       return;
     }
@@ -305,10 +306,6 @@ async function readOciLayout(files: Map<string, Staged>): Promise<Candidate[]> {
     await visit(m, named, 0);
   }
   return out;
-}
-
-function hostArch(): string {
-  return process.arch === 'x64' ? 'amd64' : process.arch;
 }
 
 async function install(images: ImageService, candidates: Candidate[], early: Map<string, Promise<PendingLayer>>, progress: ProgressSink, opts: { quiet: boolean }): Promise<void> {
