@@ -106,8 +106,7 @@ function mountPointsJson(points: NonNullable<ContainerRecord['mountPoints']>): R
 export function inspectContainer(c: ContainerRecord, images: ImageService, version: string, dataRoot: string, size?: { rw: number; rootFs: number }, execIds: string[] = []): Record<string, unknown> {
   const path = c.config.Entrypoint?.length ? c.config.Entrypoint[0]! : (c.config.Cmd?.[0] ?? '');
   const args = c.config.Entrypoint?.length ? [...c.config.Entrypoint.slice(1), ...(c.config.Cmd ?? [])] : (c.config.Cmd?.slice(1) ?? []);
-  const image = images.records.getImage(c.imageId);
-  const lowers = image ? [...image.chainIds].reverse().map((id) => images.layers.diffDir(id as `sha256:${string}`)).join(':') : '';
+  const lowers = images.layerDirs(c.imageId).reverse().join(':');
   const dir = `${dataRoot}/containers/${c.id}`;
   const out: Record<string, unknown> = {
     Id: c.id,

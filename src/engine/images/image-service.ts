@@ -105,9 +105,10 @@ export class ImageService {
     return this.records.listImages().length;
   }
 
-  /** The unpacked layers' dirs, base layer first. */
-  layerDirs(record: ImageRecord): string[] {
-    return record.chainIds.map((id) => this.layers.diffDir(id as `sha256:${string}`));
+  /** The unpacked layers' dirs of an image (its record, or its id), base layer first; [] for an image that is gone. */
+  layerDirs(image: ImageRecord | string): string[] {
+    const record = typeof image === 'string' ? this.records.getImage(image) : image;
+    return record ? record.chainIds.map((id) => this.layers.diffDir(id as `sha256:${string}`)) : [];
   }
 
   pull(ref: Reference, opts: PullOptions, progress: ProgressSink): Promise<PullResult> {
