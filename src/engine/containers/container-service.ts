@@ -1,7 +1,9 @@
 /**
- * Container lifecycle: create, start, stop, kill, wait, restart, pause, rename, remove, and what
- * happens when a process exits (restart policies, auto-remove). Every container is held in memory
- * and written through to SQLite on each change; lookups by name or id prefix never hit the disk.
+ * The containers aggregate's facade, the one object routes call: lifecycle (create, start, stop,
+ * kill, wait, restart, pause, rename, remove, and what happens when a process exits: restart
+ * policies, auto-remove), the views beside it (logs, top, stats, diff, export, size, commit), and
+ * the attach, exec and archive services it builds. Every container is held in memory and written
+ * through to SQLite on each change; lookups by name or id prefix never hit the disk.
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';

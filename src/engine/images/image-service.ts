@@ -1,6 +1,7 @@
 /**
- * Image operations on the local store: list, inspect, history, tag, remove, prune.
- * Pulling lives in pull-image.ts. Records are in state/, files in images/.
+ * The images aggregate's facade: list, inspect, history, tag, remove, prune on the local store,
+ * and pulls (pull-image.ts does the work; names, auth headers and platforms are parsed here, not
+ * in routes). Records are in state/, files in images/.
  */
 import { conflict, invalidArgument } from '../../lib/errors.js';
 import type { ImageConfig } from '../../lib/oci.js';
