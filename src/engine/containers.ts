@@ -28,6 +28,7 @@ import type { VolumeService } from './volumes/volume-service.js';
 import type { MountSpecInput } from './volumes/mount-points.js';
 import { mergeUpdate, updateResources, type UpdateRequest } from './container-update.js';
 import { repairStoredContainer } from './container-record-repair.js';
+import { checkBlkioWeight, hostCgroupSupport } from './containers/cgroup-options.js';
 
 export interface CreateRequest {
   name?: string;
@@ -456,6 +457,8 @@ export class ContainerService {
     const c = this.get(idOrName);
     return this.withLock(c.id, async () => {
       if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`Cannot update container ${c.id}: container is marked for removal and cannot be "update"`);
+      const warnings: string[] = [];
+      checkBlkioWeight(req, hostCgroupSupport(), warnings);
       const next = mergeUpdate(c.id, c.hostConfig, req);
       if (c.state.status === 'running' || c.state.status === 'paused') {
         await (this.processes as RuntimeProcesses).runtime.update(c.id, updateResources(next)).catch((err: Error) => {
@@ -465,7 +468,7 @@ export class ContainerService {
       c.hostConfig = next;
       this.save(c);
       this.events.publish('container', 'update', c.id, this.attrs(c));
-      return { Warnings: [] };
+      return { Warnings: warnings };
     });
   }
 

@@ -14,6 +14,7 @@ import { containerSize } from '../../engine/container-inspect-fs.js';
 import { parseUpdate } from '../../engine/container-update.js';
 import { checkMountsForVersion } from './volumes.js';
 import { WorkGate } from '../../lib/work-gate.js';
+import { versionBefore } from '../api-version.js';
 
 /** How many creates and removes run at once (see WorkGate); more would not finish sooner on one thread. */
 const WRITE_CONCURRENCY = 8;
@@ -25,6 +26,9 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     const body = await readJsonObject(ctx);
     const { config, hostConfig, networkingConfig } = parseCreateBody(body);
     checkMountsForVersion(ctx.version, hostConfig.Mounts);
+    // As dockerd: KernelMemory is ignored from API 1.42 on, KernelMemoryTCP before 1.40.
+    if (!versionBefore(ctx.version, '1.42')) delete hostConfig.KernelMemory;
+    if (versionBefore(ctx.version, '1.40')) delete hostConfig.KernelMemoryTCP;
     const name = queryString(ctx.query, 'name');
     sendJson(ctx, 201, await writes.run(() => containers.create({ name, config, hostConfig, networkingConfig })));
   });
