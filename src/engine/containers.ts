@@ -27,7 +27,7 @@ import { Trash } from './container-trash.js';
 import type { VolumeService } from './volumes/volume-service.js';
 import type { MountSpecInput } from './volumes/mount-points.js';
 import { mergeUpdate, updateResources, type UpdateRequest } from './container-update.js';
-import { repairStoredContainer } from './container-record-repair.js';
+import { repairStoredRecord } from './container-record-repair.js';
 import { checkBlkioWeight, hostCgroupSupport } from './containers/cgroup-options.js';
 
 export interface CreateRequest {
@@ -86,8 +86,7 @@ export class ContainerService {
   load(): void {
     this.#trash.empty();
     for (const row of this.records.loadAll()) {
-      const c = row.data as ContainerRecord;
-      repairStoredContainer(c);
+      const c = repairStoredRecord(row.data, row, this.containerDir(row.id), this.defaultRuntime);
       this.#byId.set(c.id, c);
       this.#byName.set(c.name, c.id);
     }
