@@ -6,7 +6,7 @@
  * mid-build, and the clear errors (BuildKit, squash, remote).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -546,6 +546,28 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.match(records(unknown.text()).at(-1)!.error as string, /line 3: unknown instruction: FROB/);
     const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
     assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
+  });
+
+  it('gives RUN the ulimits and cgroup parent asked for', async () => {
+    const parent = `berth-build-${process.pid}`;
+    const dir = context('ulimits', { Dockerfile: `FROM ${busybox}\nRUN ulimit -n > /nofile.txt && grep -E ":memory:" /proc/self/cgroup > /cgroup.txt\n` });
+    try {
+      const r = await d().docker(['build', '-t', 'built/ulimits', '--ulimit', 'nofile=1000:2000', '--cgroup-parent', parent, dir], { env: legacy, timeoutMs: 120_000 });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      const out = await d().docker(['run', '--rm', 'built/ulimits', 'cat', '/nofile.txt', '/cgroup.txt']);
+      assert.match(out.stdout, new RegExp(`^1000\n.*:memory:/${parent}/[0-9a-f]{64}\n$`));
+      const bad = await d().request('POST', '/build?ulimits=5', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\n` }]) });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json().message, 'invalid ulimits value: 5');
+    } finally {
+      for (const h of readdirSync('/sys/fs/cgroup')) {
+        try {
+          rmdirSync(join('/sys/fs/cgroup', h, parent));
+        } catch {
+          // Not made in this hierarchy.
+        }
+      }
+    }
   });
 
   it('builds remote contexts: a tar fetched over http, or a Dockerfile fetched alone; git URLs are refused clearly', async () => {
