@@ -102,7 +102,7 @@ async function main(): Promise<void> {
   const registry = new RegistryClient({ mirrors: config.registryMirrors, insecureRegistries: config.insecureRegistries });
   const engine = new Engine(config, events, images, registry);
 
-  const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
+  const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime, cpuRealtime: config.cpuRtPeriod || config.cpuRtRuntime ? { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime } : undefined });
   await runtime.init();
   engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
   // Volume users are the containers whose mount points name the volume (containers is set just below).

@@ -6,10 +6,10 @@
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { startDaemon, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { cgroupSupport, hostCgroupSupport } from '../../src/engine/containers/cgroup-options.js';
 import { detectCgroupLayout } from '../../src/runtime/cgroups.js';
 
@@ -75,24 +75,32 @@ describe('cgroup and kernel options', () => {
     assert.equal((await d.docker(['rm', name])).code, 0);
   });
 
-  it('CgroupParent places the cgroup; CPU real-time runtime applies under a parent with a budget', { skip: !support.cpuRealtime ? 'no CPU real-time group scheduling' : false }, async () => {
-    const d = daemon();
-    const parent = `berth-test-${tag}`;
-    // dockerd's --cpu-rt-runtime gives the parent a budget; here the test does, as an admin would.
-    const cpuParent = join('/sys/fs/cgroup/cpu', parent);
-    mkdirSync(cpuParent, { recursive: true });
+  it('CgroupParent places the cgroup; with --cpu-rt-runtime the parents get a real-time budget and the container its runtime', { skip: !support.cpuRealtime ? 'no CPU real-time group scheduling' : false }, async () => {
+    const parent = `berth-test-${tag}/inner`;
+    // A daemon of its own: its flag gives every parent of its containers (/berth too) the budget.
+    const berthBudget = '/sys/fs/cgroup/cpu/berth/cpu.rt_runtime_us';
+    const before = existsSync(berthBudget) ? readFileSync(berthBudget, 'utf8').trim() : undefined;
+    const rt = await startDaemon({ args: ['--cpu-rt-runtime', '50000'] });
     try {
-      writeFileSync(join(cpuParent, 'cpu.rt_runtime_us'), '20000');
-      const r = await d.docker(['run', '--rm', '--cgroup-parent', parent, '--cpu-rt-runtime', '10000', image, 'sh', '-c', 'cat /sys/fs/cgroup/cpu/cpu.rt_runtime_us; grep -E ":cpu(,cpuacct)?:" /proc/self/cgroup']);
+      assert.equal((await rt.docker(['pull', '-q', image])).code, 0);
+      const r = await rt.docker(['run', '--rm', '--cgroup-parent', parent, '--cpu-rt-runtime', '10000', image, 'sh', '-c', 'cat /sys/fs/cgroup/cpu/cpu.rt_runtime_us; grep -E ":cpu(,cpuacct)?:" /proc/self/cgroup']);
       assert.equal(r.code, 0, r.stderr);
       const [runtime, line] = r.stdout.trim().split('\n');
       assert.equal(runtime, '10000');
       assert.match(line!, new RegExp(`:/${parent}/[0-9a-f]{64}$`));
-      const bad = await d.request('POST', '/containers/create', { body: { Image: image, HostConfig: { CpuRealtimePeriod: 1000, CpuRealtimeRuntime: 2000 } } });
+      for (const dir of [`berth-test-${tag}`, parent]) assert.equal(readFileSync(join('/sys/fs/cgroup/cpu', dir, 'cpu.rt_runtime_us'), 'utf8').trim(), '50000');
+      const bad = await rt.request('POST', '/containers/create', { body: { Image: image, HostConfig: { CpuRealtimePeriod: 1000, CpuRealtimeRuntime: 2000 } } });
       assert.equal(bad.status, 400);
       assert.equal(bad.json().message, 'cpu real-time runtime cannot be higher than cpu real-time period');
     } finally {
+      await rt.teardown();
       removeParent(parent);
+      removeParent(`berth-test-${tag}`);
+      try {
+        if (before !== undefined) writeFileSync(berthBudget, before);
+      } catch {
+        // A container of another daemon holds real-time runtime there now.
+      }
     }
   });
 
