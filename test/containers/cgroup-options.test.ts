@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { startDaemon, useDaemon, useSeededRegistry } from '../harness/index.js';
+import { startDaemon } from '../harness/index.js';
+import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
 import { cgroupSupport, hostCgroupSupport } from '../../src/engine/containers/cgroup-options.js';
 import { detectCgroupLayout } from '../../src/runtime/cgroups.js';
 
@@ -37,13 +38,11 @@ function removeParent(parent: string): void {
 }
 
 describe('cgroup and kernel options', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
+  const { daemon, image: pulled } = useDaemonWithBusybox();
   const support = hostCgroupSupport();
   let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
+  before(() => {
+    image = pulled();
   });
 
   it('reads support from the cgroup files as dockerd does', () => {

@@ -8,17 +8,15 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
 
 const tag = randomBytes(3).toString('hex');
 
 describe('damaged container records', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
+  const { daemon, image: pulled } = useDaemonWithBusybox();
   let image = '';
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().docker(['pull', '-q', image])).code, 0);
+  before(() => {
+    image = pulled();
   });
 
   it('are repaired at start-up: inspect, list, start and rm work; a lost state reads as dead with an error naming the container', async () => {
