@@ -122,6 +122,10 @@ describe('cgroup and kernel options', () => {
       assert.equal(u.status, 200, u.text());
       assert.deepEqual(u.json().Warnings, ['Your kernel does not support Block I/O weight or the cgroup is not mounted. Weight discarded.']);
     }
+    const info = (await d.request('GET', '/info')).json();
+    assert.equal(info.OomKillDisable, support.oomKillDisable);
+    assert.equal(info.Warnings.includes('WARNING: No oom kill disable support'), support.version === 1 && !support.oomKillDisable);
+    assert.equal(info.Warnings.some((w: string) => /throttle\.read_bps_device|io\.max \(rbps\)/.test(w)), !support.readBps);
     const range = await create({ BlkioWeight: 5 });
     assert.equal(range.status, support.blkioWeight ? 400 : 201);
     const io = await create({ IOMaximumBandwidth: 1000 });

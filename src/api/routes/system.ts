@@ -9,6 +9,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import { parseFilters } from '../filters.js';
 import type { EngineEvent } from '../../engine/events.js';
 import { swarmInfoJson, swarmPingState } from './swarm-json.js';
+import { hostCgroupSupport, infoWarnings } from '../../engine/containers/cgroup-options.js';
 
 /** Every header of a /_ping answer, built once per Swarm state and body length: clients poll it. */
 const pingHeaders = (swarm: string, length: string): string[] => [
@@ -96,7 +97,7 @@ function info(engine: Engine): Record<string, unknown> {
     IPv4Forwarding: true,
     Debug: cfg.logLevel === 'debug',
     NFd: 0,
-    OomKillDisable: false,
+    OomKillDisable: hostCgroupSupport().oomKillDisable,
     NGoroutines: 0,
     SystemTime: new Date().toISOString(),
     LoggingDriver: 'json-file',
@@ -138,7 +139,7 @@ function info(engine: Engine): Record<string, unknown> {
     RuncCommit: { ID: '' },
     InitCommit: { ID: '' },
     SecurityOptions: ['name=seccomp,profile=builtin', 'name=cgroupns'],
-    Warnings: [],
+    Warnings: infoWarnings(),
   };
 }
 

@@ -74,6 +74,19 @@ export function hostCgroupSupport(): CgroupSupport {
   return hostSupport;
 }
 
+/** dockerd's `docker info` warnings for the options above that this host lacks. */
+export function infoWarnings(support: CgroupSupport = hostCgroupSupport()): string[] {
+  const out: string[] = [];
+  const v2 = support.version === 2;
+  if (!support.oomKillDisable && !v2) out.push('WARNING: No oom kill disable support');
+  // As dockerd: no blkio weight warning on v1, where kernels since 5.0 have none and nothing can be done.
+  if (v2 && !support.blkioWeight) out.push('WARNING: No io.weight support');
+  if (v2 && !support.blkioWeightDevice) out.push('WARNING: No io.weight (per device) support');
+  const throttles = [['readBps', 'io.max (rbps)', 'blkio throttle.read_bps_device'], ['writeBps', 'io.max (wbps)', 'blkio throttle.write_bps_device'], ['readIOps', 'io.max (riops)', 'blkio throttle.read_iops_device'], ['writeIOps', 'io.max (wiops)', 'blkio throttle.write_iops_device']] as const;
+  for (const [key, onV2, onV1] of throttles) if (!support[key]) out.push(`WARNING: No ${v2 ? onV2 : onV1} support`);
+  return out;
+}
+
 const MIN_MEMORY = 6 * 1024 * 1024;
 const THROTTLES = [
   ['BlkioDeviceReadBps', 'readBps', 'Your kernel does not support BPS Block I/O read limit or the cgroup is not mounted. Block I/O BPS read limit discarded.'],
