@@ -47,6 +47,9 @@ const OPEN_ENUMS = new Set(['HostConfig.LogConfig.Type']);
 /** Query parameters whose handler checks them with dockerd's own text (`invalid limit specified`). */
 const OWN_CHECK_QUERY = new Set(['GET /images/search limit']);
 
+/** Unsigned Go fields the spec gives no `format` for: dockerd's decoder refuses negative values there. */
+const GO_FORMATS = { 'Resources.BlkioWeight': 'uint16', 'Resources.BlkioWeightDevice[].Weight': 'uint16', 'ThrottleDevice.Rate': 'uint64' };
+
 const INT_RANGES = {
   int8: [-128, 127],
   int32: [-2147483648, 2147483647],
@@ -99,6 +102,7 @@ function goType(node, name) {
 /** One spec schema node → the JSON Schema the validator compiles. `where` is "Definition.Field" for overrides. */
 function convert(node, where, name) {
   if (node === undefined || node === null || typeof node !== 'object') return {};
+  if (GO_FORMATS[where] && node.format !== GO_FORMATS[where]) node = { ...node, format: GO_FORMATS[where] };
   if (node.$ref) {
     usedDefs.add(refName(node.$ref));
     return { $ref: `#/definitions/${refName(node.$ref)}` };

@@ -29,6 +29,9 @@ export interface DaemonConfig {
   tlsKey: string;
   /** Accept tcp:// hosts without client certificate verification (anyone who connects is root). */
   allowOpenTcp: boolean;
+  /** CPU real-time period and runtime (µs) given to containers' parent cgroups (cgroup v1); 0: unset. */
+  cpuRtPeriod: number;
+  cpuRtRuntime: number;
 }
 
 export const DEFAULT_CONFIG: DaemonConfig = {
@@ -50,6 +53,8 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   tlsCert: '/etc/berth/tls/cert.pem',
   tlsKey: '/etc/berth/tls/key.pem',
   allowOpenTcp: false,
+  cpuRtPeriod: 0,
+  cpuRtRuntime: 0,
 };
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -75,6 +80,8 @@ Options:
       --tlskey string             Server key for tcp:// hosts (default /etc/berth/tls/key.pem)
       --network-prefix string     Prefix of Berth's bridges and firewall table (default berth)
       --allow-open-tcp            Allow tcp:// hosts without --tlsverify: whoever connects controls this host
+      --cpu-rt-period int         CPU real-time period (µs) of containers' parent cgroups (cgroup v1)
+      --cpu-rt-runtime int        CPU real-time runtime (µs) of containers' parent cgroups (cgroup v1)
   -h, --help                      Print usage
   -v, --version                   Print version
 
@@ -102,6 +109,8 @@ const FILE_KEYS: Record<string, keyof DaemonConfig> = {
   tlscert: 'tlsCert',
   tlskey: 'tlsKey',
   'allow-open-tcp': 'allowOpenTcp',
+  'cpu-rt-period': 'cpuRtPeriod',
+  'cpu-rt-runtime': 'cpuRtRuntime',
 };
 
 /** Boolean flags that, as in dockerd, also take `--flag=true` / `--flag=false`. */
@@ -150,6 +159,8 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
       tlscert: { type: 'string' },
       tlskey: { type: 'string' },
       'allow-open-tcp': { type: 'boolean' },
+      'cpu-rt-period': { type: 'string' },
+      'cpu-rt-runtime': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -179,6 +190,12 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
   for (const [flag, field] of Object.entries(BOOL_FLAGS) as Array<[keyof typeof BOOL_FLAGS, (typeof BOOL_FLAGS)[keyof typeof BOOL_FLAGS]]>) {
     const v = explicit.get(flag) ?? values[flag];
     if (v !== undefined) cfg[field] = v;
+  }
+  for (const [flag, field] of [['cpu-rt-period', 'cpuRtPeriod'], ['cpu-rt-runtime', 'cpuRtRuntime']] as const) {
+    const v = values[flag];
+    if (v === undefined) continue;
+    if (!/^\d+$/.test(v)) throw new ConfigError(`invalid argument "${v}" for "--${flag}" flag: strconv.ParseInt: parsing "${v}": invalid syntax`);
+    cfg[field] = Number(v);
   }
   if (values.tlscacert) cfg.tlsCaCert = values.tlscacert;
   if (values.tlscert) cfg.tlsCert = values.tlscert;
@@ -220,6 +237,9 @@ function validate(cfg: DaemonConfig): void {
   }
   for (const k of ['tls', 'tlsVerify', 'allowOpenTcp'] as const) {
     if (typeof cfg[k] !== 'boolean') throw new ConfigError(`${k.toLowerCase()} must be true or false`);
+  }
+  for (const k of ['cpuRtPeriod', 'cpuRtRuntime'] as const) {
+    if (!Number.isInteger(cfg[k]) || cfg[k] < 0) throw new ConfigError(`${k === 'cpuRtPeriod' ? 'cpu-rt-period' : 'cpu-rt-runtime'} must be a whole number of microseconds`);
   }
   for (const k of ['tlsCaCert', 'tlsCert', 'tlsKey', 'group'] as const) {
     if (typeof cfg[k] !== 'string') throw new ConfigError(`${k.toLowerCase()} must be a string`);

@@ -110,7 +110,7 @@ async function main(): Promise<void> {
   // Layer dirs a killed pull left behind, recorded by no image.
   await images.sweepUnrecordedLayers();
 
-  const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
+  const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime, cpuRealtime: config.cpuRtPeriod || config.cpuRtRuntime ? { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime } : undefined });
   await runtime.init();
   // Volume users are the containers whose mount points name the volume.
   const volumes = new VolumeService({

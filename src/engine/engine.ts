@@ -13,6 +13,7 @@ import type { PullResult } from './images/pull-image.js';
 import type { ProgressSink } from './images/progress.js';
 import type { HostFacts } from './system.js';
 import type { SwarmService } from './swarm/swarm.js';
+import { hostCgroupSupport, infoWarnings } from './containers/cgroup-options.js';
 
 export interface ContainerCounts {
   total: number;
@@ -57,6 +58,11 @@ export class Engine {
 
   pull(ref: Reference, opts: PullOptions, progress: ProgressSink): Promise<PullResult> {
     return this.images.pull(ref, opts, progress);
+  }
+
+  /** What this host's cgroups can do, as `docker info` reports it. */
+  cgroupFacts(): { oomKillDisable: boolean; warnings: string[] } {
+    return { oomKillDisable: hostCgroupSupport().oomKillDisable, warnings: infoWarnings() };
   }
 
   /** POST /auth with the body as sent. */

@@ -4,7 +4,7 @@
  * engine can build and inspect a spec without touching the host. Host-dependent facts (cgroup
  * version, device numbers) come in through the input.
  */
-import type { OciDevice, OciDeviceCgroupRule, OciLinux, OciMount, OciNamespace, OciResources, OciSpec } from './oci-spec.js';
+import type { OciBlockIO, OciDevice, OciDeviceCgroupRule, OciLinux, OciMount, OciNamespace, OciResources, OciSpec } from './oci-spec.js';
 import { defaultSeccompProfile } from './seccomp-default.js';
 
 export interface ContainerProcessSpec {
@@ -58,6 +58,14 @@ export interface ContainerResources {
   pidsLimit?: number;
   oomKillDisable?: boolean;
   blkioWeight?: number;
+  /** Weights and throttles by device (with the weight); replaces blkioWeight when set. */
+  blockIO?: OciBlockIO;
+  /** Microseconds; cgroup v1's cpu.rt_period_us and cpu.rt_runtime_us. */
+  cpuRealtimePeriod?: number;
+  cpuRealtimeRuntime?: number;
+  /** Bytes; cgroup v1 only. */
+  kernelMemory?: number;
+  kernelMemoryTCP?: number;
 }
 
 export interface RuntimeSpecInput {
@@ -92,6 +100,8 @@ export interface RuntimeSpecInput {
   initPath?: string;
   /** 2 on a unified hierarchy (adds a private cgroup namespace, like dockerd); 1 on v1 and hybrid. Default 2. */
   cgroupVersion?: 1 | 2;
+  /** A private cgroup namespace (CgroupnsMode private); default: on a unified hierarchy only. */
+  cgroupNamespace?: boolean;
   /** Parent of the container's cgroup; default /berth. */
   cgroupParent?: string;
   annotations?: Record<string, string>;
@@ -238,6 +248,8 @@ function buildResources(input: RuntimeSpecInput): OciResources {
   if (r.memoryReservation && r.memoryReservation > 0) memory.reservation = r.memoryReservation;
   if (r.memorySwappiness !== undefined) memory.swappiness = r.memorySwappiness;
   if (r.oomKillDisable) memory.disableOOMKiller = true;
+  if (r.kernelMemory && r.kernelMemory > 0) memory.kernel = r.kernelMemory;
+  if (r.kernelMemoryTCP && r.kernelMemoryTCP > 0) memory.kernelTCP = r.kernelMemoryTCP;
   if (Object.keys(memory).length > 0) res.memory = memory;
 
   const cpu: NonNullable<OciResources['cpu']> = {};
@@ -251,10 +263,13 @@ function buildResources(input: RuntimeSpecInput): OciResources {
   }
   if (r.cpusetCpus) cpu.cpus = r.cpusetCpus;
   if (r.cpusetMems) cpu.mems = r.cpusetMems;
+  if (r.cpuRealtimePeriod) cpu.realtimePeriod = r.cpuRealtimePeriod;
+  if (r.cpuRealtimeRuntime) cpu.realtimeRuntime = r.cpuRealtimeRuntime;
   if (Object.keys(cpu).length > 0) res.cpu = cpu;
 
   if (r.pidsLimit && r.pidsLimit > 0) res.pids = { limit: r.pidsLimit };
-  if (r.blkioWeight && r.blkioWeight > 0) res.blockIO = { weight: r.blkioWeight };
+  if (r.blockIO) res.blockIO = { ...r.blockIO };
+  else if (r.blkioWeight && r.blkioWeight > 0) res.blockIO = { weight: r.blkioWeight };
   return res;
 }
 
@@ -271,7 +286,7 @@ function buildNamespaces(input: RuntimeSpecInput): OciNamespace[] {
     out.push(ns.path ? { type: type as OciNamespace['type'], path: ns.path } : { type: type as OciNamespace['type'] });
   }
   if (!seen.has('mount')) out.push({ type: 'mount' });
-  if ((input.cgroupVersion ?? 2) === 2 && !seen.has('cgroup')) out.push({ type: 'cgroup' });
+  if ((input.cgroupNamespace ?? (input.cgroupVersion ?? 2) === 2) && !seen.has('cgroup')) out.push({ type: 'cgroup' });
   return out;
 }
 

@@ -72,11 +72,26 @@ export interface OciDeviceCgroupRule {
 
 export interface OciResources {
   devices?: OciDeviceCgroupRule[];
-  memory?: { limit?: number; reservation?: number; swap?: number; swappiness?: number; disableOOMKiller?: boolean };
-  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string; mems?: string };
+  memory?: { limit?: number; reservation?: number; swap?: number; swappiness?: number; disableOOMKiller?: boolean; kernel?: number; kernelTCP?: number };
+  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string; mems?: string; realtimePeriod?: number; realtimeRuntime?: number };
   pids?: { limit: number };
-  blockIO?: { weight?: number };
+  blockIO?: OciBlockIO;
   unified?: Record<string, string>;
+}
+
+export interface OciThrottleDevice {
+  major: number;
+  minor: number;
+  rate: number;
+}
+
+export interface OciBlockIO {
+  weight?: number;
+  weightDevice?: { major: number; minor: number; weight?: number }[];
+  throttleReadBpsDevice?: OciThrottleDevice[];
+  throttleWriteBpsDevice?: OciThrottleDevice[];
+  throttleReadIOPSDevice?: OciThrottleDevice[];
+  throttleWriteIOPSDevice?: OciThrottleDevice[];
 }
 
 export interface OciSeccompArg {

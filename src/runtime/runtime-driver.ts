@@ -36,6 +36,7 @@ import { clampCapabilities, ownCapabilities } from './capabilities.js';
 import { cleanMessage, RUNTIME_NAMES, runRuntime, runtimeState, type RuntimeBinary, type RuntimeName } from './runtime-cli.js';
 
 export type { RuntimeName } from './runtime-cli.js';
+import { initCpuRtParents, type CpuRealtime } from './cpu-rt.js';
 
 export interface RuntimeDriverOptions {
   /** Directory for runtime state, e.g. <exec-root>/runtime. Created by init(). */
@@ -46,6 +47,8 @@ export interface RuntimeDriverOptions {
   runtimePaths?: Partial<Record<RuntimeName, string>>;
   /** false: start conmon with spawn() (a fork of berthd) instead of the launcher shell. */
   launcher?: boolean;
+  /** dockerd's --cpu-rt-period/--cpu-rt-runtime: the budget given to containers' parent cgroups. */
+  cpuRealtime?: CpuRealtime;
 }
 
 /** A started conmon: its sync pipe, and when its first process (which writes conmon.pid) is gone. */
@@ -268,6 +271,7 @@ export class RuntimeDriver {
     await mkdir(dir, { recursive: true });
     await Promise.all([
       writeBundleConfig(c.bundleDir, seccomp.spec),
+      ...(this.#opts.cpuRealtime ? [initCpuRtParents(this.cgroupLayout, meta.cgroupsPath, this.#opts.cpuRealtime)] : []),
       writeJsonAtomic(join(dir, 'meta.json'), meta),
       // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
       removeFile(this.#exits.pathOf(c.id)),

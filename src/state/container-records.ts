@@ -9,6 +9,8 @@ export interface StoredContainer {
   name: string;
   createdAt: number;
   data: unknown;
+  /** Set when the stored JSON could not be parsed (its message); data is then undefined. */
+  unreadable?: string;
 }
 
 export class ContainerRecords {
@@ -25,7 +27,14 @@ export class ContainerRecords {
   }
 
   loadAll(): StoredContainer[] {
-    return this.#all.all().map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at, data: JSON.parse(r.data) }));
+    return this.#all.all().map((r) => {
+      try {
+        return { id: r.id, name: r.name, createdAt: r.created_at, data: JSON.parse(r.data) as unknown };
+      } catch (err) {
+        // One damaged row must not keep the daemon from starting: the engine repairs what it can.
+        return { id: r.id, name: r.name, createdAt: r.created_at, data: undefined, unreadable: (err as Error).message };
+      }
+    });
   }
 
   /** Inserts or replaces; a name already used by another id fails with SQLITE_CONSTRAINT_UNIQUE. */

@@ -6,7 +6,7 @@
  * mid-build, and the clear errors (BuildKit, squash, remote).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -451,6 +451,66 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.equal((other.stdout.match(/Using cache/g) ?? []).length, 0, other.stdout);
   });
 
+  it('with cachefrom, takes hits from an image pulled from a registry, matched by its history', async () => {
+    const { registry } = reg();
+    const ref = `${registry.host}/built/cachefrom-pulled:1`;
+    const df = (last: string) => `FROM ${busybox}\nRUN echo one > /one\nENV STAGE=pulled\nCOPY f.txt /f.txt\nWORKDIR /w\nRUN ${last}\nCMD ["cat", "/two"]\n`;
+    const dir = context('cachefrom-pulled', { Dockerfile: df('echo two > /two'), 'f.txt': 'file\n' });
+    const first = await d().docker(['build', '-t', ref, dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal((await d().docker(['push', ref])).code, 0);
+    const built = await inspect(ref);
+    // Nothing local is left to hit: the image and its step cache are gone; only the registry has it.
+    assert.equal((await d().docker(['rmi', ref])).code, 0);
+    assert.equal((await d().docker(['builder', 'prune', '-af'])).code, 0);
+    const plain = await d().docker(['build', '-q', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.notEqual(plain.stdout.trim(), built.Id, 'without cache-from the steps run again');
+    assert.equal((await d().docker(['rmi', plain.stdout.trim()])).code, 0);
+    assert.equal((await d().docker(['builder', 'prune', '-af'])).code, 0);
+    assert.equal((await d().docker(['pull', ref])).code, 0);
+
+    const hit = await d().docker(['build', '--cache-from', ref, '-t', 'built/cachefrom-again', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(hit.code, 0, hit.stderr);
+    assert.equal((hit.stdout.match(/Using cache/g) ?? []).length, 6, hit.stdout);
+    assert.doesNotMatch(hit.stdout, /Running in/);
+    const again = await inspect('built/cachefrom-again');
+    assert.equal(again.Id, built.Id);
+    assert.equal((await d().docker(['run', '--rm', 'built/cachefrom-again', 'sh', '-c', 'cat /one /two /f.txt; pwd; echo $STAGE'])).stdout, 'one\ntwo\nfile\n/w\npulled\n');
+
+    // A changed step runs; the steps before it still come from the pulled image.
+    writeFileSync(join(dir, 'Dockerfile'), df('echo three > /two'));
+    const changed = await d().docker(['build', '--cache-from', ref, '-t', 'built/cachefrom-changed', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(changed.code, 0, changed.stderr);
+    assert.equal((changed.stdout.match(/Using cache/g) ?? []).length, 4, changed.stdout);
+    assert.equal((await d().docker(['run', '--rm', 'built/cachefrom-changed'])).stdout, 'three\n');
+    const hist = (await d().request('GET', '/images/built/cachefrom-changed/history')).json() as { CreatedBy: string; Created: number }[];
+    const pulledHist = (await d().request('GET', `/images/${ref}/history`)).json() as { CreatedBy: string; Created: number }[];
+    const entry = (h: { CreatedBy: string; Created: number }) => `${h.Created} ${h.CreatedBy}`;
+    assert.deepEqual(hist.slice(2).map(entry), pulledHist.slice(2).map(entry), 'the steps before the change are the pulled ones, times included');
+  });
+
+  it('prints Running in and Removed intermediate container for metadata and WORKDIR steps, as dockerd', async () => {
+    const dir = context('meta-containers', { Dockerfile: `FROM ${busybox}\nENV A=1\nWORKDIR /x\nLABEL l=1\nCOPY Dockerfile /d\nCMD ["true"]\n` });
+    const r = await d().docker(['build', '--no-cache', dir], { env: legacy, timeoutMs: 120_000 });
+    assert.equal(r.code, 0, r.stderr);
+    const steps = r.stdout.split(/^Step /m).slice(1);
+    assert.equal(steps.length, 6);
+    for (const i of [1, 2, 3, 5]) {
+      const m = / ---> Running in ([0-9a-f]{12})\n ---> Removed intermediate container ([0-9a-f]{12})\n ---> [0-9a-f]{12}\n/.exec(steps[i]!);
+      assert.ok(m, steps[i]);
+      assert.equal(m[1], m[2], 'the same container');
+      assert.equal((await d().request('GET', `/containers/${m[1]}/json`)).status, 404, 'removed');
+    }
+    assert.doesNotMatch(steps[4]!, /Running in/, 'COPY makes no container');
+    const kept = await d().docker(['build', '--no-cache', '--rm=false', dir], { env: legacy, timeoutMs: 120_000 });
+    const ids = [...kept.stdout.matchAll(/Running in ([0-9a-f]{12})/g)].map((m) => m[1]!);
+    assert.equal(ids.length, 4);
+    assert.doesNotMatch(kept.stdout, /Removed intermediate/);
+    const ps = await d().docker(['ps', '-a', '-q']);
+    for (const id of ids) assert.ok(ps.stdout.includes(id), `kept with --rm=false: ${id}`);
+    assert.equal((await d().docker(['rm', ...ids])).code, 0);
+  });
+
   it('builds compose 1.29 build: sections', { skip: !existsSync('/usr/bin/docker-compose') && 'no docker-compose' }, async () => {
     const dir = context('compose', {
       Dockerfile: `ARG BASE\nFROM \${BASE}\nARG MSG\nRUN echo "$MSG" > /msg.txt\nLABEL via=compose\nCMD ["cat", "/msg.txt"]\n`,
@@ -486,6 +546,28 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.match(records(unknown.text()).at(-1)!.error as string, /line 3: unknown instruction: FROB/);
     const mount = await d().request('POST', '/build', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN --mount=type=cache,target=/x true\n` }]) });
     assert.match(records(mount.text()).at(-1)!.error as string, /--mount option requires BuildKit/);
+  });
+
+  it('gives RUN the ulimits and cgroup parent asked for', async () => {
+    const parent = `berth-build-${process.pid}`;
+    const dir = context('ulimits', { Dockerfile: `FROM ${busybox}\nRUN ulimit -n > /nofile.txt && grep -E ":memory:" /proc/self/cgroup > /cgroup.txt\n` });
+    try {
+      const r = await d().docker(['build', '-t', 'built/ulimits', '--ulimit', 'nofile=1000:2000', '--cgroup-parent', parent, dir], { env: legacy, timeoutMs: 120_000 });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      const out = await d().docker(['run', '--rm', 'built/ulimits', 'cat', '/nofile.txt', '/cgroup.txt']);
+      assert.match(out.stdout, new RegExp(`^1000\n.*:memory:/${parent}/[0-9a-f]{64}\n$`));
+      const bad = await d().request('POST', '/build?ulimits=5', { body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\n` }]) });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json().message, 'invalid ulimits value: 5');
+    } finally {
+      for (const h of readdirSync('/sys/fs/cgroup')) {
+        try {
+          rmdirSync(join('/sys/fs/cgroup', h, parent));
+        } catch {
+          // Not made in this hierarchy.
+        }
+      }
+    }
   });
 
   it('builds remote contexts: a tar fetched over http, or a Dockerfile fetched alone; git URLs are refused clearly', async () => {

@@ -93,9 +93,9 @@ describe('create', () => {
     assert.match(bad.json().message, /invalid JSON/);
     const wrongType = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: 5 } });
     assert.equal(wrongType.status, 400);
-    const unsupported = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { BlkioWeight: 300 } } });
+    const unsupported = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'], HostConfig: { IOMaximumIOps: 300 } } });
     assert.equal(unsupported.status, 400);
-    assert.match(unsupported.json().message, /BlkioWeight is not supported/);
+    assert.equal(unsupported.json().message, 'invalid option: QoS maximum IOPs configuration is not supported on linux');
     const badName = await d.request('POST', '/containers/create?name=-bad', { body: { Image: image, Cmd: ['true'] } });
     assert.equal(badName.status, 400);
     const notFound = await d.request('GET', '/containers/nosuchcontainer/json');

@@ -60,6 +60,18 @@ function runHostConfig(ctx: RequestContext): Record<string, unknown> {
     const v = queryString(ctx.query, q);
     if (v) hc[f] = v;
   }
+  const ulimits = queryString(ctx.query, 'ulimits');
+  if (ulimits) {
+    let v: unknown;
+    try {
+      v = JSON.parse(ulimits);
+    } catch {
+      v = undefined;
+    }
+    const ok = (u: unknown) => !!u && typeof (u as { Name?: unknown }).Name === 'string' && Number.isInteger((u as { Soft?: unknown }).Soft) && Number.isInteger((u as { Hard?: unknown }).Hard);
+    if (!Array.isArray(v) || !v.every(ok)) throw invalidArgument(`invalid ulimits value: ${ulimits}`);
+    hc.Ulimits = v;
+  }
   const net = queryString(ctx.query, 'networkmode');
   hc.NetworkMode = !net || net === 'default' ? 'bridge' : net;
   const hosts = ctx.query.getAll('extrahosts').flatMap((h) => h.split(/[,\s]+/)).filter(Boolean);

@@ -10,6 +10,7 @@ import { inspectContainer } from '../container-json.js';
 import { ContainerList, LIST_FILTERS } from '../container-list.js';
 import { checkMountsForVersion } from './volumes.js';
 import { WorkGate } from '../../lib/work-gate.js';
+import { versionBefore } from '../api-version.js';
 
 /** How many creates and removes run at once (see WorkGate); more would not finish sooner on one thread. */
 const WRITE_CONCURRENCY = 8;
@@ -21,6 +22,9 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
     const body = await readJsonObject(ctx);
     const { config, hostConfig, networkingConfig } = parseCreateBody(body);
     checkMountsForVersion(ctx.version, hostConfig.Mounts);
+    // As dockerd: KernelMemory is ignored from API 1.42 on, KernelMemoryTCP before 1.40.
+    if (!versionBefore(ctx.version, '1.42')) delete hostConfig.KernelMemory;
+    if (versionBefore(ctx.version, '1.40')) delete hostConfig.KernelMemoryTCP;
     const name = queryString(ctx.query, 'name');
     sendJson(ctx, 201, await writes.run(() => containers.create({ name, config, hostConfig, networkingConfig })));
   });

@@ -92,7 +92,7 @@ function info(engine: Engine): Record<string, unknown> {
     IPv4Forwarding: true,
     Debug: cfg.logLevel === 'debug',
     NFd: 0,
-    OomKillDisable: false,
+    OomKillDisable: engine.cgroupFacts().oomKillDisable,
     NGoroutines: 0,
     SystemTime: new Date().toISOString(),
     LoggingDriver: 'json-file',
@@ -134,7 +134,7 @@ function info(engine: Engine): Record<string, unknown> {
     RuncCommit: { ID: '' },
     InitCommit: { ID: '' },
     SecurityOptions: ['name=seccomp,profile=builtin', 'name=cgroupns'],
-    Warnings: [],
+    Warnings: engine.cgroupFacts().warnings,
   };
 }
 

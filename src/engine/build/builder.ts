@@ -29,6 +29,7 @@ import { checksumSources, copySources, download, isArchive, resolveSources, type
 import type { ContextDigests } from './context-digests.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { scratchImage, writeStepImage, type StepImage } from './image-writer.js';
+import { CacheSources } from './cache-from.js';
 
 /** What a build request sets that the builder reads as given. */
 export interface BuildSettings {
@@ -92,8 +93,8 @@ export class Builder {
   readonly #globalArgs = new Map<string, string | undefined>();
   #escape = '\\';
   readonly #work: string;
-  /** With cacheFrom: the images in the named images' parent chains, the only ones a hit may use. */
-  #cacheable?: Set<string>;
+  /** With cacheFrom: the named images, which give hits by history and limit local hits to their chains. */
+  #cacheFrom?: CacheSources;
 
   constructor(
     private readonly containers: ContainerService,
@@ -111,13 +112,7 @@ export class Builder {
   }
 
   async run(): Promise<string> {
-    if (this.opts.cacheFrom.length > 0) {
-      this.#cacheable = new Set();
-      for (const name of this.opts.cacheFrom) {
-        // as dockerd: a cache-from image that is not there is skipped
-        for (let rec = tryLookupImage(this.images.records, name)?.image; rec && !this.#cacheable.has(rec.id); rec = rec.parent ? this.images.records.getImage(rec.parent) : undefined) this.#cacheable.add(rec.id);
-      }
-    }
+    if (this.opts.cacheFrom.length > 0) this.#cacheFrom = new CacheSources(this.images, this.opts.cacheFrom);
     await mkdir(this.#work, { recursive: true });
     try {
       return await this.#run();
@@ -363,7 +358,7 @@ export class Builder {
         return this.#fsStep(s, `WORKDIR ${s.config.WorkingDir}`, async (root) => {
           const abs = await resolveInRoot(root, s.config.WorkingDir!);
           await mkdir(abs, { recursive: true, mode: 0o755 });
-        }, { emptyIfUnchanged: true });
+        }, { emptyIfUnchanged: true, stepContainer: true });
       }
       case 'run':
         return this.#runStep(node, s, shell);
@@ -379,7 +374,34 @@ export class Builder {
   /** A metadata step: a new image with the config changed and no layer. */
   async #commit(s: State, text: string): Promise<void> {
     const createdBy = `/bin/sh -c #(nop)  ${text}`;
-    await this.#cached(s, createdBy, '', async () => writeStepImage(this.images, { parent: s.image, config: s.config, createdBy, author: s.author }));
+    await this.#cached(s, createdBy, '', () => this.#withStepContainer(s, ['/bin/sh', '-c', '#(nop) ', text], async () => writeStepImage(this.images, { parent: s.image, config: s.config, createdBy, author: s.author })));
+  }
+
+  /**
+   * As dockerd's classic builder, a metadata or WORKDIR step made on a cache miss goes through a
+   * container of the parent image (created, never started) that is removed as a RUN step's is, so
+   * the stream names it. FROM scratch has no image to create one from.
+   */
+  async #withStepContainer(s: State, cmd: string[], make: () => Promise<StepImage>): Promise<StepImage> {
+    if (!s.image.record) return make();
+    const { Id } = this.containers.create({
+      config: { Image: s.image.record.id, Cmd: cmd, Entrypoint: [''], Env: s.config.Env ?? [], User: s.config.User ?? '', WorkingDir: s.config.WorkingDir ?? '', Healthcheck: { Test: ['NONE'] }, Labels: {} } as never,
+      hostConfig: { ...this.opts.hostConfig } as never,
+      networkingConfig: {},
+    });
+    this.#out(` ---> Running in ${short(Id)}\n`);
+    let made = false;
+    try {
+      const image = await make();
+      made = true;
+      return image;
+    } finally {
+      const aborted = this.opts.signal.aborted;
+      if (aborted || this.opts.forceRm || (this.opts.rm && made)) {
+        await this.containers.remove(Id, { force: true, volumes: true }).catch((err) => log.warn('build: removing an intermediate container failed', { id: Id, err }));
+        if (!aborted) this.#out(` ---> Removed intermediate container ${short(Id)}\n`);
+      }
+    }
   }
 
   /** Looks the step up in the cache, or makes it and records it there. */
@@ -388,11 +410,19 @@ export class Builder {
     if (!this.opts.noCache) {
       const hit = this.cache.get(key);
       const record = hit && this.images.records.getImage(hit.imageId);
-      if (hit && record && (!this.#cacheable || this.#cacheable.has(record.id))) {
+      if (hit && record && (!this.#cacheFrom || this.#cacheFrom.chain.has(record.id))) {
         this.cache.touch(key);
         this.#out(' ---> Using cache\n');
         s.image = { record, config: this.images.config(record) };
         s.config = structuredClone(s.image.config.config ?? {});
+        return;
+      }
+      const restored = await this.#cacheFrom?.match(s.image, createdBy, s.config, s.author);
+      if (restored?.record) {
+        this.cache.put(key, restored.record.id);
+        this.#out(' ---> Using cache\n');
+        s.image = restored;
+        s.config = structuredClone(restored.config.config ?? {});
         return;
       }
     }
@@ -401,9 +431,9 @@ export class Builder {
   }
 
   /** COPY/ADD/WORKDIR: an overlay of the parent image written through, its upper dir the layer. */
-  async #fsStep(s: State, text: string, write: (root: string) => Promise<void>, opts: { extra?: string; emptyIfUnchanged?: boolean } = {}): Promise<void> {
+  async #fsStep(s: State, text: string, write: (root: string) => Promise<void>, opts: { extra?: string; emptyIfUnchanged?: boolean; stepContainer?: boolean } = {}): Promise<void> {
     const createdBy = `/bin/sh -c #(nop) ${text}`;
-    await this.#cached(s, createdBy, opts.extra ?? '', async () => {
+    const make = async (): Promise<StepImage> => {
       const paths = rootfsPaths(join(this.#work, `step-${this.#step}-${randomBytes(4).toString('hex')}`));
       const lowers = [...(s.image.record?.chainIds ?? [])].reverse().map((id) => this.images.layers.diffDir(id as Digest));
       // volatile: the upper dir is read once into the layer, then deleted; no sync at unmount
@@ -422,7 +452,8 @@ export class Builder {
         layer = undefined;
       }
       return writeStepImage(this.images, { parent: s.image, config: s.config, createdBy, layer, author: s.author });
-    });
+    };
+    await this.#cached(s, createdBy, opts.extra ?? '', opts.stepContainer ? () => this.#withStepContainer(s, ['/bin/sh', '-c', `#(nop) ${text}`], make) : make);
   }
 
   async #copyStep(node: DockerfileNode, s: State, env: Map<string, string>, all: Stage[]): Promise<void> {

@@ -1,6 +1,6 @@
 /** Writes the image one build step makes: the parent's config with the step's, one history entry, and the step's layer if any. */
 import { sha256Of, type Digest } from '../../lib/digest.js';
-import { MediaType, type ContainerConfig, type HistoryEntry, type ImageConfig } from '../../lib/oci.js';
+import { MediaType, type ContainerConfig, type Descriptor, type HistoryEntry, type ImageConfig } from '../../lib/oci.js';
 import type { ImageRecord } from '../../state/image-records.js';
 import type { CommittedLayer } from '../images/container-commit.js';
 import type { ImageService } from '../images/image-service.js';
@@ -16,13 +16,16 @@ export interface WriteStep {
   createdBy: string;
   layer?: CommittedLayer;
   author?: string;
+  /** Taken from a cache-from image: its history entry (with its time) and the layer's blob. */
+  history?: HistoryEntry;
+  layerBlob?: Descriptor;
 }
 
 export async function writeStepImage(images: ImageService, step: WriteStep): Promise<StepImage> {
   const { parent, layer } = step;
-  const created = new Date().toISOString();
-  const history: HistoryEntry = { created, created_by: step.createdBy };
-  if (!layer) history.empty_layer = true;
+  const history: HistoryEntry = step.history ? { ...step.history } : { created: new Date().toISOString(), created_by: step.createdBy };
+  const created = history.created ?? new Date().toISOString();
+  if (!layer && !step.history) history.empty_layer = true;
   const base = parent.config;
   const author = step.author ?? base.author;
   const config: ImageConfig = {
@@ -44,7 +47,7 @@ export async function writeStepImage(images: ImageService, step: WriteStep): Pro
     id,
     config: bytes.toString('utf8'),
     chainIds,
-    layerBlobs: [...(p?.layerBlobs ?? []), ...(layer ? [{ mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [])],
+    layerBlobs: [...(p?.layerBlobs ?? []), ...(layer ? [step.layerBlob ?? { mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [])],
     parent: p?.id ?? '',
     size: (p?.size ?? 0) + (layer?.size ?? 0),
     created,

@@ -6,6 +6,7 @@ import { invalidArgument } from '../../lib/errors.js';
 import type { ImageConfig } from '../../lib/oci.js';
 import type { CreateConfig, HostConfig } from './container-model.js';
 import { LOG_DRIVERS, validateOptionFields } from './container-options.js';
+import { validateCgroupOptions } from './cgroup-options.js';
 
 const DEFAULT_PATH = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -51,40 +52,9 @@ const envKey = (e: string) => {
   return eq < 0 ? e : e.slice(0, eq);
 };
 
-/**
- * HostConfig fields Berth does not implement yet. A request that sets one of them to anything but
- * its zero value is refused, so nothing is silently ignored.
- */
-const UNSUPPORTED_HOST_FIELDS = [
-  'BlkioWeight', 'BlkioWeightDevice', 'BlkioDeviceReadBps', 'BlkioDeviceWriteBps', 'BlkioDeviceReadIOps',
-  'BlkioDeviceWriteIOps', 'CpuRealtimePeriod', 'CpuRealtimeRuntime',
-  'DeviceRequests', 'KernelMemory', 'KernelMemoryTCP', 'OomKillDisable',
-  'UsernsMode', 'Cgroup', 'CgroupParent', 'IOMaximumBandwidth', 'IOMaximumIOps',
-  'CpuCount', 'CpuPercent', 'StorageOpt', 'CgroupnsMode',
-];
-
-function isZero(v: unknown): boolean {
-  if (v === undefined || v === null || v === '' || v === 0 || v === false) return true;
-  if (Array.isArray(v)) return v.length === 0;
-  if (typeof v === 'object') return Object.keys(v as object).length === 0;
-  return false;
-}
-
-const NAMESPACE_DEFAULTS: Record<string, string[]> = {
-  CgroupnsMode: ['', 'private', 'host'],
-};
-
 /** Checks a create request's HostConfig; returns dockerd's warnings for what it discards. */
 export function validateHostConfig(hc: HostConfig): string[] {
-  const warnings = validateOptionFields(hc);
-  for (const field of UNSUPPORTED_HOST_FIELDS) {
-    const v = hc[field];
-    if (field in NAMESPACE_DEFAULTS) {
-      if (v !== undefined && v !== null && !NAMESPACE_DEFAULTS[field]!.includes(String(v))) throw invalidArgument(`${field} ${JSON.stringify(v)} is not supported by Berth yet`);
-      continue;
-    }
-    if (!isZero(v)) throw invalidArgument(`HostConfig.${field} is not supported by Berth yet`);
-  }
+  const warnings = [...validateOptionFields(hc), ...validateCgroupOptions(hc)];
   const rp = hc.RestartPolicy;
   if (rp) {
     const name = rp.Name ?? '';

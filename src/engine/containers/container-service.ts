@@ -39,7 +39,8 @@ import type { Readable } from 'node:stream';
 import { AttachService } from './attach.js';
 import { ExecService } from './exec.js';
 import { ContainerArchive } from './container-archive.js';
-import { repairStoredContainer } from './container-record-repair.js';
+import { repairStoredRecord } from './container-record-repair.js';
+import { checkBlkioWeight, hostCgroupSupport } from './cgroup-options.js';
 
 export interface CreateRequest {
   name?: string;
@@ -132,8 +133,7 @@ export class ContainerService {
   load(): void {
     this.#trash.empty();
     for (const row of this.records.loadAll()) {
-      const c = row.data as ContainerRecord;
-      repairStoredContainer(c);
+      const c = repairStoredRecord(row.data, row, this.containerDir(row.id), this.defaultRuntime);
       this.#byId.set(c.id, c);
       this.#byName.set(c.name, c.id);
     }
@@ -511,6 +511,8 @@ export class ContainerService {
     const c = this.get(idOrName);
     return this.withLock(c.id, async () => {
       if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`Cannot update container ${c.id}: container is marked for removal and cannot be "update"`);
+      const warnings: string[] = [];
+      checkBlkioWeight(req, hostCgroupSupport(), warnings);
       const next = mergeUpdate(c.id, c.hostConfig, req);
       if (c.state.status === 'running' || c.state.status === 'paused') {
         await this.processes.runtime.update(c.id, updateResources(next)).catch((err: Error) => {
@@ -520,7 +522,7 @@ export class ContainerService {
       c.hostConfig = next;
       this.save(c);
       this.events.publish('container', 'update', c.id, this.attrs(c));
-      return { Warnings: [] };
+      return { Warnings: warnings };
     });
   }
 

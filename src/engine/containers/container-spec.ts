@@ -13,6 +13,7 @@ import { specMounts } from '../volumes/spec-mounts.js';
 import { namespacePlan, type ContainerLookup } from './container-namespaces.js';
 import { deviceCgroupRules } from './container-options.js';
 import { shmPath } from './container-shm.js';
+import { cgroupSpecInput } from './cgroup-options.js';
 
 const ULIMIT_NAMES: Record<string, string> = {
   core: 'RLIMIT_CORE', cpu: 'RLIMIT_CPU', data: 'RLIMIT_DATA', fsize: 'RLIMIT_FSIZE', locks: 'RLIMIT_LOCKS',
@@ -85,6 +86,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
   const secOpts = (hc.SecurityOpt ?? []).map((o) => o.replace('=', ':'));
   const devices: ContainerDevice[] = [];
   for (const d of hc.Devices ?? []) devices.push(await deviceFromHost(d.PathOnHost, d.PathInContainer || d.PathOnHost, d.CgroupPermissions || 'rwm'));
+  const cgroups = await cgroupSpecInput(hc, ctx.cgroupVersion);
 
   return {
     id: c.id,
@@ -126,6 +128,7 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
       memoryReservation: (hc.MemoryReservation as number | undefined) || undefined,
       cpusetMems: (hc.CpusetMems as string | undefined) || undefined,
       blkioWeight: (hc.BlkioWeight as number | undefined) || undefined,
+      ...cgroups.resources,
     },
     sysctls: hc.Sysctls ?? undefined,
     devices,
@@ -133,6 +136,8 @@ export async function specInputFor(c: ContainerRecord, ctx: SpecContext): Promis
     seccomp: secOpts.includes('seccomp:unconfined') || hc.Privileged ? 'unconfined' : 'default',
     init: !!hc.Init,
     cgroupVersion: ctx.cgroupVersion,
+    cgroupParent: cgroups.cgroupParent,
+    cgroupNamespace: cgroups.cgroupNamespace,
   };
 }
 
