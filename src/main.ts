@@ -104,7 +104,7 @@ async function main(): Promise<void> {
 
   const runtime = new RuntimeDriver({ stateDir: join(config.execRoot, 'runtime'), defaultRuntime: config.defaultRuntime });
   await runtime.init();
-  engine.cgroupVersion = runtime.cgroupLayout.kind === 'v2' ? '2' : '1';
+  engine.cgroupVersion = runtime.host.cgroupLayout.kind === 'v2' ? '2' : '1';
   // Volume users are the containers whose mount points name the volume (containers is set just below).
   const volumes = new VolumeService({
     records: new VolumeRecords(db),

@@ -458,7 +458,7 @@ export class ContainerService {
       if (c.state.status === 'removing' || c.state.status === 'dead') throw conflict(`Cannot update container ${c.id}: container is marked for removal and cannot be "update"`);
       const next = mergeUpdate(c.id, c.hostConfig, req);
       if (c.state.status === 'running' || c.state.status === 'paused') {
-        await (this.processes as RuntimeProcesses).runtime.update(c.id, updateResources(next)).catch((err: Error) => {
+        await (this.processes as RuntimeProcesses).runtime.lifecycle.update(c.id, updateResources(next)).catch((err: Error) => {
           throw new BerthError('internal', `Cannot update container ${c.id}: ${err.message}`);
         });
       }
@@ -540,7 +540,7 @@ export class ContainerService {
    * between restarts.
    */
   async recover(): Promise<void> {
-    const runtime = (this.processes as RuntimeProcesses).runtime;
+    const runtime = (this.processes as RuntimeProcesses).runtime.lifecycle;
     await Promise.all(
       this.all().map(async (c) => {
         try {
@@ -581,7 +581,7 @@ export class ContainerService {
       unpause: (id) => this.unpause(id),
       start: (id) => this.start(id),
       remove: (id) => this.remove(id, { force: true, volumes: false }),
-      abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
+      abandonExec: (id, execId) => (this.processes as RuntimeProcesses).runtime.execs.abandon(id, execId, this.find(id)?.state.pid ?? 0),
     });
   }
 
