@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     images,
     registry,
     host,
-    cgroupVersion: runtime.cgroupLayout.kind === 'v2' ? '2' : '1',
+    cgroupVersion: runtime.host.cgroupLayout.kind === 'v2' ? '2' : '1',
     containerCounts: () => containers.counts(),
     swarm,
   });

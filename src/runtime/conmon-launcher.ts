@@ -1,7 +1,8 @@
 /**
- * Starts conmon without forking berthd. Node's spawn forks the whole daemon (~100 MB of page
- * tables) and holds the event loop until the child has exec'd: 2-10 ms per container, more under
- * load. A long-lived `sh` forks a small process instead; the daemon only writes a line to a pipe.
+ * Starts a container's conmon, preferably without forking berthd. Node's spawn forks the whole
+ * daemon (~100 MB of page tables) and holds the event loop until the child has exec'd: 2-10 ms per
+ * container, more under load. The long-lived `sh` of lib/long-lived-shell.ts forks a small process
+ * instead; the daemon only writes a line to a pipe.
  *
  * The sync pipe becomes a named FIFO in the container's directory: berthd opens the read end
  * (non-blocking, so the open does not wait for a writer), the shell opens it as conmon's fd 3.
@@ -10,37 +11,26 @@
  * does berthd start reading: a FIFO that never had a writer reports no hang-up to epoll, one that
  * had one reports EOF when the last writer is gone, which is conmon's end as with a pipe.
  *
- * One job at a time, each ending with a marker line carrying the exit status. The shell ends when
- * berthd does (its stdin closes); conmons started earlier live on, as with a detached spawn.
+ * Where that is not possible (no libc for mkfifo, no shell, or the option `launcher: false`),
+ * spawn() with `detached`. The shell ends when berthd does (its stdin closes); conmons started
+ * earlier live on, as with a detached spawn.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { log } from '../lib/log.js';
-import { conmonEnv } from './conmon-sync.js';
+import { spawn } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { join } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { internal } from '../lib/errors.js';
 import { loadLibc } from '../lib/libc.js';
+import { log } from '../lib/log.js';
+import { LongLivedShell, ShellError, shQuote } from '../lib/long-lived-shell.js';
+import { conmonEnv } from './conmon-sync.js';
 
-export interface ConmonLaunch {
-  conmonPath: string;
-  args: readonly string[];
-  /** conmon's working directory (it drops `oom` there). */
-  cwd: string;
-  /** conmon's stderr, appended. */
-  stderrPath: string;
-  /** The FIFO conmon gets as fd 3 (_OCI_SYNCPIPE=3); its read end must be open already. */
-  syncFifo: string;
+/** A started conmon: its sync pipe, and when its first process (which writes conmon.pid) is gone. */
+export interface Launched {
+  pipe: Readable;
+  firstExited: Promise<void>;
 }
-
-/** The launcher could not run the job (shell gone or stuck). */
-export class LauncherError extends Error {
-  /** True when no shell ever ran (sh could not be started): nothing was launched, spawn() may be used. */
-  constructor(message: string, readonly notStarted = false) {
-    super(message);
-  }
-}
-
-const TIMEOUT_MS = 30_000;
-
-const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 let mkfifoFn: ((path: string, mode: number) => number) | null | undefined;
 
@@ -55,82 +45,91 @@ export function makeFifo(path: string): boolean {
 }
 
 export class ConmonLauncher {
-  #sh: ChildProcessWithoutNullStreams | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
+  /** undefined: spawn() (option `launcher: false`, or no shell could be started here). */
+  #shell: LongLivedShell | undefined;
   #closed = false;
 
-  /** Runs conmon until its first process exits; resolves with that exit status. */
-  launch(job: ConmonLaunch): Promise<number> {
-    const run = this.#queue.then(() => this.#run(job));
-    this.#queue = run.catch(() => {});
-    return run;
+  constructor(useShell = true) {
+    // conmon's environment (PATH only, see conmonEnv) with the sync pipe's fd number.
+    if (useShell) this.#shell = new LongLivedShell('conmon launcher', conmonEnv({ _OCI_SYNCPIPE: '3' }));
   }
 
-  /** Ends the shell; a later launch starts a new one. */
+  /**
+   * Starts `conmon args...` with cwd `dir` (conmon also drops an `oom` file in its working
+   * directory) and its stderr appended to `dir`/conmon.log. `syncFifo` is where the launcher shell
+   * makes the sync pipe's FIFO; the caller removes it.
+   */
+  async launch(id: string, conmonPath: string, args: readonly string[], dir: string, syncFifo: string): Promise<Launched> {
+    return (await this.#byShell(id, conmonPath, args, dir, syncFifo)) ?? bySpawn(id, conmonPath, args, dir);
+  }
+
+  /** Ends the shell; later launches fail. */
   close(): void {
     this.#closed = true;
-    this.#sh?.stdin.end();
-    this.#sh = undefined;
+    this.#shell?.close();
   }
 
-  #run(job: ConmonLaunch): Promise<number> {
-    const sh = this.#shell();
-    const marker = `@@berth-conmon-${randomBytes(6).toString('hex')} `;
+  /** Undefined when the shell cannot be used here: spawn() then. */
+  async #byShell(id: string, conmonPath: string, args: readonly string[], dir: string, syncFifo: string): Promise<Launched | undefined> {
+    const shell = this.#shell;
+    if (!shell || !makeFifo(syncFifo)) return undefined;
+    // Non-blocking: opening a FIFO's read end does not wait for a writer then (libuv adds O_CLOEXEC).
+    const fd = openSync(syncFifo, constants.O_RDONLY | constants.O_NONBLOCK);
     // The redirections belong to the exec (dash drops a subshell's own fd 3 redirection inside a
     // redirected group). A failing one (FIFO gone) is reported on the job's output and status,
     // with no conmon started.
-    const redirections = `3>${quote(job.syncFifo)} 2>>${quote(job.stderrPath)} </dev/null >/dev/null`;
-    const cmd = `(cd ${quote(job.cwd)} && exec ${[job.conmonPath, ...job.args].map(quote).join(' ')} ${redirections}) 2>&1`;
-    const script = `${cmd}; printf '\\n${marker}%d\\n' $?\n`;
-    return new Promise((resolve, reject) => {
-      let out = '';
-      const done = (err: Error | null, status = 0) => {
-        clearTimeout(timer);
-        sh.stdout.off('data', onData);
-        sh.off('exit', onExit);
-        sh.off('error', onError);
-        if (err) reject(err);
-        else resolve(status);
-      };
-      const onData = (d: Buffer) => {
-        out += d.toString();
-        const at = out.indexOf(`\n${marker}`);
-        if (at < 0) return;
-        const end = out.indexOf('\n', at + 1 + marker.length);
-        if (end < 0) return;
-        const text = out.slice(0, at).trim();
-        if (text) log.warn('conmon launcher', { output: text });
-        done(null, Number(out.slice(at + 1 + marker.length, end)));
-      };
-      const onExit = () => done(new LauncherError(`the conmon launcher ended: ${out}`, sh.pid === undefined));
-      const onError = (err: Error) => done(new LauncherError(`the conmon launcher could not start: ${err.message}`, sh.pid === undefined));
-      const timer = setTimeout(() => {
-        if (this.#sh === sh) this.#sh = undefined;
-        sh.kill('SIGKILL');
-        done(new LauncherError(`the conmon launcher timed out: ${out}`));
-      }, TIMEOUT_MS);
-      sh.stdout.on('data', onData);
-      sh.once('exit', onExit);
-      sh.once('error', onError);
-      sh.stdin.write(script);
-    });
+    const redirections = `3>${shQuote(syncFifo)} 2>>${shQuote(join(dir, 'conmon.log'))} </dev/null >/dev/null`;
+    const script = `(cd ${shQuote(dir)} && exec ${[conmonPath, ...args].map(shQuote).join(' ')} ${redirections})`;
+    let status: number;
+    try {
+      if (this.#closed) throw new ShellError('the conmon launcher is closed', '');
+      const result = await shell.run(script);
+      status = result.status;
+      if (result.output.trim()) log.warn('conmon launcher', { output: result.output.trim() });
+    } catch (err) {
+      closeSync(fd);
+      if (!(err instanceof ShellError)) throw err;
+      if (err.notStarted) {
+        log.warn('conmon launcher unavailable, using spawn()', { err });
+        if (this.#shell === shell) this.#shell = undefined;
+        return undefined;
+      }
+      // The job's fate is unknown (a conmon may be running): fail this create, not guess.
+      log.warn('conmon launcher failed', { id, err });
+      throw internal(`OCI runtime create failed: ${err.message}`);
+    }
+    if (status !== 0) {
+      // No conmon holds the FIFO (or none ever did, and epoll would never report the end).
+      closeSync(fd);
+      const empty = new PassThrough();
+      empty.end();
+      return { pipe: empty, firstExited: Promise.resolve() };
+    }
+    return { pipe: new Socket({ fd, readable: true, writable: false }), firstExited: Promise.resolve() };
   }
+}
 
-  #shell(): ChildProcessWithoutNullStreams {
-    if (this.#sh && this.#sh.exitCode === null && this.#sh.signalCode === null) return this.#sh;
-    if (this.#closed) throw new LauncherError('the conmon launcher is closed');
-    // conmon's environment (PATH only, see conmonEnv) with the sync pipe's fd number.
-    const sh = spawn('sh', [], { stdio: ['pipe', 'pipe', 'pipe'], env: conmonEnv({ _OCI_SYNCPIPE: '3' }) });
-    sh.stdin.on('error', () => {}); // an ended shell: the job's 'exit' listener reports it
-    sh.on('error', (err) => log.warn('conmon launcher failed', { err }));
-    sh.stderr.resume();
-    // The shell must not keep the daemon (or a test) alive.
-    sh.unref();
-    for (const pipe of [sh.stdin, sh.stdout, sh.stderr]) (pipe as unknown as { unref?: () => void }).unref?.();
-    this.#sh = sh;
-    sh.once('exit', () => {
-      if (this.#sh === sh) this.#sh = undefined;
+/** conmon by spawn(): a fork of berthd. Its stderr goes to a file: a pipe would tie the daemonized conmon to berthd. */
+function bySpawn(id: string, conmonPath: string, args: readonly string[], dir: string): Launched {
+  const errFd = openSync(join(dir, 'conmon.log'), 'a');
+  try {
+    const child = spawn(conmonPath, args, {
+      stdio: ['ignore', 'ignore', errFd, 'pipe'],
+      env: conmonEnv({ _OCI_SYNCPIPE: '3' }),
+      detached: true,
+      cwd: dir,
     });
-    return sh;
+    child.unref();
+    const firstExited = new Promise<void>((resolve) => {
+      // A spawn failure (ENOENT...) also closes the pipe: reported as "no pid".
+      child.once('error', (err) => {
+        log.error('conmon spawn failed', { id, err });
+        resolve();
+      });
+      child.once('exit', () => resolve());
+    });
+    return { pipe: child.stdio[3] as Readable, firstExited };
+  } finally {
+    closeSync(errFd);
   }
 }

@@ -89,7 +89,7 @@ export class AttachService {
    * opened just before (see log-catchup.ts).
    */
   async #connect(c: ContainerRecord, client: AttachClient): Promise<{ sock: ConmonAttach; log?: LogCatchUp } | undefined> {
-    const path = this.processes.runtime.attachSocketPath(c.id);
+    const path = this.processes.runtime.lifecycle.attachSocketPath(c.id);
     const connect = async () => {
       const logTail = await LogCatchUp.open(c.logPath);
       try {
@@ -157,7 +157,7 @@ export class AttachService {
     const c = this.containers.get(idOrName);
     if (!(c.state.status === 'running' || c.state.status === 'paused')) throw conflict(`Container ${c.id} is not running`);
     checkSize(height, width);
-    if (c.config.Tty) await this.processes.runtime.resize(c.id, height, width);
+    if (c.config.Tty) await this.processes.runtime.lifecycle.resize(c.id, height, width);
     this.events.publish('container', 'resize', c.id, this.containers.attrs(c, { height: String(height), width: String(width) }));
   }
 }

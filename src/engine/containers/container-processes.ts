@@ -6,7 +6,8 @@
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import type { ContainerRecord } from './container-model.js';
-import type { RuntimeDriver, ExitStatus } from '../../runtime/runtime-driver.js';
+import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
+import type { ExitStatus } from '../../runtime/container-exits.js';
 import { buildSpec } from '../../runtime/build-spec.js';
 import { specInputFor, withNetworkNamespace } from './container-spec.js';
 import { writeEtcFiles } from './container-rootfs.js';
@@ -67,9 +68,9 @@ export class RuntimeProcesses implements ContainerProcesses {
     // leftover runtime state of an earlier run (it would make create fail), the bundle dir, and
     // the spec input (its user lookup reads the image's passwd: after the mount). Everything
     // settles before a failure is reported, so the caller's cleanup never races a half-done step.
-    const prepared = Promise.all([this.runtime.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
+    const prepared = Promise.all([this.runtime.lifecycle.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
     const shareable = c.hostConfig.IpcMode === 'shareable' ? mountShareableShm(this.containerDir(c.id), c.hostConfig.ShmSize ?? 0) : Promise.resolve();
-    const input = Promise.all([rootfsReady, shareable]).then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.cgroupVersion, lookup: this.lookup, containerDir: this.containerDir }));
+    const input = Promise.all([rootfsReady, shareable]).then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.host.cgroupVersion, lookup: this.lookup, containerDir: this.containerDir }));
     const results = await Promise.allSettled([this.network.prepare(c), rootfsReady, prepared, input]);
     for (const r of results) if (r.status === 'rejected') throw r.reason;
     const net = (results[0] as PromiseFulfilledResult<NetworkPreparation>).value;
@@ -90,7 +91,7 @@ export class RuntimeProcesses implements ContainerProcesses {
       hosts: net.hosts,
     });
     const spec = buildSpec(withNetworkNamespace(await input, net.netnsPath));
-    const { pid } = await this.runtime.create({
+    const { pid } = await this.runtime.lifecycle.create({
       id: c.id,
       bundleDir,
       spec,
@@ -106,9 +107,9 @@ export class RuntimeProcesses implements ContainerProcesses {
     try {
       await this.network.started(c, pid);
       for (const hook of this.beforeStart.get(c.id) ?? []) await hook().catch((err) => log.warn('attach before start failed', { id: c.id, err }));
-      await this.runtime.start(c.id);
+      await this.runtime.lifecycle.start(c.id);
     } catch (err) {
-      await this.runtime.cleanup(c.id).catch(() => undefined);
+      await this.runtime.lifecycle.cleanup(c.id).catch(() => undefined);
       await this.network.release(c).catch(() => undefined);
       throw err;
     }
@@ -124,11 +125,11 @@ export class RuntimeProcesses implements ContainerProcesses {
     const limits = logLimits(c.hostConfig.LogConfig?.Config, this.logOpts);
     let rotator: LogRotator | undefined;
     if (limits) {
-      rotator = new LogRotator(c.logPath, limits, () => this.runtime.reopenLog(id));
+      rotator = new LogRotator(c.logPath, limits, () => this.runtime.lifecycle.reopenLog(id));
       rotator.start();
     }
     this.runtime
-      .waitExit(id)
+      .lifecycle.waitExit(id)
       .then((exit: ExitStatus) => {
         this.#watched.delete(id);
         rotator?.stop();
@@ -143,24 +144,24 @@ export class RuntimeProcesses implements ContainerProcesses {
 
   async kill(c: ContainerRecord, signal: string): Promise<void> {
     try {
-      await this.runtime.kill(c.id, /^\d+$/.test(signal) ? Number(signal) : signal.toUpperCase().startsWith('SIG') ? signal.toUpperCase() : `SIG${signal.toUpperCase()}`);
+      await this.runtime.lifecycle.kill(c.id, /^\d+$/.test(signal) ? Number(signal) : signal.toUpperCase().startsWith('SIG') ? signal.toUpperCase() : `SIG${signal.toUpperCase()}`);
     } catch (err) {
       throw conflict(`cannot kill container: ${c.name}: ${(err as Error).message}`);
     }
   }
 
   pause(c: ContainerRecord): Promise<void> {
-    return this.runtime.pause(c.id);
+    return this.runtime.lifecycle.pause(c.id);
   }
 
   resume(c: ContainerRecord): Promise<void> {
-    return this.runtime.resume(c.id);
+    return this.runtime.lifecycle.resume(c.id);
   }
 
   async cleanup(c: ContainerRecord): Promise<void> {
     // Independent: the runtime's state and the network's devices. Both are always attempted.
     const [rt, net] = await Promise.allSettled([
-      this.runtime.cleanup(c.id).then(() => (c.hostConfig.IpcMode === 'shareable' ? unmountShareableShm(this.containerDir(c.id)) : undefined)),
+      this.runtime.lifecycle.cleanup(c.id).then(() => (c.hostConfig.IpcMode === 'shareable' ? unmountShareableShm(this.containerDir(c.id)) : undefined)),
       this.network.release(c),
     ]);
     if (rt.status === 'rejected') throw rt.reason;

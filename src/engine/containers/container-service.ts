@@ -515,7 +515,7 @@ export class ContainerService {
       checkBlkioWeight(req, hostCgroupSupport(), warnings);
       const next = mergeUpdate(c.id, c.hostConfig, req);
       if (c.state.status === 'running' || c.state.status === 'paused') {
-        await this.processes.runtime.update(c.id, updateResources(next)).catch((err: Error) => {
+        await this.processes.runtime.lifecycle.update(c.id, updateResources(next)).catch((err: Error) => {
           throw new BerthError('internal', `Cannot update container ${c.id}: ${err.message}`);
         });
       }
@@ -597,7 +597,7 @@ export class ContainerService {
    * between restarts.
    */
   async recover(): Promise<void> {
-    const runtime = this.processes.runtime;
+    const runtime = this.processes.runtime.lifecycle;
     await Promise.all(
       this.all().map(async (c) => {
         try {
@@ -638,7 +638,7 @@ export class ContainerService {
       unpause: (id) => this.unpause(id),
       start: (id) => this.start(id),
       remove: (id) => this.remove(id, { force: true, volumes: false }),
-      abandonExec: (id, execId) => runtime.abandonExec(id, execId, this.find(id)?.state.pid ?? 0),
+      abandonExec: (id, execId) => (this.processes as RuntimeProcesses).runtime.execs.abandon(id, execId, this.find(id)?.state.pid ?? 0),
     });
   }
 

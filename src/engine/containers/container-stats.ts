@@ -46,10 +46,10 @@ export function emptyStats(c: ContainerRecord): StatsJson {
  * when the container has no cgroup any more (it just exited).
  */
 export async function sampleStats(runtime: RuntimeDriver, c: ContainerRecord, previous?: StatsJson): Promise<StatsJson | undefined> {
-  const base = await runtime.stats(c.id).catch(() => undefined);
+  const base = await runtime.stats.read(c.id).catch(() => undefined);
   if (!base) return undefined;
-  const layout = runtime.cgroupLayout;
-  const path = await runtime.cgroupsPath(c.id);
+  const layout = runtime.stats.cgroupLayout;
+  const path = await runtime.stats.cgroupsPath(c.id);
   const [cpu, systemCpu, networks, blkio] = await Promise.all([
     cpuDetails(layout, path, base.cpuUsageNs),
     systemCpuUsage(),
@@ -85,7 +85,7 @@ export async function sampleStats(runtime: RuntimeDriver, c: ContainerRecord, pr
   return out;
 }
 
-type Layout = RuntimeDriver['cgroupLayout'];
+type Layout = RuntimeDriver['stats']['cgroupLayout'];
 
 async function cpuDetails(layout: Layout, path: string, totalNs: number): Promise<CpuStats> {
   const cpu = emptyCpu();

@@ -33,8 +33,8 @@ export async function containerTop(containers: ContainerService, runtime: Runtim
 
 /** Host pids of every process in the container's cgroup tree. */
 export async function containerPids(runtime: RuntimeDriver, id: string): Promise<Set<number>> {
-  const path = await runtime.cgroupsPath(id);
-  const layout = runtime.cgroupLayout;
+  const path = await runtime.stats.cgroupsPath(id);
+  const layout = runtime.stats.cgroupLayout;
   const candidates = layout.kind === 'v2' ? [controllerDir(layout, 'pids', path)] : ['pids', 'memory', 'cpu', 'cpuacct', 'freezer'].map((ctl) => controllerDir(layout, ctl, path));
   const pids = new Set<number>();
   for (const dir of candidates) {

@@ -133,7 +133,7 @@ export class ExecService {
     if (!started) throw conflict(`Exec ${id} is not running`);
     const session = await Promise.race([started, new Promise<undefined>((r) => setTimeout(() => r(undefined), RESIZE_WAIT_MS).unref())]);
     if (!session || !rec.running) throw conflict(`Exec ${id} is not running`);
-    if (rec.config.Tty) await this.processes.runtime.resizeExec(rec.containerId, id, height, width);
+    if (rec.config.Tty) await this.processes.runtime.execs.resize(rec.containerId, id, height, width);
   }
 
   #checkRunning(c: ContainerRecord): void {
@@ -197,7 +197,7 @@ export class ExecService {
       }) : undefined;
       // On record until the process exits: after a crash nobody reads it, and recovery ends it.
       this.#intents.set(rec.id, this.containers.intents.begin(c.id, 'exec', { execId: rec.id }));
-      const session = await this.processes.runtime.exec(c.id, {
+      const session = await this.processes.runtime.execs.exec(c.id, {
         execId: rec.id,
         process: {
           args: cfg.Cmd,

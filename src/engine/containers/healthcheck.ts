@@ -149,7 +149,7 @@ export class HealthMonitor {
   async #exec(c: ContainerRecord, probe: HealthProbe, r: Running): Promise<{ exitCode: number; output: string }> {
     let session;
     try {
-      session = await this.runtime.exec(c.id, {
+      session = await this.runtime.execs.exec(c.id, {
         execId: `health-${randomBytes(8).toString('hex')}`,
         process: { args: probe.test, env: [], terminal: false },
         stdin: false,

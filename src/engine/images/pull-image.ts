@@ -15,8 +15,8 @@ import type { ImageService } from './image-service.js';
 import type { LayerRecord } from '../../state/image-records.js';
 import { ProgressThrottle, type ProgressSink } from './progress.js';
 import { refKey } from './image-lookup.js';
-import { LayerPullPool } from '../layer-pull-pool.js';
-import { transferLayer } from '../layer-transfer.js';
+import { LayerPullPool } from '../../images/pull/layer-pull-pool.js';
+import { transferLayer } from '../../images/pull/layer-transfer.js';
 
 const MAX_CONCURRENT_DOWNLOADS = 3;
 

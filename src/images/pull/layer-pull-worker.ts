@@ -5,13 +5,13 @@
  * progress and the outcome. Several jobs may run at once; each is one message in, a few out.
  */
 import { parentPort } from 'node:worker_threads';
-import { BerthError } from '../lib/errors.js';
-import type { Digest } from '../lib/digest.js';
-import type { Descriptor } from '../lib/oci.js';
-import { ContentStore } from '../images/content-store.js';
-import { LayerStore, type LayerStoreOptions } from '../images/layer-store.js';
-import { HttpTransport } from '../registry/http-transport.js';
-import { verifiedBlob, type PlannedRequest } from '../registry/registry-client.js';
+import { BerthError } from '../../lib/errors.js';
+import type { Digest } from '../../lib/digest.js';
+import type { Descriptor } from '../../lib/oci.js';
+import { ContentStore } from '../content-store.js';
+import { LayerStore, type LayerStoreOptions } from '../layer-store.js';
+import { HttpTransport } from '../../registry/http-transport.js';
+import { verifiedBlob, type PlannedRequest } from '../../registry/registry-client.js';
 import { transferLayer } from './layer-transfer.js';
 
 /** Main thread → worker. */

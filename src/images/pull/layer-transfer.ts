@@ -4,7 +4,7 @@
  * main thread and in the pull workers (layer-pull-worker.ts).
  */
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
-import { decompressLayer } from '../images/decompress.js';
+import { decompressLayer } from '../decompress.js';
 
 export interface TransferOptions {
   mediaType: string;

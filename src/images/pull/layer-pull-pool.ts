@@ -8,12 +8,12 @@
  * worker that dies fails its jobs.
  */
 import { Worker } from 'node:worker_threads';
-import { BerthError } from '../lib/errors.js';
-import type { Digest } from '../lib/digest.js';
-import { releaseFreedMemory } from '../lib/malloc-trim.js';
-import type { Descriptor } from '../lib/oci.js';
-import type { LayerStoreOptions } from '../images/layer-store.js';
-import type { PlannedRequest } from '../registry/registry-client.js';
+import { BerthError } from '../../lib/errors.js';
+import type { Digest } from '../../lib/digest.js';
+import { releaseFreedMemory } from '../../lib/malloc-trim.js';
+import type { Descriptor } from '../../lib/oci.js';
+import type { LayerStoreOptions } from '../layer-store.js';
+import type { PlannedRequest } from '../../registry/registry-client.js';
 import type { FromWorker, ToWorker, WireError } from './layer-pull-worker.js';
 
 export interface LayerJob {
