@@ -133,7 +133,7 @@ async function main(): Promise<void> {
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);
   await builds.cleanWork();
 
-  const router = new Router();
+  const router = new Router({ routeLog: process.env.BERTHD_ROUTE_LOG });
   systemRoutes(router, engine);
   imageRoutes(router, engine, imageTransferRoutes(router, new ImageTransfer(images, registry)));
   containerRoutes(router, engine, containers);
