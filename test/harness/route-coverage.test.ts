@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { run } from './child-process.js';
-import { startDaemon, type TestDaemon } from './daemon.js';
+import { repoRoot, startDaemon, type TestDaemon } from './daemon.js';
 import { checkRouteCoverage, readRouteCoverage } from './route-coverage.js';
 import { makeTempDir, removeDir, removeDirSync } from './temp-dir.js';
 
@@ -59,5 +59,15 @@ describe('route coverage', () => {
     } finally {
       removeDirSync(empty);
     }
+  });
+
+  it('every routes file has its mirror test file, test/api/<resource>.test.ts', () => {
+    const routes = join(repoRoot(), 'src', 'api', 'routes');
+    const files = readdirSync(routes).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+    // Helper modules (swarm-json.ts, swarm-request.ts) register no route and need no test file.
+    const routeFiles = files.filter((f) => /\.on\(\s*(\[|'(GET|HEAD|POST|PUT|DELETE)')/.test(readFileSync(join(routes, f), 'utf8')));
+    assert.ok(routeFiles.length >= 18, routeFiles.join(', '));
+    const tests = new Set(readdirSync(join(repoRoot(), 'test', 'api')));
+    assert.deepEqual(routeFiles.filter((f) => !tests.has(f.replace(/\.ts$/, '.test.ts'))), []);
   });
 });
