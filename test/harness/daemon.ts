@@ -129,6 +129,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
   const target = (path: string) => ({ socketPath: socket, path });
 
   async function launch(o: DaemonOptions): Promise<void> {
+    o = { ...o, env: { ...routeLogEnv(basename(dir)), ...o.env } }; // route coverage, see route-coverage.ts
     const args = [
       '-H', `unix://${socket}`,
       '--data-root', dataRoot,
@@ -140,7 +141,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
     ];
     writeFileSync(logFile, `--- harness: starting ${berthd} ${args.join(' ')}\n`, { flag: 'a' });
     // Run as an executable, so the node flags in its first line apply.
-    const p = spawnLogged(berthd, args, { logFile, env: { ...process.env, ...routeLogEnv(basename(dir)), ...(o.env ?? {}) } });
+    const p = spawnLogged(berthd, args, { logFile, env: { ...process.env, ...(o.env ?? {}) } });
     writeFileSync(logFile, `--- harness: berthd pid ${p.pid}\n`, { flag: 'a' });
     proc = p;
     const timeout = o.readyTimeoutMs ?? 15_000;
