@@ -6,23 +6,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { useDaemon, useSeededRegistry, usePulledBusybox, type TestDaemon } from '../harness/index.js';
-
-/** stdout of a multiplexed body, each frame checked. */
-function stdoutOf(body: Buffer): string {
-  let out = '';
-  for (let off = 0; off < body.length; ) {
-    assert.ok(off + 8 <= body.length, 'a whole frame header');
-    const len = body.readUInt32BE(off + 4);
-    if (body[off] === 1) out += body.subarray(off + 8, off + 8 + len).toString();
-    off += 8 + len;
-  }
-  return out;
-}
+import { demuxChecked } from '../harness/multiplexed.js';
 
 async function logs(d: TestDaemon, id: string, q: string): Promise<string> {
   const r = await d.request('GET', `/containers/${id}/logs?stdout=1&${q}`);
   assert.equal(r.status, 200, r.text());
-  return stdoutOf(r.body);
+  return demuxChecked(r.body).stdout;
 }
 
 /** A log timestamp (RFC 3339, nanoseconds) as the Unix seconds with fraction the API takes. */
