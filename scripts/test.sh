@@ -16,9 +16,23 @@ mapfile -t files < <(find dist/src dist/test -name '*.test.js' | sort)
 if [ "$#" -gt 0 ]; then
   mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E "$1")
 fi
+# The full run also fails when a route of berthd's answered no test (test/harness/README.md).
+coverage=""
+if [ "$#" -eq 0 ]; then
+  coverage=$(mktemp -d /tmp/berth-route-coverage-XXXXXX)
+  export BERTH_ROUTE_COVERAGE_DIR="$coverage"
+fi
 echo "test: ${#files[@]} files"
 node --test --test-concurrency=2 --test-timeout=600000 "${files[@]}"
 engine=$?
+
+routes=0
+if [ -n "$coverage" ]; then
+  unset BERTH_ROUTE_COVERAGE_DIR
+  node dist/test/harness/route-coverage.js "$coverage"
+  routes=$?
+  rm -rf "$coverage"
+fi
 
 clients=0
 if [ "$#" -eq 0 ]; then
@@ -26,5 +40,5 @@ if [ "$#" -eq 0 ]; then
   clients=$?
 fi
 
-echo "engine tests: exit $engine; client tests: exit $clients"
-[ "$engine" -eq 0 ] && [ "$clients" -eq 0 ]
+echo "engine tests: exit $engine; route coverage: exit $routes; client tests: exit $clients"
+[ "$engine" -eq 0 ] && [ "$routes" -eq 0 ] && [ "$clients" -eq 0 ]

@@ -88,6 +88,7 @@ Options:
 Environment:
   BERTH_CERTS_D                   Root of per-registry TLS files, <host[:port]>/{*.crt,*.cert,*.key}
                                   (default /etc/berth/certs.d)
+  BERTHD_ROUTE_LOG                For the tests: a file that gets the routes and each one that answered
 `;
 
 /** daemon.json keys, as in dockerd's file. Unknown keys are rejected so typos do not pass silently. */

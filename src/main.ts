@@ -160,7 +160,7 @@ async function main(): Promise<void> {
     swarm,
   });
 
-  const router = new Router();
+  const router = new Router({ routeLog: process.env.BERTHD_ROUTE_LOG });
   systemRoutes(router, engine);
   imageRoutes(router, engine, imageTransferRoutes(router, new ImageTransfer(images, registry)));
   containerRoutes(router, engine, containers);

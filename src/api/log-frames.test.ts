@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { frameLogChunk, type FrameOptions } from './log-frames.js';
 import { parseLogLine, readLogChunks, readLogRecords } from '../runtime/log-file.js';
-import { removeDir, tempDir } from '../runtime/test-support.js';
+import { removeDir, tempDir } from '../../test/fixtures/runtime.js';
 
 const dirs: string[] = [];
 after(async () => {

@@ -12,6 +12,7 @@ import { parseRequestTarget } from './request-target.js';
 import { apiOperation, type ApiOperation } from './request-schema.js';
 import { log, isLogEnabled } from '../lib/log.js';
 import { BerthError } from '../lib/errors.js';
+import { RouteLog } from './route-log.js';
 
 export type Handler = (ctx: RequestContext) => Promise<void> | void;
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
@@ -42,6 +43,13 @@ interface Route {
   ownHeaders: boolean;
   /** The spec's operation for this method and path, when it has checks (body or typed query). */
   operation: ApiOperation | undefined;
+  /** "METHOD /template", for the route log. */
+  key: string;
+}
+
+export interface RouterOptions {
+  /** A file that lists the routes and those that answered (the tests' route coverage); none by default. */
+  routeLog?: string | undefined;
 }
 
 /** How a /vX.Y prefix compares with the versions served. */
@@ -60,16 +68,19 @@ export class Router {
   readonly #fmw: Instance<HTTPVersion.V1>;
   readonly #verdicts = new Map<string, VersionVerdict>();
   readonly #operations: ApiOperation[] = [];
+  readonly #routeLog: RouteLog | undefined;
 
-  constructor() {
+  constructor(opts: RouterOptions = {}) {
+    this.#routeLog = opts.routeLog ? new RouteLog(opts.routeLog) : undefined;
     // The query is split off before routing; find-my-way need not parse it.
     this.#fmw = FindMyWay({ ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, caseSensitive: true, querystringParser: () => EMPTY_QUERY });
   }
 
   on(method: Method | Method[], path: string, handler: Handler, opts: RouteOptions = {}): void {
     for (const m of Array.isArray(method) ? method : [method]) {
-      const route: Route = { handler, ownHeaders: opts.ownHeaders ?? false, operation: apiOperation(m, path) };
+      const route: Route = { handler, ownHeaders: opts.ownHeaders ?? false, operation: apiOperation(m, path), key: `${m} ${path}` };
       if (route.operation) this.#operations.push(route.operation);
+      this.#routeLog?.registered(route.key);
       this.#fmw.on(m, path, () => undefined, route);
     }
   }
@@ -142,6 +153,7 @@ export class Router {
 
   /** Runs a handler; synchronous ones cost no promise. */
   #run(route: Route, ctx: Context): void {
+    if (this.#routeLog !== undefined) this.#routeLog.answered(route.key);
     try {
       if (route.operation?.checksQuery) route.operation.checkQuery(ctx.query);
       const pending = route.handler(ctx);

@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { sha256Of } from '../lib/digest.js';
 import { BerthError, isKind } from '../lib/errors.js';
 import { ContentStore } from './content-store.js';
-import { tempDir } from './tar-fixtures.js';
+import { tempDir } from '../../test/fixtures/tar.js';
 
 const body = Buffer.from('{"hello":"blob"}'.repeat(5000));
 const D = sha256Of(body);

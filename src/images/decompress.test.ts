@@ -8,7 +8,7 @@ import zlib from 'node:zlib';
 import { MediaType } from '../lib/oci.js';
 import { isKind } from '../lib/errors.js';
 import { decompressLayer } from './decompress.js';
-import { makeTar } from './tar-fixtures.js';
+import { makeTar } from '../../test/fixtures/tar.js';
 
 async function collect(r: Readable): Promise<Buffer> {
   const parts: Buffer[] = [];

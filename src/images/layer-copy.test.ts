@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { copyUpperToLayer, NotCopyable } from './layer-copy.js';
 import { diffTar } from './layer-diff.js';
 import { LayerStore } from './layer-store.js';
-import { setXattr, tempDir } from './tar-fixtures.js';
+import { setXattr, tempDir } from '../../test/fixtures/tar.js';
 
 const T = new Date(1_650_000_000_700); // a fraction of a second: the layer keeps whole seconds
 // security.capability, revision 2, effective, permitted cap_net_raw: chown would drop it.

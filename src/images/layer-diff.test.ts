@@ -8,7 +8,7 @@ import tarStream from 'tar-stream';
 import { sha256Of } from '../lib/digest.js';
 import { diffTar } from './layer-diff.js';
 import { LayerStore } from './layer-store.js';
-import { getXattr, listTree, setXattr, tempDir } from './tar-fixtures.js';
+import { getXattr, listTree, setXattr, tempDir } from '../../test/fixtures/tar.js';
 
 const T = new Date(1_650_000_000_000);
 

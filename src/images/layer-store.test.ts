@@ -12,7 +12,7 @@ import { sha256Of, type Digest } from '../lib/digest.js';
 import { isKind } from '../lib/errors.js';
 import { LayerStore, chainIds } from './layer-store.js';
 import { encodeEntryHeader } from './tar-format.js';
-import { getXattr, listTree, makeTar, tempDir, type FixtureEntry, type RawPiece } from './tar-fixtures.js';
+import { getXattr, listTree, makeTar, tempDir, type FixtureEntry, type RawPiece } from '../../test/fixtures/tar.js';
 
 const T0 = new Date(1_500_000_000_000);
 const T1 = new Date(1_600_000_000_000);

@@ -13,7 +13,7 @@ import { sha256Of } from '../lib/digest.js';
 import { MediaType, type Descriptor } from '../lib/oci.js';
 import { RegistryClient, type ResolvedImage } from './registry-client.js';
 import { parseReference } from './reference.js';
-import { pushImage, pushIndex, startRegistry, startTokenServer, type PushedImage, type TestRegistry, type TokenServer } from './test-registry.js';
+import { pushImage, pushIndex, startRegistry, startTokenServer, type PushedImage, type TestRegistry, type TokenServer } from '../../test/harness/bare-registry.js';
 
 const AMD64 = { os: 'linux', architecture: 'amd64' };
 

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, buildEnv, buildSpec, type RuntimeSpecInput } from './build-spec.js';
 import { serializeSpec } from './bundle.js';
-import { specInput } from './test-support.js';
+import { specInput } from '../../test/fixtures/runtime.js';
 
 const ID = 'c0ffee0123456789';
 

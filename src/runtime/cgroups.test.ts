@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cgroupDirs, controllerDir, detectCgroupLayout, fixHybridLayout, parseCgroupLayout, type CgroupLayout } from './cgroups.js';
-import { removeDir, tempDir } from './test-support.js';
+import { removeDir, tempDir } from '../../test/fixtures/runtime.js';
 
 const HYBRID = `25 20 0:22 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 26 25 0:23 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu

@@ -19,7 +19,7 @@ import { SECCOMP_BPF_ANNOTATION } from './seccomp-cache.js';
 import { readLogRecords, type LogRecord } from './log-file.js';
 import { RuntimeDriver } from './runtime-driver.js';
 import type { RuntimeName } from './runtime-cli.js';
-import { DriverFixture, logText, specInput, streamText, uniqueId } from './test-support.js';
+import { DriverFixture, logText, specInput, streamText, uniqueId } from '../../test/fixtures/runtime.js';
 
 // node-unix-socket is CommonJS with a native part; Node's net module cannot open SOCK_SEQPACKET.
 const { SeqpacketSocket } = createRequire(import.meta.url)('node-unix-socket') as typeof import('node-unix-socket');

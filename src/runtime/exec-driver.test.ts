@@ -2,7 +2,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { DriverFixture, logText, streamText, uniqueId } from './test-support.js';
+import { DriverFixture, logText, streamText, uniqueId } from '../../test/fixtures/runtime.js';
 
 let fx: DriverFixture;
 

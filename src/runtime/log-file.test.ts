@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { appendFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { formatLogTimestamp, parseLogLine, parseRfc3339Nano, readLogChunks, readLogRecords, type LogRecord } from './log-file.js';
-import { removeDir, tempDir } from './test-support.js';
+import { removeDir, tempDir } from '../../test/fixtures/runtime.js';
 
 const dirs: string[] = [];
 after(async () => {

@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readLogRecords, type LogRecord, type LogStream } from './log-file.js';
 import { readLastLines } from './log-tail.js';
-import { removeDir, tempDir } from './test-support.js';
+import { removeDir, tempDir } from '../../test/fixtures/runtime.js';
 
 const dirs: string[] = [];
 after(async () => {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { controllersOnUnified } from './cgroups.js';
 import { RuntimeDriver } from './runtime-driver.js';
-import { DriverFixture } from './test-support.js';
+import { DriverFixture } from '../../test/fixtures/runtime.js';
 
 let fx: DriverFixture;
 

@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildSpec } from './build-spec.js';
 import { SECCOMP_BPF_ANNOTATION, SeccompBpfCache } from './seccomp-cache.js';
-import { removeDir, specInput, tempDir } from './test-support.js';
+import { removeDir, specInput, tempDir } from '../../test/fixtures/runtime.js';
 
 let dir = '';
 after(() => removeDir(dir));

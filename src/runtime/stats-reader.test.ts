@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { controllerDir } from './cgroups.js';
-import { DriverFixture } from './test-support.js';
+import { DriverFixture } from '../../test/fixtures/runtime.js';
 
 let fx: DriverFixture;
 

@@ -2,7 +2,7 @@ import { newNetworkPrefix, removeNetworkLeftovers } from './network-cleanup.js';
 import { purgeHostState } from '../../src/network/purge-host-state.js';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { killProcess, run, signal, spawnLogged, stopProcess, tailFile, type LoggedProcess } from './child-process.js';
 import { onExitCleanup } from './exit-cleanup.js';
@@ -10,6 +10,7 @@ import { httpRequest, httpStream, httpUpgrade, type UpgradeResult } from './http
 import { unmountUnder, unmountUnderSync } from './mounts.js';
 import { killAll, leftoverProcesses, stillRunning, type ProcRef } from './process-scan.js';
 import { makeTempDir, removeDir, removeDirSync } from './temp-dir.js';
+import { routeLogEnv } from './route-coverage.js';
 
 /**
  * Runs the real berthd for a test file: its own temp dir holding socket, data root, exec root, pidfile
@@ -128,6 +129,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
   const target = (path: string) => ({ socketPath: socket, path });
 
   async function launch(o: DaemonOptions): Promise<void> {
+    o = { ...o, env: { ...routeLogEnv(basename(dir)), ...o.env } }; // route coverage, see route-coverage.ts
     const args = [
       '-H', `unix://${socket}`,
       '--data-root', dataRoot,

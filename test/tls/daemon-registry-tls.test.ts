@@ -14,7 +14,7 @@ import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
 import { sha256Of } from '../../src/lib/digest.js';
 import { MediaType } from '../../src/lib/oci.js';
-import { pushBlob, pushManifest, startRegistry, type Credentials, type PushTarget, type TestRegistry } from '../../src/registry/test-registry.js';
+import { pushBlob, pushManifest, startRegistry, type Credentials, type PushTarget, type TestRegistry } from '../harness/bare-registry.js';
 import { startDaemon, type TestDaemon } from './daemon.js';
 import { createCa, loopbackName, type CertFiles, type TestCa } from './pki.js';
 

@@ -11,7 +11,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../src/registry/test-registry.js';
+import { freePort } from '../harness/free-port.js';
 import { DaemonExitError, startDaemon, type TestDaemon } from './daemon.js';
 import { createCa, type CertFiles, type TestCa } from './pki.js';
 

@@ -6,9 +6,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newNetworkPrefix, removeNetworkLeftovers } from '../harness/network-cleanup.js';
+import { routeLogEnv } from '../harness/route-coverage.js';
 import { purgeHostState } from '../../src/network/purge-host-state.js';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -46,7 +47,7 @@ export async function startDaemon(opts: { args?: string[]; env?: NodeJS.ProcessE
   ];
   let proc: ChildProcess;
   try {
-    proc = spawn(BERTHD, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } });
+    proc = spawn(BERTHD, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...routeLogEnv(basename(dir)), ...opts.env } });
   } finally {
     closeSync(fd);
   }

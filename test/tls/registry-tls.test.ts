@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseReference } from '../../src/registry/reference.js';
 import { RegistryClient, type RegistryOptions } from '../../src/registry/registry-client.js';
-import { pushImage, startRegistry, startTokenServer, type TestRegistry } from '../../src/registry/test-registry.js';
+import { pushImage, startRegistry, startTokenServer, type TestRegistry } from '../harness/bare-registry.js';
 import { createCa, loopbackName, type CertFiles, type TestCa } from './pki.js';
 
 const UNKNOWN_AUTHORITY = 'tls: failed to verify certificate: x509: certificate signed by unknown authority';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Router } from '../../src/api/router.js';
 import { closeListeners, listen, type Listener, type TcpSecurity } from '../../src/api/server.js';
-import { freePort } from '../../src/registry/test-registry.js';
+import { freePort } from '../harness/free-port.js';
 import { createCa, type CertFiles, type TestCa } from './pki.js';
 
 describe('API server over mutual TLS, in process', () => {

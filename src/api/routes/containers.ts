@@ -82,6 +82,7 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
   r.on('POST', '/containers/prune', async (ctx) => {
     const filters = parseFilters(ctx.query.get('filters'), ['until', 'label', 'label!']);
     const deleted: string[] = [];
+    let reclaimed = 0;
     const untilRaw = filters.get('until')?.[0];
     const until = untilRaw ? parseUntil(untilRaw) : undefined;
     for (const c of containers.all()) {
@@ -89,9 +90,14 @@ export function containerRoutes(r: Router, engine: Engine, containers: Container
       if (!matchLabels(filters.get('label'), c.config.Labels)) continue;
       if ((filters.get('label!') ?? []).some((l) => matchLabels([l], c.config.Labels))) continue;
       if (until !== undefined && Date.parse(c.created) >= until) continue;
-      await containers.remove(c.id, { force: false, volumes: false }).then(() => deleted.push(c.id), () => undefined);
+      // As dockerd: the space is the writable layer's, measured before the removal.
+      const size = await containers.size(c).then((s) => s.rw, () => 0);
+      await containers.remove(c.id, { force: false, volumes: false }).then(() => {
+        deleted.push(c.id);
+        reclaimed += size;
+      }, () => undefined);
     }
-    sendJson(ctx, 200, { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 });
+    sendJson(ctx, 200, { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed });
   });
 }
 

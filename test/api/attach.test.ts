@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { WebSocket } from 'ws';
 import { readAll, useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
-import { demux, readToEnd, sleep } from './support.js';
+import { demux, readToEnd, sleep } from '../interactive/support.js';
 
 describe('attach API', () => {
   const daemon = useDaemon();

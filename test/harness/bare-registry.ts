@@ -1,19 +1,20 @@
 /**
- * TEST ONLY. A real Debian `docker-registry` on 127.0.0.1 with a temp storage dir, optionally
- * behind htpasswd or a token service and TLS (self-signed, or given files with optional
- * client-certificate auth), plus helpers to push small images.
- * The shared harness lives in test/harness/; this is the registry module's private minimum.
+ * A bare Debian `docker-registry` on any loopback address with a temp storage dir, optionally
+ * behind htpasswd or an RS256 token service and TLS (self-signed, or given files with optional
+ * client-certificate auth), plus raw pushes of opaque blobs, manifests and indexes. For the registry
+ * client's unit tests and the TLS tests; `registry.ts` is the seeded registry the daemon tests use.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { connect, createServer as createNetServer } from 'node:net';
+import { connect } from 'node:net';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
 import { createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sha256Of, type Digest } from '../lib/digest.js';
-import { MediaType, type Descriptor, type Platform } from '../lib/oci.js';
+import { sha256Of, type Digest } from '../../src/lib/digest.js';
+import { MediaType, type Descriptor, type Platform } from '../../src/lib/oci.js';
+import { freePort } from './free-port.js';
 
 export interface TestRegistry {
   /** `127.0.0.1:<port>` */
@@ -26,17 +27,6 @@ export interface TestRegistry {
 export interface Credentials {
   user: string;
   password: string;
-}
-
-export function freePort(address = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, address, () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export interface RegistryTlsFiles {

@@ -6,7 +6,7 @@ import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import { readAll, useDaemon, useSeededRegistry } from '../harness/index.js';
-import { demux, readToEnd, sleep } from './support.js';
+import { demux, readToEnd, sleep } from '../interactive/support.js';
 
 describe('exec', () => {
   const daemon = useDaemon();
