@@ -92,7 +92,8 @@ test('the engine never imports api/', () => {
 test('stores and drivers import no layer above them; lib/ is a leaf', () => {
   const below: Record<string, string[]> = {
     runtime: ['runtime', 'lib'],
-    images: ['images', 'lib'],
+    // The pull pipeline (images/pull/) fetches through the registry client; the registry knows no store.
+    images: ['images', 'registry', 'lib'],
     registry: ['registry', 'lib'],
     state: ['state', 'lib'],
     network: ['network', 'runtime', 'state', 'lib'],
