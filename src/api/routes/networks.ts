@@ -2,7 +2,7 @@
 import type { Router } from '../router.js';
 import { readJsonObject, sendJson, queryBool, type RequestContext } from '../request.js';
 import { parseFilters, matchLabels, parseUntil } from '../filters.js';
-import { shownDriver, shownScope, type NetworkService, type EndpointRequest } from '../../engine/networks.js';
+import { shownDriver, shownScope, type NetworkService, type EndpointRequest } from '../../engine/networks/networks.js';
 import type { NetworkRecord, NetworkCreateSpec } from '../../network/network-driver.js';
 import { invalidArgument } from '../../lib/errors.js';
 

@@ -2,12 +2,12 @@
  * Networks as the API sees them: the driver's records plus which containers use them, events, and
  * connect/disconnect that also work on stopped containers (remembered for their next start).
  */
-import { BerthError, conflict, invalidArgument } from '../lib/errors.js';
-import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
-import { shownDriver } from '../network/network-record.js';
-export { shownDriver, shownScope } from '../network/network-record.js';
-import type { ContainerService } from './containers.js';
-import type { EventBus } from './events.js';
+import { BerthError, conflict, invalidArgument } from '../../lib/errors.js';
+import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../../network/network-driver.js';
+import { shownDriver } from '../../network/network-record.js';
+export { shownDriver, shownScope } from '../../network/network-record.js';
+import type { ContainerService } from '../containers.js';
+import type { EventBus } from '../events.js';
 import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointRequest } from './container-networking.js';
 
 export type { EndpointRequest };

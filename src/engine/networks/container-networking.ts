@@ -3,13 +3,13 @@
  * (NetworkMode plus the create request's EndpointsConfig), its published ports, and the /etc/hosts
  * and /etc/resolv.conf that go with them. The results are kept on the record for inspect.
  */
-import type { NetworkDriver, PortBinding, AttachResult } from '../network/network-driver.js';
-import type { ContainerRecord } from './container-model.js';
-import type { ContainerNetworking, NetworkPreparation } from './container-processes.js';
-import { invalidArgument } from '../lib/errors.js';
+import type { NetworkDriver, PortBinding, AttachResult } from '../../network/network-driver.js';
+import type { ContainerRecord } from '../container-model.js';
+import type { ContainerNetworking, NetworkPreparation } from '../container-processes.js';
+import { invalidArgument } from '../../lib/errors.js';
 import { writeFile } from 'node:fs/promises';
-import { linkHostEntries, linksTo } from './container-links.js';
-import type { ContainerLookup } from './container-namespaces.js';
+import { linkHostEntries, linksTo } from '../container-links.js';
+import type { ContainerLookup } from '../container-namespaces.js';
 
 export interface EndpointRequest {
   Aliases?: string[] | null;
