@@ -35,8 +35,10 @@ import { ContainerIntents } from './engine/intents/container-intents.js';
 import { ContainerService } from './engine/containers.js';
 import { RuntimeProcesses } from './engine/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
-import { NetworkDriver } from './network/network-driver.js';
-import { DriverNetworking } from './engine/networks/container-networking.js';
+import { BridgeDriver } from './network/bridge-driver.js';
+import { NetworkRecords } from './state/network-records.js';
+import { NetworkController } from './engine/networks/network-controller.js';
+import { ContainerNetworkSetup } from './engine/networks/container-networking.js';
 import { NetworkService } from './engine/networks/networks.js';
 import { networkRoutes } from './api/routes/networks.js';
 import { AttachService } from './engine/attach.js';
@@ -113,15 +115,15 @@ async function main(): Promise<void> {
     users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
   });
   const containers = new ContainerService(new ContainerRecords(db), images, events, config.dataRoot, config.defaultRuntime, volumes, new ContainerIntents(new IntentRecords(db)));
-  const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
+  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }) });
   await network.init();
-  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
+  const networking = new ContainerNetworkSetup(network);
   const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
   });
-  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName));
+  containers.processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName), () => containers.all());
   containers.load();
   engine.containerCounts = () => containers.counts();
   await containers.recover();

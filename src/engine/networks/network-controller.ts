@@ -1,13 +1,9 @@
 /**
- * Docker-style networking for one daemon: the predefined networks (bridge, host, none), user-defined
- * bridge networks, container endpoints with persisted IP allocations, DNS between containers on
- * user-defined networks, and published ports.
- *
- * Everything is driven with the kernel's own tools (ip, nft, nsenter, unshare) in as few calls as
- * possible, and aardvark-dns for names. Every device, chain and file carries the daemon's prefix:
- * bridges `<prefix>0` (default) and `<prefix>-<id>`, host-side veths `<prefix><hex>`, the nftables table
- * `inet <prefix>`, state under `<execRoot>/network`. Nothing else on the host is ever touched, apart
- * from turning on net.ipv4.ip_forward.
+ * Docker-style networking for one daemon, the engine's side: the predefined networks (bridge, host,
+ * none), user-defined bridge networks, container endpoints with persisted IP allocations, DNS names
+ * between containers on user-defined networks, and published ports. It owns the records (network-table.ts)
+ * and decides subnets, addresses and host ports; the bridge driver (network/bridge-driver.ts) applies
+ * them to the host.
  *
  * Lifecycle, as the engine uses it:
  *   init()                       once at start; creates the predefined networks, repairs state after a restart
@@ -26,31 +22,28 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../lib/errors.js';
-import { log } from '../lib/log.js';
-import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
-import { Aardvark, type DnsNetwork } from './aardvark.js';
-import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type LinkInfo } from './bridge-device.js';
-import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
-import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
-import { ToolShell } from './tool-shell.js';
-import { deleteHostVeths, plumb, plumbCommands, plumbExisting, type DnsRoute, type PlumbEndpoint, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
-import { Firewall, type FirewallNetwork, type FirewallPort } from './firewall.js';
-import { claimPrefix, releasePrefix, SUBNET_LOCK_PATH, withHostLock } from './host-lock.js';
-import type { Protocol } from './host-ports.js';
-import { hostRoutePrefixes, parseResolvConf } from './host-routes.js';
+import { readdir } from 'node:fs/promises';
+import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import type { StoredPort } from '../../state/network-records.js';
+import { READY_PREFIX, type BridgeDriver } from '../../network/bridge-driver.js';
+import type { LinkInfo } from '../../network/bridge-device.js';
+import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
+import type { PlumbPlan } from '../../network/endpoint-plumbing.js';
+import { SUBNET_LOCK_PATH, withHostLock } from '../../network/host-lock.js';
+import { mountPoints } from '../../network/netns.js';
+import { ReadyPool, type ReadyNetns } from '../../network/ready-pool.js';
+import type { DrainingVeth } from '../../network/veth-drain.js';
+import { hostsText, resolvConfText, type HostsOptions } from '../../network/container-files.js';
 import { assignAddresses } from './endpoint-addresses.js';
-import { chooseSubnet, defaultGateway, defaultIPv4Pools, macForIPv4, randomIPv6Pools, randomMac } from './ipam.js';
-import { mountPoints, NetnsDir } from './netns.js';
+import { chooseSubnet, defaultGateway, defaultIPv4Pools, randomIPv6Pools } from './ipam.js';
+import { macForIPv4, randomMac } from '../../network/mac.js';
 import {
   bridgeSettings,
   forbidden,
   Option,
   parseIpamConfig,
   assertAttachable,
-  validateBridgeName,
   validateDriver,
   validateName,
   validateOptions,
@@ -58,9 +51,9 @@ import {
   type NetworkRecord,
   type ParsedPool,
 } from './network-record.js';
+import { NetworkTable } from './network-table.js';
+import { bridgeSpec, dnsNetwork, dnsRoute, endpointInfo, firewallNetwork, plumbEndpoint, routesVia, toFirewallPort, toPublished } from './plumbing-specs.js';
 import { portClash, reservePorts } from './port-reservation.js';
-import { VethDrain, type DrainingVeth } from './veth-drain.js';
-import { ReadyPool, type ReadyNetns } from './ready-pool.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
@@ -68,66 +61,40 @@ import type {
   AttachNetwork,
   AttachResult,
   AttachSpec,
+  BridgeHooks,
   ConnectSpec,
   Endpoint,
-  EndpointData,
   EndpointInfo,
-  NetworkDriverOptions,
-  PublishedPort,
+  NetworkControllerOptions,
 } from './network-types.js';
 
-const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
-/** Names of namespace files made ahead of time (container ids are hex, so never clash). */
-const READY_PREFIX = 'ready-';
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
-export class NetworkDriver {
+export class NetworkController {
   readonly prefix: string;
   readonly defaultBridgeName: string;
-  readonly #opts: NetworkDriverOptions;
-  readonly #records: NetworkRecords;
-  readonly #tools: Tools & { unshare: string; mount: string; umount: string };
-  readonly #firewall: Firewall;
-  readonly #aardvark: Aardvark;
-  readonly #netns: NetnsDir;
-  readonly #hostNs = `/proc/${process.pid}/ns/net`;
-  readonly #networks = new Map<string, NetworkRecord>();
-  /** containerId -> networkId -> endpoint */
-  readonly #endpoints = new Map<string, Map<string, Endpoint>>();
-  /** containerId -> published ports */
-  readonly #ports = new Map<string, StoredPort[]>();
+  readonly #opts: NetworkControllerOptions;
+  readonly #driver: BridgeDriver;
+  readonly #table: NetworkTable;
+  readonly #networks: Map<string, NetworkRecord>;
+  readonly #endpoints: Map<string, Map<string, Endpoint>>;
+  readonly #hooks: readonly BridgeHooks[];
   readonly #pendingNames = new Set<string>();
   readonly #removing = new Set<string>();
-  readonly #drain: VethDrain;
-  readonly #shell = new ToolShell();
   /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
   readonly #ready: ReadyPool;
   readonly #readyBare: ReadyPool;
-  /** Whether released veths are left to go with their namespace (see veth-drain.ts). */
-  #drainWithNetns = false;
   #initialized = false;
 
-  constructor(opts: NetworkDriverOptions) {
-    if (!PREFIX_RE.test(opts.prefix)) throw invalidArgument(`invalid network prefix "${opts.prefix}": [a-z][a-z0-9]{0,7}`);
+  constructor(opts: NetworkControllerOptions) {
     this.#opts = opts;
-    this.prefix = opts.prefix;
-    this.defaultBridgeName = opts.defaultBridgeName ?? `${opts.prefix}0`;
-    validateBridgeName(this.defaultBridgeName);
-    this.#records = new NetworkRecords(opts.db);
-    const t = opts.tools ?? {};
-    this.#tools = {
-      ip: t.ip ?? 'ip',
-      nft: t.nft ?? 'nft',
-      nsenter: t.nsenter ?? 'nsenter',
-      unshare: t.unshare ?? 'unshare',
-      mount: t.mount ?? 'mount',
-      umount: t.umount ?? 'umount',
-    };
-    const stateDir = join(opts.execRoot, 'network');
-    this.#firewall = new Firewall(opts.prefix, this.#tools.nft);
-    this.#aardvark = new Aardvark(join(stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', opts.dnsPort ?? 53);
-    this.#netns = new NetnsDir(join(stateDir, 'netns'), this.#tools, this.#shell);
-    this.#drain = new VethDrain(this.#tools.ip);
+    this.#driver = opts.driver;
+    this.prefix = opts.driver.prefix;
+    this.defaultBridgeName = opts.driver.defaultBridgeName;
+    this.#table = new NetworkTable(opts.records);
+    this.#networks = this.#table.networks;
+    this.#endpoints = this.#table.endpoints;
+    this.#hooks = opts.bridgeHooks ?? [];
     const size = opts.readyNamespaces ?? 2;
     this.#ready = new ReadyPool(size, () => this.#makeReady(true));
     this.#readyBare = new ReadyPool(size, () => this.#makeReady(false));
@@ -141,33 +108,32 @@ export class NetworkDriver {
    * nftables table rebuilt in one transaction, aardvark-dns running with the current names.
    */
   async init(): Promise<void> {
-    claimPrefix(this.prefix);
-    await mkdir(join(this.#opts.execRoot, 'network'), { recursive: true });
-    await this.#netns.init();
-    for (const n of this.#records.loadNetworks()) this.#networks.set(n.id, n.data as NetworkRecord);
-    for (const s of this.#records.loadEndpoints()) this.#remember(this.#fromStored(s));
-    for (const p of this.#records.loadPorts()) this.#portsOf(p.containerId).push(p);
+    const d = this.#driver;
+    await d.open();
+    this.#table.load();
 
     // Endpoints whose namespace is gone (container ended while the daemon was down, or a reboot).
     const mounted = await mountPoints();
     for (const [containerId, eps] of this.#endpoints) {
-      const path = await this.#netns.target(eps.values().next().value!.netnsPath);
+      const path = await d.netns.target(eps.values().next().value!.netnsPath);
       if (!mounted.has(path)) {
         log.info('releasing network endpoints of a vanished namespace', { container: containerId });
-        this.#forget(containerId);
+        this.#table.forget(containerId);
       }
     }
 
-    if (!this.#byName('host')) this.#saveNetwork(this.#predefined('host', 'host'));
-    if (!this.#byName('none')) this.#saveNetwork(this.#predefined('none', 'null'));
+    if (!this.#table.byName('host')) this.#table.saveNetwork(this.#predefined('host', 'host'));
+    if (!this.#table.byName('none')) this.#table.saveNetwork(this.#predefined('none', 'null'));
 
-    const links = await listLinks(this.#tools.ip);
-    await this.#removeStrayDevices(links);
-    let bridge = this.#byName('bridge');
-    if (bridge && !links.has(bridge.bridgeName) && !this.#hasEndpoints(bridge.id)) {
+    const links = await d.links();
+    await d.removeStrayDevices(links, {
+      bridges: new Set([...this.#networks.values()].map((n) => n.bridgeName)),
+      veths: new Set([...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth))),
+    });
+    let bridge = this.#table.byName('bridge');
+    if (bridge && !links.has(bridge.bridgeName) && !this.#table.hasEndpoints(bridge.id)) {
       // Recreated below; its subnet may have been taken by something else meanwhile, so pick again.
-      this.#records.deleteNetwork(bridge.id);
-      this.#networks.delete(bridge.id);
+      this.#table.deleteNetwork(bridge.id);
       bridge = undefined;
     }
     if (!bridge) {
@@ -175,41 +141,19 @@ export class NetworkDriver {
       links.set(created.bridgeName, { name: created.bridgeName, kind: 'bridge', addresses: [] });
     }
     for (const n of this.#networks.values()) {
-      if (n.driver === 'bridge' && !links.has(n.bridgeName)) await createBridge(this.#tools.ip, this.#bridgeSpec(n));
+      if (n.driver === 'bridge' && !links.has(n.bridgeName)) {
+        await d.createBridge(bridgeSpec(n));
+        await this.#runHooks('created', n);
+      }
     }
-    // Draining by watching /sys/class/net needs a sysfs of the daemon's own namespace.
-    this.#drainWithNetns = existsSync(`/sys/class/net/${this.defaultBridgeName}`);
-    await enableIPv4Forwarding();
-    const brnf = await readFile('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').catch(() => '0');
-    if (brnf.trim() !== '1') {
-      log.warn('net.bridge.bridge-nf-call-iptables is off: traffic between containers on one bridge bypasses the firewall (icc=false, loopback guard)');
-    }
-    await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
-    await this.#aardvark.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
-    // Namespaces made ahead by an earlier run that no container took (their veths go with them).
-    for (const name of await this.#netns.unadopted()) if (name.startsWith(READY_PREFIX)) await this.#netns.remove(name);
+    await d.prepareHost();
+    await d.firewall.rebuild(this.#firewallNetworks(), this.#table.allPorts().map(toFirewallPort));
+    await d.dns.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
+    await d.removeReadyLeftovers();
     this.#initialized = true;
     this.#ready.reset();
     this.#readyBare.reset();
     this.#refill();
-  }
-
-  /**
-   * Devices of this prefix that no stored network or endpoint names: left by a daemon that used the
-   * prefix with another data root (the prefix is claimed, so no live daemon owns them). Its user
-   * networks' bridges go, and so do veths of its containers, which would otherwise hold addresses
-   * this daemon's allocator hands out again on an adopted default bridge.
-   */
-  async #removeStrayDevices(links: Map<string, LinkInfo>): Promise<void> {
-    const bridges = new Set([...this.#networks.values()].map((n) => n.bridgeName));
-    const veths = new Set([...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)));
-    const strayBridges = [...links.values()].filter((l) => l.kind === 'bridge' && l.name.startsWith(`${this.prefix}-`) && !bridges.has(l.name));
-    const strayVeths = [...links.values()].filter((l) => l.kind === 'veth' && l.name.startsWith(this.prefix) && !veths.has(l.name));
-    if (strayBridges.length + strayVeths.length === 0) return;
-    log.info('removing devices an earlier daemon with this prefix left', { bridges: strayBridges.map((l) => l.name), veths: strayVeths.length });
-    await deleteHostVeths(strayVeths.map((l) => l.name), this.#tools.ip);
-    for (const l of strayBridges) await deleteBridge(this.#tools.ip, l.name);
-    for (const l of [...strayBridges, ...strayVeths]) links.delete(l.name);
   }
 
   /**
@@ -220,8 +164,7 @@ export class NetworkDriver {
   async shutdown(): Promise<void> {
     this.#initialized = false;
     await this.#removeReady();
-    if ((await readdir(this.#netns.dir).catch(() => ['?'])).length === 0) await this.#netns.unmountDir().catch(() => {});
-    releasePrefix(this.prefix);
+    await this.#driver.close();
   }
 
   /**
@@ -232,16 +175,11 @@ export class NetworkDriver {
   async destroy(): Promise<void> {
     this.#initialized = false;
     await this.#removeReady();
-    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth)).concat(this.#drain.takeAll());
-    for (const containerId of [...this.#endpoints.keys()]) this.#forget(containerId);
-    await deleteHostVeths(veths, this.#tools.ip);
-    for (const f of await readdir(this.#netns.dir).catch(() => [] as string[])) await this.#netns.remove(f);
-    await this.#netns.unmountDir();
-    for (const n of this.#networks.values()) if (n.driver === 'bridge') await deleteBridge(this.#tools.ip, n.bridgeName);
-    await this.#firewall.destroy().catch(() => {});
-    await this.#aardvark.destroy();
-    this.#initialized = false;
-    releasePrefix(this.prefix);
+    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth));
+    for (const containerId of [...this.#endpoints.keys()]) this.#table.forget(containerId);
+    const bridges = [...this.#networks.values()].filter((n) => n.driver === 'bridge');
+    for (const n of bridges) await this.#runHooks('deleting', n);
+    await this.#driver.destroy(veths, bridges.map((n) => n.bridgeName));
   }
 
   // ---------------------------------------------------------------- networks
@@ -260,17 +198,12 @@ export class NetworkDriver {
   #find(idOrName: string): NetworkRecord | undefined {
     const byId = this.#networks.get(idOrName);
     if (byId) return byId;
-    const byName = this.#byName(idOrName);
+    const byName = this.#table.byName(idOrName);
     if (byName) return byName;
     if (!/^[0-9a-f]+$/.test(idOrName)) return undefined;
     const matches = [...this.#networks.values()].filter((n) => n.id.startsWith(idOrName));
     if (matches.length > 1) throw invalidArgument(`network ${idOrName} is ambiguous (${matches.length} matches found based on ID prefix)`);
     return matches[0];
-  }
-
-  #byName(name: string): NetworkRecord | undefined {
-    for (const n of this.#networks.values()) if (n.name === name) return n;
-    return undefined;
   }
 
   async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
@@ -282,7 +215,7 @@ export class NetworkDriver {
     if (spec.scope && spec.scope !== 'local' && !(spec.driver === 'overlay' && spec.scope === 'swarm')) throw invalidArgument(`scope "${spec.scope}" is not supported`);
     if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
     validateOptions(spec.options ?? {});
-    if (this.#byName(spec.name) || this.#pendingNames.has(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
+    if (this.#table.byName(spec.name) || this.#pendingNames.has(spec.name) || this.#table.isUnreadable(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
     this.#pendingNames.add(spec.name);
     try {
       return await this.#createBridgeNetwork(spec, false);
@@ -293,20 +226,23 @@ export class NetworkDriver {
 
   async #createBridgeNetwork(spec: NetworkCreateSpec, predefined: boolean): Promise<NetworkRecord> {
     const pools = parseIpamConfig(spec.ipam?.config);
-    const id = hex(32);
+    if (spec.id !== undefined && (!/^[0-9a-f]{64}$/.test(spec.id) || this.#networks.has(spec.id) || this.#table.isUnreadable(spec.id))) {
+      throw conflict(`network id ${spec.id} is not a free 64-hex-digit id`);
+    }
+    const id = spec.id ?? hex(32);
     const options = { ...(spec.options ?? {}) };
-    const bridgeName = options[Option.bridgeName] || (predefined ? this.defaultBridgeName : `${this.prefix}-${id.slice(0, 14 - this.prefix.length)}`);
+    const bridgeName = options[Option.bridgeName] || (predefined ? this.defaultBridgeName : this.#driver.bridgeNameFor(id));
     const enableIPv6 = spec.enableIPv6 ?? false;
     for (const n of this.#networks.values()) {
       if (n.bridgeName === bridgeName) throw conflict(`bridge ${bridgeName} is already used by network ${n.name}`);
     }
     return withHostLock(this.#opts.subnetLockPath ?? SUBNET_LOCK_PATH, async () => {
-      const [routes, nameservers] = await Promise.all([hostRoutePrefixes(this.#tools.ip), this.#hostNameserverPrefixes()]);
+      const [routes, nameservers] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes()]);
       const ours = [...this.#networks.values()].flatMap((n) => [n.subnet, n.subnet6].filter((s): s is string => !!s).map((s) => parseCidr(s)!));
       const subnet4 = this.#pickSubnet(pools.v4, ours, () => chooseSubnet(defaultIPv4Pools(), [...routes, ...ours, ...nameservers]), 4);
       const subnet6 = enableIPv6 ? this.#pickSubnet(pools.v6, ours, () => chooseSubnet(randomIPv6Pools(), [...routes, ...ours]), 6) : undefined;
       if (!predefined) {
-        const links = await listLinks(this.#tools.ip);
+        const links = await this.#driver.links();
         if (links.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
       }
       const record: NetworkRecord = {
@@ -332,13 +268,17 @@ export class NetworkDriver {
         predefined,
         ...(spec.driver === 'overlay' ? { overlay: true } : {}),
       };
-      await createBridge(this.#tools.ip, this.#bridgeSpec(record));
+      await this.#driver.createBridge(bridgeSpec(record));
+      let saved = false;
       try {
-        if (this.#initialized) await this.#firewall.addNetwork(this.#firewallNetwork(record));
-        this.#saveNetwork(record);
+        if (this.#initialized) await this.#driver.firewall.addNetwork(this.#firewallNetwork(record));
+        this.#table.saveNetwork(record);
+        saved = true;
+        await this.#runHooks('created', record);
       } catch (err) {
-        await deleteBridge(this.#tools.ip, bridgeName).catch(() => {});
-        if (this.#initialized) await this.#firewall.removeNetwork(this.#firewallNetwork(record)).catch(() => {});
+        if (saved) this.#table.deleteNetwork(record.id);
+        await this.#driver.deleteBridge(bridgeName).catch(() => {});
+        if (this.#initialized) await this.#driver.firewall.removeNetwork(this.#firewallNetwork(record)).catch(() => {});
         throw err;
       }
       return record;
@@ -358,8 +298,7 @@ export class NetworkDriver {
   }
 
   async #hostNameserverPrefixes(): Promise<Cidr[]> {
-    const text = await readFile(this.#opts.hostResolvConf ?? '/etc/resolv.conf', 'utf8').catch(() => '');
-    return parseResolvConf(text).nameservers.flatMap((ns) => {
+    return (await this.#driver.hostResolvConf()).nameservers.flatMap((ns) => {
       const a = parseAddress(ns);
       return a ? [{ family: a.family, base: a.value, prefix: a.family === 4 ? 32 : 128 }] : [];
     });
@@ -394,20 +333,20 @@ export class NetworkDriver {
     this.#assertReady();
     const n = this.get(idOrName);
     if (n.predefined) throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
-    if (this.#hasEndpoints(n.id) || this.#removing.has(n.id)) {
+    if (this.#table.hasEndpoints(n.id) || this.#removing.has(n.id)) {
       throw forbidden(`error while removing network: network ${n.name} id ${n.id} has active endpoints`);
     }
     this.#removing.add(n.id);
     try {
-      await this.#firewall.removeNetwork(this.#firewallNetwork(n)).catch(async (err) => {
+      await this.#driver.firewall.removeNetwork(this.#firewallNetwork(n)).catch(async (err) => {
         log.warn('removing network rules failed; rebuilding the table', { network: n.name, error: errorMessage(err) });
-        await this.#firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), [...this.#ports.values()].flat().map(toFirewallPort));
+        await this.#driver.firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), this.#table.allPorts().map(toFirewallPort));
       });
-      await this.#drain.flush((v) => v.networkId === n.id);
-      await deleteBridge(this.#tools.ip, n.bridgeName);
-      this.#records.deleteNetwork(n.id);
-      this.#networks.delete(n.id);
-      if (n.dnsEnabled) await this.#aardvark.update({ id: n.id, listen: [], records: [] });
+      await this.#driver.drain.flush((v) => v.networkId === n.id);
+      await this.#runHooks('deleting', n).catch((err) => log.warn('a bridge hook failed before the bridge went', { network: n.name, error: errorMessage(err) }));
+      await this.#driver.deleteBridge(n.bridgeName);
+      this.#table.deleteNetwork(n.id);
+      if (n.dnsEnabled) await this.#driver.dns.update({ id: n.id, listen: [], records: [] });
     } finally {
       this.#removing.delete(n.id);
     }
@@ -417,7 +356,7 @@ export class NetworkDriver {
   async prune(keep: (n: NetworkRecord) => boolean = () => false): Promise<string[]> {
     const removed: string[] = [];
     for (const n of this.list()) {
-      if (n.predefined || this.#hasEndpoints(n.id) || keep(n)) continue;
+      if (n.predefined || this.#table.hasEndpoints(n.id) || keep(n)) continue;
       try {
         await this.remove(n.id);
         removed.push(n.name);
@@ -434,7 +373,7 @@ export class NetworkDriver {
     const out: (EndpointInfo & { containerId: string; containerName: string })[] = [];
     for (const eps of this.#endpoints.values()) {
       const e = eps.get(n.id);
-      if (e) out.push({ ...this.#info(e, n), containerId: e.containerId, containerName: e.containerName });
+      if (e) out.push({ ...endpointInfo(e, n), containerId: e.containerId, containerName: e.containerName });
     }
     return out;
   }
@@ -445,20 +384,20 @@ export class NetworkDriver {
     const endpoints: Record<string, EndpointInfo> = {};
     for (const e of eps?.values() ?? []) {
       const n = this.#networks.get(e.networkId)!;
-      endpoints[n.name] = this.#info(e, n);
+      endpoints[n.name] = endpointInfo(e, n);
     }
-    return { endpoints, ports: (this.#ports.get(containerId) ?? []).map(toPublished) };
+    return { endpoints, ports: (this.#table.ports.get(containerId) ?? []).map(toPublished) };
   }
 
   // ---------------------------------------------------------------- namespaces
 
   /** Creates an empty network namespace (loopback up) and returns the path of its file. */
   createNetns(containerId: string): Promise<string> {
-    return this.#netns.create(containerId);
+    return this.#driver.netns.create(containerId);
   }
 
   removeNetns(containerId: string): Promise<void> {
-    return this.#netns.remove(containerId);
+    return this.#driver.netns.remove(containerId);
   }
 
   /**
@@ -467,21 +406,21 @@ export class NetworkDriver {
    */
   async sweepContainers(known: (containerId: string) => boolean): Promise<string[]> {
     const swept: string[] = [];
-    for (const id of new Set([...this.#endpoints.keys(), ...this.#ports.keys()])) {
+    for (const id of new Set([...this.#endpoints.keys(), ...this.#table.ports.keys()])) {
       if (known(id)) continue;
       await this.detach(id).catch((err) => log.warn('releasing the network of an unknown container failed', { id, error: errorMessage(err) }));
       swept.push(id);
     }
-    for (const name of await readdir(this.#netns.dir).catch(() => [] as string[])) {
+    for (const name of await readdir(this.#driver.netns.dir).catch(() => [] as string[])) {
       if (!/^[0-9a-f]{64}$/.test(name) || known(name)) continue;
-      await this.#netns.remove(name).catch((err) => log.warn('removing the namespace of an unknown container failed', { id: name, error: errorMessage(err) }));
+      await this.#driver.netns.remove(name).catch((err) => log.warn('removing the namespace of an unknown container failed', { id: name, error: errorMessage(err) }));
       swept.push(name);
     }
     return swept;
   }
 
   netnsPath(containerId: string): string {
-    return this.#netns.pathOf(containerId);
+    return this.#driver.netns.pathOf(containerId);
   }
 
   // ---------------------------------------------------------------- endpoints
@@ -505,7 +444,7 @@ export class NetworkDriver {
     if (spec.networks.length === 1 && this.get(spec.networks[0]!.network).driver === 'host') {
       return { endpoints: {}, ports: [], netnsPath: '' };
     }
-    const netnsPath = this.#netns.pathOf(spec.containerId);
+    const netnsPath = this.#driver.netns.pathOf(spec.containerId);
     const result = await this.#attach({ ...spec, netnsPath }, true);
     return { ...result, netnsPath };
   }
@@ -524,12 +463,12 @@ export class NetworkDriver {
       if (createNetns) {
         const bare = this.#readyBare.take('');
         if (bare) {
-          await this.#netns.adopt(spec.containerId, bare.name).catch(async (err) => {
-            await this.#netns.remove(bare.name).catch(() => {});
+          await this.#driver.netns.adopt(spec.containerId, bare.name).catch(async (err) => {
+            await this.#driver.netns.remove(bare.name).catch(() => {});
             throw err;
           });
         } else {
-          await this.#netns.create(spec.containerId);
+          await this.#driver.netns.create(spec.containerId);
         }
       }
       return { endpoints: {}, ports: [] };
@@ -548,7 +487,7 @@ export class NetworkDriver {
     for (let attempt = 0; ; attempt++) {
       ports = publishes ? await this.#reservePorts(spec, nets.find(({ net }) => !net.internal)!.net) : [];
       if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
-      const raced = ports.filter((p) => portClash([...this.#ports.values()].flat(), p));
+      const raced = ports.filter((p) => portClash(this.#table.allPorts(), p));
       if (raced.length) {
         const explicit = raced.find((p) => spec.ports?.some((b) => b.hostPort === p.hostPort));
         if (explicit || attempt >= 3) throw conflict(`Bind for ${raced[0]!.hostIp}:${raced[0]!.hostPort} failed: port is already allocated`);
@@ -560,7 +499,7 @@ export class NetworkDriver {
       primary = eps.find((e) => this.#isGatewayCandidate(e));
       for (const p of ports) p.containerIp = primary!.ipv4;
       try {
-        this.#commit(eps, ports);
+        this.#table.commit(eps, ports);
       } catch (err) {
         if (ready) void this.#discardReady([ready]);
         throw err;
@@ -578,18 +517,18 @@ export class NetworkDriver {
     const adopted = ready;
     const work = await Promise.allSettled([
       adopted
-        ? this.#netns.adopt(spec.containerId, adopted.name)
+        ? this.#driver.netns.adopt(spec.containerId, adopted.name)
         : createNetns
-          ? plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.#netns.create(spec.containerId, { argv, input }))
-          : plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
-      ports.length ? this.#firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+          ? this.#driver.plumbNew(spec.containerId, plan)
+          : this.#driver.plumbExisting(spec.netnsPath, plan),
+      ports.length ? this.#driver.firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
+      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
     ]);
     const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
     if (failed) {
       await this.#rollback(spec.containerId, eps, ports, dnsNets);
-      if (createNetns) await this.#netns.remove(spec.containerId).catch(() => {});
-      if (adopted) await this.#netns.remove(adopted.name).catch(() => {});
+      if (createNetns) await this.#driver.netns.remove(spec.containerId).catch(() => {});
+      if (adopted) await this.#driver.netns.remove(adopted.name).catch(() => {});
       throw failed.reason;
     }
     return this.containerNetworks(spec.containerId);
@@ -612,22 +551,22 @@ export class NetworkDriver {
     const ep = this.#newEndpoint(spec, net, spec, order, `eth${idx}`);
     const hadPrimary = current.find((e) => this.#isGatewayCandidate(e));
     const hadDns = current.some((e) => this.#networks.get(e.networkId)!.dnsEnabled);
-    this.#commit([ep], []);
+    this.#table.commit([ep], []);
     const plan: PlumbPlan = {
       add: [this.#plumbEndpoint(ep)],
       routes: !hadPrimary && this.#isGatewayCandidate(ep) ? this.#routes(ep) : undefined,
       dns: !hadDns && net.dnsEnabled ? this.#dnsRoute(ep) : undefined,
     };
     const work = await Promise.allSettled([
-      plumbExisting(spec.netnsPath, plan, this.#tools, this.#hostNs),
-      net.dnsEnabled ? this.#aardvark.update(this.#dnsNetwork(net)) : Promise.resolve(),
+      this.#driver.plumbExisting(spec.netnsPath, plan),
+      net.dnsEnabled ? this.#driver.dns.update(this.#dnsNetwork(net)) : Promise.resolve(),
     ]);
     const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
     if (failed) {
       await this.#rollback(spec.containerId, [ep], [], net.dnsEnabled ? [net] : []);
       throw failed.reason;
     }
-    return this.#info(ep, net);
+    return endpointInfo(ep, net);
   }
 
   /** Leaves one network (docker network disconnect); the default route and DNS move to what remains. */
@@ -639,23 +578,21 @@ export class NetworkDriver {
     if (!eps || !ep) throw forbidden(`container ${containerId} is not connected to network ${net.name}`);
     const wasPrimary = this.#primaryOf(containerId) === ep;
     const dnsBefore = this.#dnsEndpointOf(containerId);
-    this.#records.transaction(() => this.#records.deleteEndpoint(containerId, net.id));
-    eps.delete(net.id);
+    this.#table.deleteEndpoints(containerId, [ep], false);
     const newPrimary = this.#primaryOf(containerId);
     const dnsAfter = this.#dnsEndpointOf(containerId);
-    const ports = this.#ports.get(containerId) ?? [];
-    const jobs: Promise<unknown>[] = [deleteHostVeths([ep.hostVeth], this.#tools.ip)];
+    const ports = this.#table.ports.get(containerId) ?? [];
+    const jobs: Promise<unknown>[] = [this.#driver.deleteVeths([ep.hostVeth])];
     if (wasPrimary && ports.length) jobs.push(this.#retargetPorts(containerId, newPrimary));
-    if (net.dnsEnabled) jobs.push(this.#aardvark.update(this.#dnsNetwork(net)));
+    if (net.dnsEnabled) jobs.push(this.#driver.dns.update(this.#dnsNetwork(net)));
     await Promise.all(jobs);
-    if (eps.size === 0) this.#endpoints.delete(containerId);
     const plan: PlumbPlan = {
       add: [],
       routes: wasPrimary && newPrimary ? this.#routes(newPrimary) : undefined,
       // Routes through the removed interface went with it; only a new one may be needed.
       dns: dnsAfter && dnsAfter !== dnsBefore ? this.#dnsRoute(dnsAfter) : undefined,
     };
-    if (existsSync(ep.netnsPath)) await plumbExisting(ep.netnsPath, plan, this.#tools, this.#hostNs);
+    if (existsSync(ep.netnsPath)) await this.#driver.plumbExisting(ep.netnsPath, plan);
   }
 
   /**
@@ -663,17 +600,15 @@ export class NetworkDriver {
    * Idempotent. The namespace file stays until removeNetns.
    */
   async detach(containerId: string): Promise<void> {
-    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])];
-    const ports = this.#ports.get(containerId) ?? [];
+    const eps = this.#table.endpointsOf(containerId);
+    const ports = this.#table.ports.get(containerId) ?? [];
     if (eps.length === 0 && ports.length === 0) return;
-    this.#forget(containerId);
+    this.#table.forget(containerId);
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
-    const veths: DrainingVeth[] = eps.map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: e.ipv6 }));
-    if (this.#drainWithNetns) this.#drain.add(veths);
     await Promise.all([
-      this.#drainWithNetns ? Promise.resolve() : deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip),
+      this.#driver.releaseVeths(eps.map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: e.ipv6 }))),
       ports.length ? this.#removePortRules(ports) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
     ]);
   }
 
@@ -684,8 +619,8 @@ export class NetworkDriver {
    */
   async settled(): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
-    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#netns.settled()]);
-    await this.#drain.settled();
+    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#driver.netns.settled()]);
+    await this.#driver.drain.settled();
   }
 
   /** Static addresses asked for again while their last holder's device is still draining: delete it now. */
@@ -699,22 +634,17 @@ export class NetworkDriver {
     }
     if (keys.size === 0) return;
     const held = (v: DrainingVeth, a: string) => !!a && keys.has(`${v.networkId} ${parseAddress(a)?.value}`);
-    await this.#drain.flush((v) => held(v, v.ipv4) || held(v, v.ipv6));
+    await this.#driver.drain.flush((v) => held(v, v.ipv4) || held(v, v.ipv6));
   }
 
   /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
   async renameContainer(containerId: string, name: string): Promise<void> {
     const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])];
     if (eps.length === 0) return;
-    this.#records.transaction(() => {
-      for (const e of eps) {
-        e.containerName = stripSlash(name);
-        const { containerId: c, networkId, ipv4, ipv6, createdAt, ...data } = e;
-        this.#records.saveEndpoint({ containerId: c, networkId, ipv4, ipv6, createdAt, data });
-      }
-    });
+    for (const e of eps) e.containerName = stripSlash(name);
+    this.#table.saveEndpoints(eps);
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
-    await Promise.all(dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))));
+    await Promise.all(dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))));
   }
 
   // ---------------------------------------------------------------- container files
@@ -722,7 +652,7 @@ export class NetworkDriver {
   /** /etc/resolv.conf for a container on these networks (names or ids). */
   async resolvConf(networks: string[], opts: { dns?: string[]; dnsSearch?: string[]; dnsOptions?: string[] } = {}): Promise<string> {
     const nets = networks.map((n) => this.get(n));
-    const host = parseResolvConf(await readFile(this.#opts.hostResolvConf ?? '/etc/resolv.conf', 'utf8').catch(() => ''));
+    const host = await this.#driver.hostResolvConf();
     return resolvConfText({
       host,
       embeddedDns: nets.some((n) => n.dnsEnabled),
@@ -732,10 +662,13 @@ export class NetworkDriver {
     });
   }
 
-  /** /etc/hosts for a container; its own addresses come from its endpoints. */
-  hostsFile(containerId: string, opts: Omit<HostsOptions, 'addresses' | 'ipv6'> & { ipv6?: boolean }): string {
-    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order);
-    const addresses = eps.flatMap((e) => [e.ipv4, e.ipv6].filter((x) => !!x));
+  /**
+   * /etc/hosts for a container; its own address comes from its first endpoint. With the host network
+   * it is the host's file with the extra entries appended.
+   */
+  async hostsFile(containerId: string, opts: Omit<HostsOptions, 'addresses' | 'ipv6' | 'base'> & { ipv6?: boolean; hostNetwork?: boolean }): Promise<string> {
+    if (opts.hostNetwork) return hostsText({ ...opts, addresses: [], ipv6: false, base: await this.#driver.hostHosts() });
+    const addresses = this.#table.orderedEndpointsOf(containerId).flatMap((e) => [e.ipv4, e.ipv6].filter((x) => !!x));
     return hostsText({ ...opts, addresses: addresses.slice(0, 1), ipv6: opts.ipv6 ?? true });
   }
 
@@ -743,43 +676,6 @@ export class NetworkDriver {
 
   #assertReady(): void {
     if (!this.#initialized) throw new BerthError('unavailable', 'network driver is not initialized');
-  }
-
-  #saveNetwork(n: NetworkRecord): void {
-    this.#records.saveNetwork({ id: n.id, name: n.name, createdAt: Date.parse(n.created), data: n });
-    this.#networks.set(n.id, n);
-  }
-
-  #hasEndpoints(networkId: string): boolean {
-    for (const eps of this.#endpoints.values()) if (eps.has(networkId)) return true;
-    return false;
-  }
-
-  #portsOf(containerId: string): StoredPort[] {
-    let p = this.#ports.get(containerId);
-    if (!p) this.#ports.set(containerId, (p = []));
-    return p;
-  }
-
-  #fromStored(s: StoredEndpoint): Endpoint {
-    return { ...(s.data as EndpointData), containerId: s.containerId, networkId: s.networkId, ipv4: s.ipv4, ipv6: s.ipv6, createdAt: s.createdAt };
-  }
-
-  #remember(e: Endpoint): void {
-    let m = this.#endpoints.get(e.containerId);
-    if (!m) this.#endpoints.set(e.containerId, (m = new Map()));
-    m.set(e.networkId, e);
-  }
-
-  /** Drops a container's endpoints and ports from memory and the database. */
-  #forget(containerId: string): void {
-    const eps = this.#endpoints.get(containerId);
-    this.#records.transaction(() => {
-      for (const e of eps?.values() ?? []) this.#records.deleteEndpoint(containerId, e.networkId);
-      this.#records.deletePorts(containerId);
-    });
-    this.#endpoints.delete(containerId);
-    this.#ports.delete(containerId);
   }
 
   #newEndpoint(
@@ -803,16 +699,12 @@ export class NetworkDriver {
       containerName: stripSlash(spec.name),
       order,
       ifName,
-      hostVeth: ready?.hostVeth ?? this.#newVethName(),
+      hostVeth: ready?.hostVeth ?? this.#driver.newVethName(),
       mac: ready?.mac ?? req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
       netnsPath: spec.netnsPath,
       aliases: [...new Set(req.aliases ?? [])],
       ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
     };
-  }
-
-  #newVethName(): string {
-    return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
   }
 
   /**
@@ -832,7 +724,7 @@ export class NetworkDriver {
 
   /**
    * One namespace made ahead: on the default bridge (eth0 with the lowest free address, its MAC and
-   * default route, host end on the bridge), or with only loopback. None while the driver is not
+   * default route, host end on the bridge), or with only loopback. None while the controller is not
    * running, or when the default bridge has IPv6 (left to the ordinary path) or no free address.
    */
   #makeReady(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
@@ -841,7 +733,7 @@ export class NetworkDriver {
     const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
     let plan: PlumbPlan = { loopbackUp: true, add: [] };
     if (onBridge) {
-      const net = this.#byName('bridge');
+      const net = this.#table.byName('bridge');
       if (!net || net.driver !== 'bridge' || net.enableIPv6 || net.internal) return undefined;
       let addr;
       try {
@@ -849,114 +741,66 @@ export class NetworkDriver {
       } catch {
         return undefined; // full: containers get the error from the ordinary path
       }
-      Object.assign(entry, { networkId: net.id, hostVeth: this.#newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
+      Object.assign(entry, { networkId: net.id, hostVeth: this.#driver.newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
       const ep = { ifName: 'eth0', hostVeth: entry.hostVeth, bridge: net.bridgeName, mac: entry.mac, mtu: bridgeSettings(net).mtu, ipv4: { address: entry.ipv4, prefixLen: entry.ipv4PrefixLen } };
       plan = { loopbackUp: true, add: [ep], routes: { ifName: 'eth0', gateway4: net.gateway } };
     }
-    const cmds = plumbCommands(plan, this.#tools, this.#hostNs);
-    const after = cmds.hostInput ? [{ argv: [this.#tools.ip, '-batch', '-'], input: cmds.hostInput }] : [];
-    return { entry, done: this.#netns.createAhead(name, { argv: cmds.nsArgv, input: cmds.nsInput }, after) };
+    return { entry, done: this.#driver.createAhead(name, plan) };
   }
 
   /** Removes namespaces made ahead (their veths go with them). */
   async #discardReady(entries: ReadyNetns[]): Promise<void> {
-    for (const e of entries) await this.#netns.remove(e.name).catch(() => {});
-    const veths = entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' }));
-    if (this.#drainWithNetns) this.#drain.add(veths);
-    else await deleteHostVeths(veths.map((v) => v.hostVeth), this.#tools.ip);
+    for (const e of entries) await this.#driver.netns.remove(e.name).catch(() => {});
+    await this.#driver.releaseVeths(entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' })));
   }
 
   async #removeReady(): Promise<void> {
     const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
     await this.#discardReady(entries);
-    await this.#netns.settled();
-    await this.#drain.settled();
-    this.#shell.close();
+    await this.#driver.quiesce();
   }
 
+  /** Taken addresses: endpoints, aux addresses, and those held by draining veths and namespaces made ahead. */
   #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
-    const used = new Set<bigint>();
-    for (const eps of this.#endpoints.values()) {
-      const e = eps.get(net.id);
-      const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
-      if (ip) used.add(parseAddress(ip)!.value);
-    }
-    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]) {
-      const a = parseAddress(held);
-      if (a?.family === family) used.add(a.value);
-    }
-    return used;
-  }
-
-  #commit(eps: Endpoint[], ports: StoredPort[]): void {
-    try {
-      this.#records.transaction(() => {
-        for (const e of eps) {
-          const { containerId, networkId, ipv4, ipv6, createdAt, ...data } = e;
-          this.#records.saveEndpoint({ containerId, networkId, ipv4, ipv6, createdAt, data });
-        }
-        for (const p of ports) this.#records.insertPort(p);
-      });
-    } catch (err) {
-      if ((err as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT')) {
-        throw conflict(`address or port was taken concurrently, try again: ${errorMessage(err)}`);
-      }
-      throw err;
-    }
-    for (const e of eps) this.#remember(e);
-    if (ports.length) this.#portsOf(eps[0]!.containerId).push(...ports);
+    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]);
   }
 
   async #rollback(containerId: string, eps: Endpoint[], ports: StoredPort[], dnsNets: NetworkRecord[]): Promise<void> {
-    const m = this.#endpoints.get(containerId);
-    this.#records.transaction(() => {
-      for (const e of eps) this.#records.deleteEndpoint(containerId, e.networkId);
-      if (ports.length) this.#records.deletePorts(containerId);
-    });
-    for (const e of eps) m?.delete(e.networkId);
-    if (m && m.size === 0) this.#endpoints.delete(containerId);
-    if (ports.length) this.#ports.delete(containerId);
+    this.#table.deleteEndpoints(containerId, eps, ports.length > 0);
     await Promise.allSettled([
-      deleteHostVeths(eps.map((e) => e.hostVeth), this.#tools.ip),
+      this.#driver.deleteVeths(eps.map((e) => e.hostVeth)),
       ports.length ? this.#removePortRules(ports) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))),
+      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
     ]);
   }
 
+  #netOf(e: Endpoint): NetworkRecord {
+    return this.#networks.get(e.networkId)!;
+  }
+
   #isGatewayCandidate(e: Endpoint): boolean {
-    const n = this.#networks.get(e.networkId)!;
-    return !n.internal && !!e.ipv4;
+    return !this.#netOf(e).internal && !!e.ipv4;
   }
 
   #primaryOf(containerId: string): Endpoint | undefined {
-    return [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order).find((e) => this.#isGatewayCandidate(e));
+    return this.#table.orderedEndpointsOf(containerId).find((e) => this.#isGatewayCandidate(e));
   }
 
   /** The endpoint whose network answers the container's 127.0.0.11: the first one with DNS. */
   #dnsEndpointOf(containerId: string): Endpoint | undefined {
-    return [...(this.#endpoints.get(containerId)?.values() ?? [])].sort((a, b) => a.order - b.order).find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
+    return this.#table.orderedEndpointsOf(containerId).find((e) => this.#netOf(e).dnsEnabled);
   }
 
-  #dnsRoute(e: Endpoint): DnsRoute {
-    return { ifName: e.ifName, gateway: this.#networks.get(e.networkId)!.gateway, source: e.ipv4 };
+  #dnsRoute(e: Endpoint) {
+    return dnsRoute(e, this.#netOf(e));
   }
 
-  #routes(e: Endpoint): PlumbPlan['routes'] {
-    const n = this.#networks.get(e.networkId)!;
-    return { ifName: e.ifName, gateway4: n.gateway, gateway6: e.ipv6 && n.gateway6 ? n.gateway6 : undefined };
+  #routes(e: Endpoint) {
+    return routesVia(e, this.#netOf(e));
   }
 
-  #plumbEndpoint(e: Endpoint): PlumbEndpoint {
-    const n = this.#networks.get(e.networkId)!;
-    return {
-      ifName: e.ifName,
-      hostVeth: e.hostVeth,
-      bridge: n.bridgeName,
-      mac: e.mac,
-      mtu: bridgeSettings(n).mtu,
-      ipv4: e.ipv4 ? { address: e.ipv4, prefixLen: e.ipv4PrefixLen } : undefined,
-      ipv6: e.ipv6 ? { address: e.ipv6, prefixLen: e.ipv6PrefixLen } : undefined,
-    };
+  #plumbEndpoint(e: Endpoint) {
+    return plumbEndpoint(e, this.#netOf(e));
   }
 
   /** Checks and picks host ports (probing the host), without committing them; the target is filled in later. */
@@ -965,101 +809,51 @@ export class NetworkDriver {
       containerId: spec.containerId,
       containerIp: '',
       defaultHostIp: bridgeSettings(net).hostBindingIpv4,
-      taken: [...this.#ports.values()].flat(),
+      taken: this.#table.allPorts(),
     });
   }
 
   async #retargetPorts(containerId: string, target: Endpoint | undefined): Promise<void> {
-    const ports = this.#ports.get(containerId) ?? [];
+    const ports = this.#table.ports.get(containerId) ?? [];
     await this.#removePortRules(ports);
     if (!target) {
-      this.#records.transaction(() => this.#records.deletePorts(containerId));
-      this.#ports.delete(containerId);
+      this.#table.deleteEndpoints(containerId, [], true);
       return;
     }
-    this.#records.transaction(() => this.#records.retargetPorts(containerId, target.ipv4));
-    for (const p of ports) p.containerIp = target.ipv4;
-    await this.#firewall.addPorts(ports.map(toFirewallPort));
+    this.#table.retargetPorts(containerId, target.ipv4);
+    await this.#driver.firewall.addPorts(ports.map(toFirewallPort));
   }
 
   /** Deletes port rules; if the table does not match (someone flushed it), rebuilds it from the records. */
   async #removePortRules(ports: StoredPort[]): Promise<void> {
     try {
-      await this.#firewall.removePorts(ports.map(toFirewallPort));
+      await this.#driver.firewall.removePorts(ports.map(toFirewallPort));
     } catch (err) {
       log.warn('removing port rules failed; rebuilding the table', { error: errorMessage(err) });
-      await this.#firewall.rebuild(this.#firewallNetworks(), [...this.#ports.values()].flat().map(toFirewallPort));
+      await this.#driver.firewall.rebuild(this.#firewallNetworks(), this.#table.allPorts().map(toFirewallPort));
     }
   }
 
-  #bridgeSpec(n: NetworkRecord) {
-    const addrs = [`${n.gateway}/${parseCidr(n.subnet)!.prefix}`];
-    if (n.enableIPv6 && n.subnet6 && n.gateway6) addrs.push(`${n.gateway6}/${parseCidr(n.subnet6)!.prefix}`);
-    return { name: n.bridgeName, mtu: bridgeSettings(n).mtu, addresses: addrs };
+  #firewallNetwork(n: NetworkRecord) {
+    return firewallNetwork(n, this.#driver.dnsPort);
   }
 
-  #firewallNetwork(n: NetworkRecord): FirewallNetwork {
-    const s = bridgeSettings(n);
-    return {
-      id: n.id,
-      bridge: n.bridgeName,
-      subnet4: n.subnet || undefined,
-      subnet6: n.enableIPv6 ? n.subnet6 : undefined,
-      dnsGateway: n.dnsEnabled ? n.gateway : undefined,
-      dnsPort: this.#opts.dnsPort ?? 53,
-      internal: n.internal,
-      masquerade: s.masquerade,
-      icc: s.icc,
-    };
-  }
-
-  #firewallNetworks(): FirewallNetwork[] {
+  #firewallNetworks() {
     return [...this.#networks.values()].filter((n) => n.driver === 'bridge').map((n) => this.#firewallNetwork(n));
   }
 
-  #dnsNetwork(n: NetworkRecord): DnsNetwork {
-    const records = [];
-    for (const eps of this.#endpoints.values()) {
-      const e = eps.get(n.id);
-      if (!e) continue;
-      records.push({ containerId: e.containerId, ipv4: e.ipv4 || undefined, ipv6: e.ipv6 || undefined, names: dnsNames(e), dnsServers: e.dnsServers });
-    }
-    return { id: n.id, listen: [n.gateway, ...(n.enableIPv6 && n.gateway6 ? [n.gateway6] : [])], records };
+  #dnsNetwork(n: NetworkRecord) {
+    return dnsNetwork(n, this.#endpoints.values());
   }
 
-  #info(e: Endpoint, n: NetworkRecord): EndpointInfo {
-    return {
-      networkId: n.id,
-      networkName: n.name,
-      endpointId: e.endpointId,
-      ipAddress: e.ipv4,
-      ipPrefixLen: e.ipv4 ? e.ipv4PrefixLen : 0,
-      gateway: n.gateway,
-      ipv6Address: e.ipv6,
-      ipv6PrefixLen: e.ipv6 ? e.ipv6PrefixLen : 0,
-      ipv6Gateway: e.ipv6 ? n.gateway6 ?? '' : '',
-      macAddress: e.mac,
-      aliases: e.aliases,
-      dnsNames: n.dnsEnabled ? dnsNames(e) : [],
-      ifName: e.ifName,
-    };
+  /** Runs every hook's `created` or `deleting` for a bridge network, in order. */
+  async #runHooks(which: 'created' | 'deleting', n: NetworkRecord): Promise<void> {
+    for (const h of this.#hooks) await h[which]?.(n);
   }
 }
 
 function stripSlash(name: string): string {
   return name.startsWith('/') ? name.slice(1) : name;
-}
-
-function dnsNames(e: Endpoint): string[] {
-  return [...new Set([e.containerName, ...e.aliases, e.containerId.slice(0, 12)].filter((x) => !!x))];
-}
-
-function toFirewallPort(p: StoredPort): FirewallPort {
-  return { protocol: p.protocol, hostIp: p.hostIp, hostPort: p.hostPort, containerIp: p.containerIp, containerPort: p.containerPort };
-}
-
-function toPublished(p: StoredPort): PublishedPort {
-  return { containerPort: p.containerPort, protocol: p.protocol as Protocol, hostIp: p.hostIp, hostPort: p.hostPort };
 }
 
 /** The IPv4 subnet and gateway of a leftover bridge device, for adopting it with its address. */
