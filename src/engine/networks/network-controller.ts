@@ -2,8 +2,8 @@
  * Docker-style networking for one daemon, the engine's side: the predefined networks (bridge, host,
  * none), user-defined bridge networks, container endpoints with persisted IP allocations, DNS names
  * between containers on user-defined networks, and published ports. It owns the records (network-table.ts)
- * and decides subnets, addresses and host ports; the bridge driver (network/bridge-driver.ts) applies
- * them to the host.
+ * and decides subnets (bridge-networks.ts), addresses and host ports (container-endpoints.ts); the
+ * bridge driver (network/bridge-driver.ts) applies them to the host. This class is their one door.
  *
  * Lifecycle, as the engine uses it:
  *   init()                       once at start; creates the predefined networks, repairs state after a restart
@@ -20,84 +20,42 @@
  * veths go with its namespace (their addresses stay reserved until then, see veth-drain.ts), and a
  * namespace made ahead is unmounted after its link went. A failed attach or connect leaves nothing behind.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
-import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
-import { log } from '../../lib/log.js';
-import type { StoredPort } from '../../state/network-records.js';
-import { READY_PREFIX, type BridgeDriver } from '../../network/bridge-driver.js';
-import type { LinkInfo } from '../../network/bridge-device.js';
-import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
-import type { PlumbPlan } from '../../network/endpoint-plumbing.js';
-import { SUBNET_LOCK_PATH, withHostLock } from '../../network/host-lock.js';
-import { mountPoints } from '../../network/netns.js';
-import { ReadyPool, type ReadyNetns } from '../../network/ready-pool.js';
-import type { DrainingVeth } from '../../network/veth-drain.js';
+import type { BridgeDriver } from '../../network/bridge-driver.js';
 import { hostsText, resolvConfText, type HostsOptions } from '../../network/container-files.js';
-import { assignAddresses } from './endpoint-addresses.js';
-import { chooseSubnet, defaultGateway, defaultIPv4Pools, randomIPv6Pools } from './ipam.js';
-import { macForIPv4, randomMac } from '../../network/mac.js';
-import {
-  bridgeSettings,
-  forbidden,
-  Option,
-  parseIpamConfig,
-  assertAttachable,
-  validateDriver,
-  validateName,
-  validateOptions,
-  type NetworkCreateSpec,
-  type NetworkRecord,
-  type ParsedPool,
-} from './network-record.js';
+import { BridgeNetworks } from './bridge-networks.js';
+import { ContainerEndpoints } from './container-endpoints.js';
+import type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 import { NetworkTable } from './network-table.js';
-import { bridgeSpec, dnsNetwork, dnsRoute, endpointInfo, firewallNetwork, plumbEndpoint, routesVia, toFirewallPort, toPublished } from './plumbing-specs.js';
-import { portClash, reservePorts } from './port-reservation.js';
+import type { AttachResult, AttachSpec, ConnectSpec, EndpointInfo, NetworkControllerOptions } from './network-types.js';
+import { toFirewallPort } from './plumbing-specs.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 export type * from './network-types.js';
-import type {
-  AttachNetwork,
-  AttachResult,
-  AttachSpec,
-  BridgeHooks,
-  ConnectSpec,
-  Endpoint,
-  EndpointInfo,
-  NetworkControllerOptions,
-} from './network-types.js';
-
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export class NetworkController {
   readonly prefix: string;
   readonly defaultBridgeName: string;
-  readonly #opts: NetworkControllerOptions;
   readonly #driver: BridgeDriver;
   readonly #table: NetworkTable;
-  readonly #networks: Map<string, NetworkRecord>;
-  readonly #endpoints: Map<string, Map<string, Endpoint>>;
-  readonly #hooks: readonly BridgeHooks[];
-  readonly #pendingNames = new Set<string>();
-  readonly #removing = new Set<string>();
-  /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
-  readonly #ready: ReadyPool;
-  readonly #readyBare: ReadyPool;
+  readonly #networks: BridgeNetworks;
+  readonly #endpoints: ContainerEndpoints;
   #initialized = false;
 
   constructor(opts: NetworkControllerOptions) {
-    this.#opts = opts;
     this.#driver = opts.driver;
     this.prefix = opts.driver.prefix;
     this.defaultBridgeName = opts.driver.defaultBridgeName;
     this.#table = new NetworkTable(opts.records);
-    this.#networks = this.#table.networks;
-    this.#endpoints = this.#table.endpoints;
-    this.#hooks = opts.bridgeHooks ?? [];
-    const size = opts.readyNamespaces ?? 2;
-    this.#ready = new ReadyPool(size, () => this.#makeReady(true));
-    this.#readyBare = new ReadyPool(size, () => this.#makeReady(false));
+    const live = () => this.#initialized;
+    this.#networks = new BridgeNetworks({
+      table: this.#table,
+      driver: opts.driver,
+      live,
+      defaultBridgeSubnet: opts.defaultBridgeSubnet,
+      subnetLockPath: opts.subnetLockPath,
+      hooks: opts.bridgeHooks,
+    });
+    this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live, readyNamespaces: opts.readyNamespaces ?? 2 });
   }
 
   // ---------------------------------------------------------------- start-up and recovery
@@ -111,49 +69,16 @@ export class NetworkController {
     const d = this.#driver;
     await d.open();
     this.#table.load();
-
-    // Endpoints whose namespace is gone (container ended while the daemon was down, or a reboot).
-    const mounted = await mountPoints();
-    for (const [containerId, eps] of this.#endpoints) {
-      const path = await d.netns.target(eps.values().next().value!.netnsPath);
-      if (!mounted.has(path)) {
-        log.info('releasing network endpoints of a vanished namespace', { container: containerId });
-        this.#table.forget(containerId);
-      }
-    }
-
-    if (!this.#table.byName('host')) this.#table.saveNetwork(this.#predefined('host', 'host'));
-    if (!this.#table.byName('none')) this.#table.saveNetwork(this.#predefined('none', 'null'));
-
+    await this.#endpoints.releaseVanished();
     const links = await d.links();
-    await d.removeStrayDevices(links, {
-      bridges: new Set([...this.#networks.values()].map((n) => n.bridgeName)),
-      veths: new Set([...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth))),
-    });
-    let bridge = this.#table.byName('bridge');
-    if (bridge && !links.has(bridge.bridgeName) && !this.#table.hasEndpoints(bridge.id)) {
-      // Recreated below; its subnet may have been taken by something else meanwhile, so pick again.
-      this.#table.deleteNetwork(bridge.id);
-      bridge = undefined;
-    }
-    if (!bridge) {
-      const created = await this.#createBridgeNetwork(this.#defaultBridgeSpec(adoptedSubnet(links.get(this.defaultBridgeName))), true);
-      links.set(created.bridgeName, { name: created.bridgeName, kind: 'bridge', addresses: [] });
-    }
-    for (const n of this.#networks.values()) {
-      if (n.driver === 'bridge' && !links.has(n.bridgeName)) {
-        await d.createBridge(bridgeSpec(n));
-        await this.#runHooks('created', n);
-      }
-    }
+    await d.removeStrayDevices(links, { bridges: this.#networks.bridgeNames(), veths: this.#endpoints.hostVeths() });
+    await this.#networks.reconcile(links);
     await d.prepareHost();
-    await d.firewall.rebuild(this.#firewallNetworks(), this.#table.allPorts().map(toFirewallPort));
-    await d.dns.sync([...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => this.#dnsNetwork(n)));
+    await d.firewall.rebuild(this.#networks.firewallNetworks(), this.#table.allPorts().map(toFirewallPort));
+    await d.dns.sync(this.#networks.dnsNetworks());
     await d.removeReadyLeftovers();
     this.#initialized = true;
-    this.#ready.reset();
-    this.#readyBare.reset();
-    this.#refill();
+    this.#endpoints.startReady();
   }
 
   /**
@@ -163,7 +88,7 @@ export class NetworkController {
    */
   async shutdown(): Promise<void> {
     this.#initialized = false;
-    await this.#removeReady();
+    await this.#endpoints.stopReady();
     await this.#driver.close();
   }
 
@@ -174,256 +99,71 @@ export class NetworkController {
    */
   async destroy(): Promise<void> {
     this.#initialized = false;
-    await this.#removeReady();
-    const veths = [...this.#endpoints.values()].flatMap((eps) => [...eps.values()].map((e) => e.hostVeth));
-    for (const containerId of [...this.#endpoints.keys()]) this.#table.forget(containerId);
-    const bridges = [...this.#networks.values()].filter((n) => n.driver === 'bridge');
-    for (const n of bridges) await this.#runHooks('deleting', n);
+    await this.#endpoints.stopReady();
+    const veths = this.#endpoints.forgetAll();
+    const bridges = this.#networks.list().filter((n) => n.driver === 'bridge');
+    for (const n of bridges) await this.#networks.runHooks('deleting', n);
     await this.#driver.destroy(veths, bridges.map((n) => n.bridgeName));
   }
 
   // ---------------------------------------------------------------- networks
 
   list(): NetworkRecord[] {
-    return [...this.#networks.values()].sort((a, b) => a.created.localeCompare(b.created) || a.name.localeCompare(b.name));
+    return this.#networks.list();
   }
 
   /** By full id, exact name, or unique id prefix. */
   get(idOrName: string): NetworkRecord {
-    const n = this.#find(idOrName);
-    if (!n) throw notFound(`network ${idOrName} not found`);
-    return n;
+    return this.#networks.get(idOrName);
   }
 
-  #find(idOrName: string): NetworkRecord | undefined {
-    const byId = this.#networks.get(idOrName);
-    if (byId) return byId;
-    const byName = this.#table.byName(idOrName);
-    if (byName) return byName;
-    if (!/^[0-9a-f]+$/.test(idOrName)) return undefined;
-    const matches = [...this.#networks.values()].filter((n) => n.id.startsWith(idOrName));
-    if (matches.length > 1) throw invalidArgument(`network ${idOrName} is ambiguous (${matches.length} matches found based on ID prefix)`);
-    return matches[0];
-  }
-
-  async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
-    this.#assertReady();
-    validateName(spec.name);
-    if (spec.name === 'host' || spec.name === 'none') throw forbidden(`operation is not permitted on predefined ${spec.name} network`);
-    validateDriver(spec.driver);
-    if (spec.ingress || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
-    if (spec.scope && spec.scope !== 'local' && !(spec.driver === 'overlay' && spec.scope === 'swarm')) throw invalidArgument(`scope "${spec.scope}" is not supported`);
-    if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
-    validateOptions(spec.options ?? {});
-    if (this.#table.byName(spec.name) || this.#pendingNames.has(spec.name) || this.#table.isUnreadable(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
-    this.#pendingNames.add(spec.name);
-    try {
-      return await this.#createBridgeNetwork(spec, false);
-    } finally {
-      this.#pendingNames.delete(spec.name);
-    }
-  }
-
-  async #createBridgeNetwork(spec: NetworkCreateSpec, predefined: boolean): Promise<NetworkRecord> {
-    const pools = parseIpamConfig(spec.ipam?.config);
-    if (spec.id !== undefined && (!/^[0-9a-f]{64}$/.test(spec.id) || this.#networks.has(spec.id) || this.#table.isUnreadable(spec.id))) {
-      throw conflict(`network id ${spec.id} is not a free 64-hex-digit id`);
-    }
-    const id = spec.id ?? hex(32);
-    const options = { ...(spec.options ?? {}) };
-    const bridgeName = options[Option.bridgeName] || (predefined ? this.defaultBridgeName : this.#driver.bridgeNameFor(id));
-    const enableIPv6 = spec.enableIPv6 ?? false;
-    for (const n of this.#networks.values()) {
-      if (n.bridgeName === bridgeName) throw conflict(`bridge ${bridgeName} is already used by network ${n.name}`);
-    }
-    return withHostLock(this.#opts.subnetLockPath ?? SUBNET_LOCK_PATH, async () => {
-      const [routes, nameservers] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes()]);
-      const ours = [...this.#networks.values()].flatMap((n) => [n.subnet, n.subnet6].filter((s): s is string => !!s).map((s) => parseCidr(s)!));
-      const subnet4 = this.#pickSubnet(pools.v4, ours, () => chooseSubnet(defaultIPv4Pools(), [...routes, ...ours, ...nameservers]), 4);
-      const subnet6 = enableIPv6 ? this.#pickSubnet(pools.v6, ours, () => chooseSubnet(randomIPv6Pools(), [...routes, ...ours]), 6) : undefined;
-      if (!predefined) {
-        const links = await this.#driver.links();
-        if (links.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
-      }
-      const record: NetworkRecord = {
-        id,
-        name: spec.name,
-        driver: 'bridge',
-        scope: 'local',
-        subnet: formatCidr(subnet4),
-        gateway: pools.v4.gateway ?? formatAddress(defaultGateway(subnet4)),
-        ...(pools.v4.ipRange ? { ipRange: formatCidr(pools.v4.ipRange) } : {}),
-        ...(subnet6 ? { subnet6: formatCidr(subnet6), gateway6: pools.v6.gateway ?? formatAddress(defaultGateway(subnet6)) } : {}),
-        ...(subnet6 && pools.v6.ipRange ? { ipRange6: formatCidr(pools.v6.ipRange) } : {}),
-        ...(pools.v4.auxAddresses || pools.v6.auxAddresses ? { auxAddresses: { ...pools.v4.auxAddresses, ...pools.v6.auxAddresses } } : {}),
-        internal: spec.internal ?? false,
-        attachable: spec.attachable ?? false,
-        enableIPv6,
-        labels: { ...(spec.labels ?? {}) },
-        options,
-        ipamOptions: { ...(spec.ipam?.options ?? {}) },
-        bridgeName,
-        created: new Date().toISOString(),
-        dnsEnabled: !predefined,
-        predefined,
-        ...(spec.driver === 'overlay' ? { overlay: true } : {}),
-      };
-      await this.#driver.createBridge(bridgeSpec(record));
-      let saved = false;
-      try {
-        if (this.#initialized) await this.#driver.firewall.addNetwork(this.#firewallNetwork(record));
-        this.#table.saveNetwork(record);
-        saved = true;
-        await this.#runHooks('created', record);
-      } catch (err) {
-        if (saved) this.#table.deleteNetwork(record.id);
-        await this.#driver.deleteBridge(bridgeName).catch(() => {});
-        if (this.#initialized) await this.#driver.firewall.removeNetwork(this.#firewallNetwork(record)).catch(() => {});
-        throw err;
-      }
-      return record;
-    });
-  }
-
-  #pickSubnet(pool: ParsedPool, ours: Cidr[], auto: () => Cidr | null, family: 4 | 6): Cidr {
-    if (pool.subnet) {
-      if (ours.some((o) => cidrOverlaps(o, pool.subnet!))) throw forbidden('invalid pool request: Pool overlaps with other one on this address space');
-      return pool.subnet;
-    }
-    const chosen = auto();
-    if (!chosen) {
-      throw forbidden(`all predefined address pools have been fully subnetted (no free IPv${family} subnet)`);
-    }
-    return chosen;
-  }
-
-  async #hostNameserverPrefixes(): Promise<Cidr[]> {
-    return (await this.#driver.hostResolvConf()).nameservers.flatMap((ns) => {
-      const a = parseAddress(ns);
-      return a ? [{ family: a.family, base: a.value, prefix: a.family === 4 ? 32 : 128 }] : [];
-    });
-  }
-
-  /** `adopt`: the subnet and gateway of a leftover bridge of the default name, kept as they are. */
-  #defaultBridgeSpec(adopt?: { subnet: string; gateway: string }): NetworkCreateSpec {
-    return {
-      name: 'bridge',
-      ipam: this.#opts.defaultBridgeSubnet ? { config: [{ subnet: this.#opts.defaultBridgeSubnet }] } : adopt ? { config: [adopt] } : undefined,
-      options: {
-        [Option.defaultBridge]: 'true',
-        [Option.icc]: 'true',
-        [Option.masquerade]: 'true',
-        [Option.hostBinding]: '0.0.0.0',
-        [Option.bridgeName]: this.defaultBridgeName,
-        [Option.mtu]: '1500',
-      },
-    };
-  }
-
-  #predefined(name: string, driver: 'host' | 'null'): NetworkRecord {
-    return {
-      id: hex(32), name, driver, scope: 'local', subnet: '', gateway: '', internal: false, attachable: false,
-      enableIPv6: false, labels: {}, options: {}, ipamOptions: {}, bridgeName: '', created: new Date().toISOString(),
-      dnsEnabled: false, predefined: true,
-    };
+  /** A bridge network; `spec.id` gives it a fixed id. Its bridge device is `bridgeName` of the result. */
+  create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
+    return this.#networks.create(spec);
   }
 
   /** Removes a user-defined network. Fails while containers are attached (dockerd: 403). */
-  async remove(idOrName: string): Promise<void> {
-    this.#assertReady();
-    const n = this.get(idOrName);
-    if (n.predefined) throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
-    if (this.#table.hasEndpoints(n.id) || this.#removing.has(n.id)) {
-      throw forbidden(`error while removing network: network ${n.name} id ${n.id} has active endpoints`);
-    }
-    this.#removing.add(n.id);
-    try {
-      await this.#driver.firewall.removeNetwork(this.#firewallNetwork(n)).catch(async (err) => {
-        log.warn('removing network rules failed; rebuilding the table', { network: n.name, error: errorMessage(err) });
-        await this.#driver.firewall.rebuild(this.#firewallNetworks().filter((f) => f.id !== n.id), this.#table.allPorts().map(toFirewallPort));
-      });
-      await this.#driver.drain.flush((v) => v.networkId === n.id);
-      await this.#runHooks('deleting', n).catch((err) => log.warn('a bridge hook failed before the bridge went', { network: n.name, error: errorMessage(err) }));
-      await this.#driver.deleteBridge(n.bridgeName);
-      this.#table.deleteNetwork(n.id);
-      if (n.dnsEnabled) await this.#driver.dns.update({ id: n.id, listen: [], records: [] });
-    } finally {
-      this.#removing.delete(n.id);
-    }
+  remove(idOrName: string): Promise<void> {
+    return this.#networks.remove(idOrName);
   }
 
   /** Removes every user-defined network without endpoints that `keep` does not protect; returns their names. */
-  async prune(keep: (n: NetworkRecord) => boolean = () => false): Promise<string[]> {
-    const removed: string[] = [];
-    for (const n of this.list()) {
-      if (n.predefined || this.#table.hasEndpoints(n.id) || keep(n)) continue;
-      try {
-        await this.remove(n.id);
-        removed.push(n.name);
-      } catch (err) {
-        if (!(err instanceof BerthError && (err.kind === 'forbidden' || err.kind === 'not-found'))) throw err;
-      }
-    }
-    return removed;
+  prune(keep?: (n: NetworkRecord) => boolean): Promise<string[]> {
+    return this.#networks.prune(keep);
   }
+
+  // ---------------------------------------------------------------- containers
 
   /** The endpoints on a network (for inspect's Containers). */
   endpointsOf(idOrName: string): (EndpointInfo & { containerId: string; containerName: string })[] {
-    const n = this.get(idOrName);
-    const out: (EndpointInfo & { containerId: string; containerName: string })[] = [];
-    for (const eps of this.#endpoints.values()) {
-      const e = eps.get(n.id);
-      if (e) out.push({ ...endpointInfo(e, n), containerId: e.containerId, containerName: e.containerName });
-    }
-    return out;
+    return this.#endpoints.endpointsOf(idOrName);
   }
 
   /** A container's endpoints by network name, and its published ports. */
   containerNetworks(containerId: string): AttachResult {
-    const eps = this.#endpoints.get(containerId);
-    const endpoints: Record<string, EndpointInfo> = {};
-    for (const e of eps?.values() ?? []) {
-      const n = this.#networks.get(e.networkId)!;
-      endpoints[n.name] = endpointInfo(e, n);
-    }
-    return { endpoints, ports: (this.#table.ports.get(containerId) ?? []).map(toPublished) };
+    return this.#endpoints.containerNetworks(containerId);
   }
-
-  // ---------------------------------------------------------------- namespaces
 
   /** Creates an empty network namespace (loopback up) and returns the path of its file. */
   createNetns(containerId: string): Promise<string> {
-    return this.#driver.netns.create(containerId);
+    return this.#endpoints.createNetns(containerId);
   }
 
   removeNetns(containerId: string): Promise<void> {
-    return this.#driver.netns.remove(containerId);
+    return this.#endpoints.removeNetns(containerId);
+  }
+
+  netnsPath(containerId: string): string {
+    return this.#endpoints.netnsPath(containerId);
   }
 
   /**
    * After a restart: endpoints, published ports and namespaces of containers the engine no longer
    * knows (`known` says which it does) are released. Ready-pool namespaces are the pool's own.
    */
-  async sweepContainers(known: (containerId: string) => boolean): Promise<string[]> {
-    const swept: string[] = [];
-    for (const id of new Set([...this.#endpoints.keys(), ...this.#table.ports.keys()])) {
-      if (known(id)) continue;
-      await this.detach(id).catch((err) => log.warn('releasing the network of an unknown container failed', { id, error: errorMessage(err) }));
-      swept.push(id);
-    }
-    for (const name of await readdir(this.#driver.netns.dir).catch(() => [] as string[])) {
-      if (!/^[0-9a-f]{64}$/.test(name) || known(name)) continue;
-      await this.#driver.netns.remove(name).catch((err) => log.warn('removing the namespace of an unknown container failed', { id: name, error: errorMessage(err) }));
-      swept.push(name);
-    }
-    return swept;
+  sweepContainers(known: (containerId: string) => boolean): Promise<string[]> {
+    return this.#endpoints.sweepContainers(known);
   }
-
-  netnsPath(containerId: string): string {
-    return this.#driver.netns.pathOf(containerId);
-  }
-
-  // ---------------------------------------------------------------- endpoints
 
   /**
    * Gives a container its interfaces: one endpoint per network (eth0, eth1, ... in the given order),
@@ -431,8 +171,8 @@ export class NetworkController {
    * network, DNS names, and published ports (forwarded to the address on that first network).
    * `host` and `none` need nothing: with them the result is empty.
    */
-  async attach(spec: AttachSpec): Promise<AttachResult> {
-    return this.#attach(spec, false);
+  attach(spec: AttachSpec): Promise<AttachResult> {
+    return this.#endpoints.attach(spec);
   }
 
   /**
@@ -440,176 +180,39 @@ export class NetworkController {
    * Returns the namespace path with the result; '' for the host network, whose containers stay in the
    * host's namespace.
    */
-  async setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
-    if (spec.networks.length === 1 && this.get(spec.networks[0]!.network).driver === 'host') {
-      return { endpoints: {}, ports: [], netnsPath: '' };
-    }
-    const netnsPath = this.#driver.netns.pathOf(spec.containerId);
-    const result = await this.#attach({ ...spec, netnsPath }, true);
-    return { ...result, netnsPath };
+  setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
+    return this.#endpoints.setup(spec);
   }
 
-  async #attach(spec: AttachSpec, createNetns: boolean): Promise<AttachResult> {
-    this.#assertReady();
-    if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
-    const nets = spec.networks.map((a) => ({ req: a, net: this.get(a.network) }));
-    for (const { net } of nets) assertAttachable(net);
-    const special = nets.filter((x) => x.net.driver !== 'bridge');
-    if (special.length && nets.length > 1) {
-      throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
-    }
-    if (new Set(nets.map((x) => x.net.id)).size !== nets.length) throw invalidArgument('a container can join each network only once');
-    if (nets.length === 0 || special.length) {
-      if (createNetns) {
-        const bare = this.#readyBare.take('');
-        if (bare) {
-          await this.#driver.netns.adopt(spec.containerId, bare.name).catch(async (err) => {
-            await this.#driver.netns.remove(bare.name).catch(() => {});
-            throw err;
-          });
-        } else {
-          await this.#driver.netns.create(spec.containerId);
-        }
-      }
-      return { endpoints: {}, ports: [] };
-    }
-    for (const { net } of nets) if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
-    await this.#reclaimDraining(nets.map(({ req, net }) => ({ net, ipv4: req.ipv4, ipv6: req.ipv6 })));
-
-    // Ports are probed first (asynchronously); addresses are then picked and everything is committed in
-    // one synchronous step, so concurrent attaches never see each other half-done.
-    const publishes = nets.some(({ net }) => !net.internal);
-    let eps: Endpoint[];
-    let ports: StoredPort[];
-    let primary: Endpoint | undefined;
-    let ready: ReadyNetns | undefined;
-    const readyFits = createNetns && nets.length === 1 && !nets[0]!.req.ipv4 && !nets[0]!.req.ipv6 && !nets[0]!.req.mac;
-    for (let attempt = 0; ; attempt++) {
-      ports = publishes ? await this.#reservePorts(spec, nets.find(({ net }) => !net.internal)!.net) : [];
-      if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
-      const raced = ports.filter((p) => portClash(this.#table.allPorts(), p));
-      if (raced.length) {
-        const explicit = raced.find((p) => spec.ports?.some((b) => b.hostPort === p.hostPort));
-        if (explicit || attempt >= 3) throw conflict(`Bind for ${raced[0]!.hostIp}:${raced[0]!.hostPort} failed: port is already allocated`);
-        continue; // a random port picked by a concurrent attach too: pick again
-      }
-      for (const { net } of nets) if (!this.#networks.has(net.id) || this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
-      ready = readyFits ? this.#ready.take(nets[0]!.net.id) : undefined;
-      eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`, ready));
-      primary = eps.find((e) => this.#isGatewayCandidate(e));
-      for (const p of ports) p.containerIp = primary!.ipv4;
-      try {
-        this.#table.commit(eps, ports);
-      } catch (err) {
-        if (ready) void this.#discardReady([ready]);
-        throw err;
-      }
-      break;
-    }
-    const dnsEp = eps.find((e) => this.#networks.get(e.networkId)!.dnsEnabled);
-    const plan: PlumbPlan = {
-      loopbackUp: true,
-      add: eps.map((e) => this.#plumbEndpoint(e)),
-      routes: primary ? this.#routes(primary) : undefined,
-      dns: dnsEp ? this.#dnsRoute(dnsEp) : undefined,
-    };
-    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
-    const adopted = ready;
-    const work = await Promise.allSettled([
-      adopted
-        ? this.#driver.netns.adopt(spec.containerId, adopted.name)
-        : createNetns
-          ? this.#driver.plumbNew(spec.containerId, plan)
-          : this.#driver.plumbExisting(spec.netnsPath, plan),
-      ports.length ? this.#driver.firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
-    ]);
-    const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
-    if (failed) {
-      await this.#rollback(spec.containerId, eps, ports, dnsNets);
-      if (createNetns) await this.#driver.netns.remove(spec.containerId).catch(() => {});
-      if (adopted) await this.#driver.netns.remove(adopted.name).catch(() => {});
-      throw failed.reason;
-    }
-    return this.containerNetworks(spec.containerId);
-  }
-
-  /** Joins one more network on a running container (docker network connect). */
-  async connect(spec: ConnectSpec): Promise<EndpointInfo> {
-    this.#assertReady();
-    const net = this.get(spec.network);
-    if (net.driver !== 'bridge') throw forbidden(`container cannot be disconnected from host network or connected to host network`);
-    assertAttachable(net);
-    if (this.#removing.has(net.id)) throw notFound(`network ${net.name} not found`);
-    await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
-    const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
-    if (current.some((e) => e.networkId === net.id)) throw forbidden(`endpoint with name ${stripSlash(spec.name)} already exists in network ${net.name}`);
-    const used = new Set(current.map((e) => e.ifName));
-    let idx = 0;
-    while (used.has(`eth${idx}`)) idx++;
-    const order = current.reduce((m, e) => Math.max(m, e.order + 1), 0);
-    const ep = this.#newEndpoint(spec, net, spec, order, `eth${idx}`);
-    const hadPrimary = current.find((e) => this.#isGatewayCandidate(e));
-    const hadDns = current.some((e) => this.#networks.get(e.networkId)!.dnsEnabled);
-    this.#table.commit([ep], []);
-    const plan: PlumbPlan = {
-      add: [this.#plumbEndpoint(ep)],
-      routes: !hadPrimary && this.#isGatewayCandidate(ep) ? this.#routes(ep) : undefined,
-      dns: !hadDns && net.dnsEnabled ? this.#dnsRoute(ep) : undefined,
-    };
-    const work = await Promise.allSettled([
-      this.#driver.plumbExisting(spec.netnsPath, plan),
-      net.dnsEnabled ? this.#driver.dns.update(this.#dnsNetwork(net)) : Promise.resolve(),
-    ]);
-    const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
-    if (failed) {
-      await this.#rollback(spec.containerId, [ep], [], net.dnsEnabled ? [net] : []);
-      throw failed.reason;
-    }
-    return endpointInfo(ep, net);
+  /** Joins one more network on a running container (docker network connect), with a static address and aliases if given. */
+  connect(spec: ConnectSpec): Promise<EndpointInfo> {
+    return this.#endpoints.connect(spec);
   }
 
   /** Leaves one network (docker network disconnect); the default route and DNS move to what remains. */
-  async disconnect(containerId: string, network: string): Promise<void> {
-    this.#assertReady();
-    const net = this.get(network);
-    const eps = this.#endpoints.get(containerId);
-    const ep = eps?.get(net.id);
-    if (!eps || !ep) throw forbidden(`container ${containerId} is not connected to network ${net.name}`);
-    const wasPrimary = this.#primaryOf(containerId) === ep;
-    const dnsBefore = this.#dnsEndpointOf(containerId);
-    this.#table.deleteEndpoints(containerId, [ep], false);
-    const newPrimary = this.#primaryOf(containerId);
-    const dnsAfter = this.#dnsEndpointOf(containerId);
-    const ports = this.#table.ports.get(containerId) ?? [];
-    const jobs: Promise<unknown>[] = [this.#driver.deleteVeths([ep.hostVeth])];
-    if (wasPrimary && ports.length) jobs.push(this.#retargetPorts(containerId, newPrimary));
-    if (net.dnsEnabled) jobs.push(this.#driver.dns.update(this.#dnsNetwork(net)));
-    await Promise.all(jobs);
-    const plan: PlumbPlan = {
-      add: [],
-      routes: wasPrimary && newPrimary ? this.#routes(newPrimary) : undefined,
-      // Routes through the removed interface went with it; only a new one may be needed.
-      dns: dnsAfter && dnsAfter !== dnsBefore ? this.#dnsRoute(dnsAfter) : undefined,
-    };
-    if (existsSync(ep.netnsPath)) await this.#driver.plumbExisting(ep.netnsPath, plan);
+  disconnect(containerId: string, network: string): Promise<void> {
+    return this.#endpoints.disconnect(containerId, network);
   }
 
   /**
    * Releases everything a container holds: host-side devices, addresses, published ports and DNS names.
    * Idempotent. The namespace file stays until removeNetns.
    */
-  async detach(containerId: string): Promise<void> {
-    const eps = this.#table.endpointsOf(containerId);
-    const ports = this.#table.ports.get(containerId) ?? [];
-    if (eps.length === 0 && ports.length === 0) return;
-    this.#table.forget(containerId);
-    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
-    await Promise.all([
-      this.#driver.releaseVeths(eps.map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: e.ipv6 }))),
-      ports.length ? this.#removePortRules(ports) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
-    ]);
+  detach(containerId: string): Promise<void> {
+    return this.#endpoints.detach(containerId);
+  }
+
+  /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
+  renameContainer(containerId: string, name: string): Promise<void> {
+    return this.#endpoints.renameContainer(containerId, name);
+  }
+
+  /**
+   * Tops up the namespaces made ahead, in the background. The engine calls it once a container's
+   * process exists: a refill during a start would take CPU from it (2 vCPUs on the test VM).
+   */
+  replenish(): void {
+    this.#endpoints.replenish();
   }
 
   /**
@@ -617,34 +220,8 @@ export class NetworkController {
    * far are gone (they go with their namespaces, shortly after removeNetns) and no namespace is being
    * made ahead.
    */
-  async settled(): Promise<void> {
-    await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
-    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#driver.netns.settled()]);
-    await this.#driver.drain.settled();
-  }
-
-  /** Static addresses asked for again while their last holder's device is still draining: delete it now. */
-  async #reclaimDraining(wanted: { net: NetworkRecord; ipv4?: string; ipv6?: string }[]): Promise<void> {
-    const keys = new Set<string>();
-    for (const w of wanted) {
-      for (const a of [w.ipv4, w.ipv6]) {
-        const parsed = a ? parseAddress(a) : null;
-        if (parsed) keys.add(`${w.net.id} ${parsed.value}`);
-      }
-    }
-    if (keys.size === 0) return;
-    const held = (v: DrainingVeth, a: string) => !!a && keys.has(`${v.networkId} ${parseAddress(a)?.value}`);
-    await this.#driver.drain.flush((v) => held(v, v.ipv4) || held(v, v.ipv6));
-  }
-
-  /** Follows a container rename (docker rename): its DNS name changes on every network it is on. */
-  async renameContainer(containerId: string, name: string): Promise<void> {
-    const eps = [...(this.#endpoints.get(containerId)?.values() ?? [])];
-    if (eps.length === 0) return;
-    for (const e of eps) e.containerName = stripSlash(name);
-    this.#table.saveEndpoints(eps);
-    const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
-    await Promise.all(dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))));
+  settled(): Promise<void> {
+    return this.#endpoints.settled();
   }
 
   // ---------------------------------------------------------------- container files
@@ -671,197 +248,4 @@ export class NetworkController {
     const addresses = this.#table.orderedEndpointsOf(containerId).flatMap((e) => [e.ipv4, e.ipv6].filter((x) => !!x));
     return hostsText({ ...opts, addresses: addresses.slice(0, 1), ipv6: opts.ipv6 ?? true });
   }
-
-  // ---------------------------------------------------------------- internals
-
-  #assertReady(): void {
-    if (!this.#initialized) throw new BerthError('unavailable', 'network driver is not initialized');
-  }
-
-  #newEndpoint(
-    spec: { containerId: string; name: string; netnsPath: string; dns?: string[] },
-    net: NetworkRecord,
-    req: AttachNetwork,
-    order: number,
-    ifName: string,
-    ready?: ReadyNetns,
-  ): Endpoint {
-    const addr = ready
-      ? { ipv4: ready.ipv4, ipv4PrefixLen: ready.ipv4PrefixLen, ipv6: '', ipv6PrefixLen: 0 }
-      : assignAddresses(net, req, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
-    if (req.mac && !/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(req.mac)) throw invalidArgument(`invalid MAC address ${req.mac}`);
-    return {
-      containerId: spec.containerId,
-      networkId: net.id,
-      ...addr,
-      createdAt: Date.now(),
-      endpointId: hex(32),
-      containerName: stripSlash(spec.name),
-      order,
-      ifName,
-      hostVeth: ready?.hostVeth ?? this.#driver.newVethName(),
-      mac: ready?.mac ?? req.mac?.toLowerCase() ?? (addr.ipv4 ? macForIPv4(parseAddress(addr.ipv4)!) : randomMac()),
-      netnsPath: spec.netnsPath,
-      aliases: [...new Set(req.aliases ?? [])],
-      ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
-    };
-  }
-
-  /**
-   * Tops up the namespaces made ahead, in the background. The engine calls it once a container's
-   * process exists: a refill during a start would take CPU from it (2 vCPUs on the test VM).
-   */
-  replenish(): void {
-    this.#refill();
-  }
-
-  #refill(): void {
-    setImmediate(() => {
-      this.#ready.refill();
-      this.#readyBare.refill();
-    });
-  }
-
-  /**
-   * One namespace made ahead: on the default bridge (eth0 with the lowest free address, its MAC and
-   * default route, host end on the bridge), or with only loopback. None while the controller is not
-   * running, or when the default bridge has IPv6 (left to the ordinary path) or no free address.
-   */
-  #makeReady(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
-    if (!this.#initialized) return undefined;
-    const name = `${READY_PREFIX}${hex(8)}`;
-    const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
-    let plan: PlumbPlan = { loopbackUp: true, add: [] };
-    if (onBridge) {
-      const net = this.#table.byName('bridge');
-      if (!net || net.driver !== 'bridge' || net.enableIPv6 || net.internal) return undefined;
-      let addr;
-      try {
-        addr = assignAddresses(net, {}, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
-      } catch {
-        return undefined; // full: containers get the error from the ordinary path
-      }
-      Object.assign(entry, { networkId: net.id, hostVeth: this.#driver.newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
-      const ep = { ifName: 'eth0', hostVeth: entry.hostVeth, bridge: net.bridgeName, mac: entry.mac, mtu: bridgeSettings(net).mtu, ipv4: { address: entry.ipv4, prefixLen: entry.ipv4PrefixLen } };
-      plan = { loopbackUp: true, add: [ep], routes: { ifName: 'eth0', gateway4: net.gateway } };
-    }
-    return { entry, done: this.#driver.createAhead(name, plan) };
-  }
-
-  /** Removes namespaces made ahead (their veths go with them). */
-  async #discardReady(entries: ReadyNetns[]): Promise<void> {
-    for (const e of entries) await this.#driver.netns.remove(e.name).catch(() => {});
-    await this.#driver.releaseVeths(entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' })));
-  }
-
-  async #removeReady(): Promise<void> {
-    const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
-    await this.#discardReady(entries);
-    await this.#driver.quiesce();
-  }
-
-  /** Taken addresses: endpoints, aux addresses, and those held by draining veths and namespaces made ahead. */
-  #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
-    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]);
-  }
-
-  async #rollback(containerId: string, eps: Endpoint[], ports: StoredPort[], dnsNets: NetworkRecord[]): Promise<void> {
-    this.#table.deleteEndpoints(containerId, eps, ports.length > 0);
-    await Promise.allSettled([
-      this.#driver.deleteVeths(eps.map((e) => e.hostVeth)),
-      ports.length ? this.#removePortRules(ports) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
-    ]);
-  }
-
-  #netOf(e: Endpoint): NetworkRecord {
-    return this.#networks.get(e.networkId)!;
-  }
-
-  #isGatewayCandidate(e: Endpoint): boolean {
-    return !this.#netOf(e).internal && !!e.ipv4;
-  }
-
-  #primaryOf(containerId: string): Endpoint | undefined {
-    return this.#table.orderedEndpointsOf(containerId).find((e) => this.#isGatewayCandidate(e));
-  }
-
-  /** The endpoint whose network answers the container's 127.0.0.11: the first one with DNS. */
-  #dnsEndpointOf(containerId: string): Endpoint | undefined {
-    return this.#table.orderedEndpointsOf(containerId).find((e) => this.#netOf(e).dnsEnabled);
-  }
-
-  #dnsRoute(e: Endpoint) {
-    return dnsRoute(e, this.#netOf(e));
-  }
-
-  #routes(e: Endpoint) {
-    return routesVia(e, this.#netOf(e));
-  }
-
-  #plumbEndpoint(e: Endpoint) {
-    return plumbEndpoint(e, this.#netOf(e));
-  }
-
-  /** Checks and picks host ports (probing the host), without committing them; the target is filled in later. */
-  #reservePorts(spec: AttachSpec, net: NetworkRecord): Promise<StoredPort[]> {
-    return reservePorts(spec.ports ?? [], {
-      containerId: spec.containerId,
-      containerIp: '',
-      defaultHostIp: bridgeSettings(net).hostBindingIpv4,
-      taken: this.#table.allPorts(),
-    });
-  }
-
-  async #retargetPorts(containerId: string, target: Endpoint | undefined): Promise<void> {
-    const ports = this.#table.ports.get(containerId) ?? [];
-    await this.#removePortRules(ports);
-    if (!target) {
-      this.#table.deleteEndpoints(containerId, [], true);
-      return;
-    }
-    this.#table.retargetPorts(containerId, target.ipv4);
-    await this.#driver.firewall.addPorts(ports.map(toFirewallPort));
-  }
-
-  /** Deletes port rules; if the table does not match (someone flushed it), rebuilds it from the records. */
-  async #removePortRules(ports: StoredPort[]): Promise<void> {
-    try {
-      await this.#driver.firewall.removePorts(ports.map(toFirewallPort));
-    } catch (err) {
-      log.warn('removing port rules failed; rebuilding the table', { error: errorMessage(err) });
-      await this.#driver.firewall.rebuild(this.#firewallNetworks(), this.#table.allPorts().map(toFirewallPort));
-    }
-  }
-
-  #firewallNetwork(n: NetworkRecord) {
-    return firewallNetwork(n, this.#driver.dnsPort);
-  }
-
-  #firewallNetworks() {
-    return [...this.#networks.values()].filter((n) => n.driver === 'bridge').map((n) => this.#firewallNetwork(n));
-  }
-
-  #dnsNetwork(n: NetworkRecord) {
-    return dnsNetwork(n, this.#endpoints.values());
-  }
-
-  /** Runs every hook's `created` or `deleting` for a bridge network, in order. */
-  async #runHooks(which: 'created' | 'deleting', n: NetworkRecord): Promise<void> {
-    for (const h of this.#hooks) await h[which]?.(n);
-  }
-}
-
-function stripSlash(name: string): string {
-  return name.startsWith('/') ? name.slice(1) : name;
-}
-
-/** The IPv4 subnet and gateway of a leftover bridge device, for adopting it with its address. */
-function adoptedSubnet(link: LinkInfo | undefined): { subnet: string; gateway: string } | undefined {
-  if (link?.kind !== 'bridge') return undefined;
-  for (const a of link.addresses) {
-    const c = parseCidr(a, false);
-    if (c?.family === 4) return { subnet: formatCidr(c), gateway: a.slice(0, a.indexOf('/')) };
-  }
-  return undefined;
 }
