@@ -45,8 +45,24 @@ function newDriver(readyNamespaces = 0): NetworkController {
     prefix,
     hostResolvConf: join(root, 'host-resolv.conf'),
     dnsPort: 5380, // containers still ask 127.0.0.11:53
-  }, { readyNamespaces });
+  }, { readyNamespaces, bridgeHooks: [recordingHooks] });
 }
+
+/** What the bridge hooks saw: `<event> <network> <whether its bridge device existed then>`. */
+const hookCalls: string[] = [];
+let failNextCreatedHook = false;
+const recordingHooks = {
+  async created(n: { name: string; bridgeName: string }) {
+    hookCalls.push(`created ${n.name} ${(await hostLinks()).includes(n.bridgeName)}`);
+    if (failNextCreatedHook) {
+      failNextCreatedHook = false;
+      throw new Error('hook refused');
+    }
+  },
+  async deleting(n: { name: string; bridgeName: string }) {
+    hookCalls.push(`deleting ${n.name} ${(await hostLinks()).includes(n.bridgeName)}`);
+  },
+};
 
 /** The controller over its records in `db` and a bridge driver, as main.ts wires them. */
 function controllerOn(db: Db, driver: BridgeDriverOptions, opts: Partial<NetworkControllerOptions> = {}): NetworkController {
@@ -202,6 +218,25 @@ netTest('predefined networks: bridge on its own device and a free subnet, host, 
   assert.deepEqual(links.map((l) => l.ifname), ['lo']);
   assert.deepEqual(links[0]!.addr_info.map((a) => a.local), ['127.0.0.1', '::1']);
   await assert.rejects(driver.setup({ containerId: containerId(), name: '/x', networks: [{ network: 'none' }, { network: 'bridge' }] }), { kind: 'invalid-argument' });
+});
+
+netTest('a network with a given id, subnet and gateway; hooks run while its bridge exists; a failing hook undoes the create', async () => {
+  const id = randomBytes(32).toString('hex');
+  hookCalls.length = 0;
+  const n = await createNetwork({ id, name: 'given', ipam: { config: [{ subnet: '10.213.70.0/24', gateway: '10.213.70.1' }] } });
+  assert.equal(n.id, id);
+  assert.equal(driver.get(id).bridgeName, n.bridgeName);
+  assert.deepEqual([n.subnet, n.gateway], ['10.213.70.0/24', '10.213.70.1']);
+  await assert.rejects(driver.create({ id, name: 'again' }), { kind: 'conflict' });
+  await assert.rejects(driver.create({ id: 'short', name: 'again' }), { kind: 'conflict' });
+  await driver.remove(id);
+  assert.deepEqual(hookCalls, ['created given true', 'deleting given true']);
+  assert.ok(!(await hostLinks()).includes(n.bridgeName));
+
+  failNextCreatedHook = true;
+  await assert.rejects(driver.create({ name: 'refused' }), /hook refused/);
+  assert.throws(() => driver.get('refused'), { kind: 'not-found' });
+  assert.deepEqual((await hostLinks()).filter((l) => l.startsWith(`${prefix}-`)), [], 'no bridge left by the refused create');
 });
 
 netTest('create checks names, drivers and subnets like dockerd', async () => {
