@@ -1,6 +1,6 @@
 /**
  * Network rows: the networks themselves, one endpoint per (container, network) holding the container's
- * IP allocation, and the published host ports. The network driver keeps everything in memory and writes
+ * IP allocation, and the published host ports. The engine's network controller keeps everything in memory and writes
  * through, so an allocation is durable (and survives a daemon restart) once attach returns.
  * Unique indexes make a double allocation of an IP or a host port fail inside the transaction.
  */
