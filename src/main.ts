@@ -35,9 +35,11 @@ import { ContainerIntents } from './engine/intents/container-intents.js';
 import { ContainerService } from './engine/containers/container-service.js';
 import { RuntimeProcesses } from './engine/containers/container-processes.js';
 import { RuntimeDriver } from './runtime/runtime-driver.js';
-import { NetworkDriver } from './network/network-driver.js';
-import { DriverNetworking } from './engine/container-networking.js';
-import { NetworkService } from './engine/networks.js';
+import { BridgeDriver } from './network/bridge-driver.js';
+import { NetworkRecords } from './state/network-records.js';
+import { NetworkController } from './engine/networks/network-controller.js';
+import { ContainerNetworkSetup } from './engine/networks/container-networking.js';
+import { NetworkService } from './engine/networks/networks.js';
 import { networkRoutes } from './api/routes/networks.js';
 import { attachRoutes } from './api/routes/attach.js';
 import { execRoutes } from './api/routes/exec.js';
@@ -119,10 +121,10 @@ async function main(): Promise<void> {
     events,
     users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
   });
-  const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
+  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }) });
   await network.init();
-  const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
-  const processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName));
+  const networking = new ContainerNetworkSetup(network);
+  const processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName), () => containers.all());
   const containers = new ContainerService({
     records: new ContainerRecords(db),
     images,

@@ -1,6 +1,6 @@
 /** Docker's JSON shapes for containers: inspect and list entries, built from the engine's record. */
 import type { ContainerRecord } from '../engine/containers/container-model.js';
-import { configuredNetworks, endpointRequest } from '../engine/container-networking.js';
+import { configuredNetworks, endpointRequest } from '../engine/networks/container-networking.js';
 import type { ImageService } from '../engine/images/image-service.js';
 import { versionBefore } from './api-version.js';
 

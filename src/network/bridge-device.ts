@@ -4,7 +4,7 @@
  * addresses and route_localnet=1 (so DNAT from the host's 127.0.0.1 to a container can route out).
  */
 import { writeFile } from 'node:fs/promises';
-import { randomMac } from './ipam.js';
+import { randomMac } from './mac.js';
 import { runTool, ToolError } from './run-tool.js';
 
 export interface BridgeSpec {

@@ -1,5 +1,6 @@
 /**
- * The contents of a container's /etc/resolv.conf and /etc/hosts, following dockerd:
+ * The contents of a container's /etc/resolv.conf and /etc/hosts, following dockerd (the one place
+ * that writes them; engine/networks/container-networking.ts asks for them at each start):
  *  - on a network with DNS (user-defined bridge) resolv.conf points at the embedded DNS, 127.0.0.11,
  *    which Berth forwards to aardvark-dns on the network's gateway;
  *  - otherwise it is the host's file without loopback nameservers (they mean nothing inside the
@@ -48,6 +49,8 @@ export function resolvConfText(o: ResolvConfOptions): string {
 }
 
 export interface HostsOptions {
+  /** The host's /etc/hosts, for a container on the host network: its entries replace the localhost ones. */
+  base?: string;
   hostname: string;
   domainname?: string;
   /** The container's own addresses (first network first); empty with the host network. */
@@ -58,8 +61,8 @@ export interface HostsOptions {
 }
 
 export function hostsText(o: HostsOptions): string {
-  const lines = ['127.0.0.1\tlocalhost'];
-  if (o.ipv6) {
+  const lines = o.base !== undefined ? o.base.replace(/\n$/, '').split('\n') : ['127.0.0.1\tlocalhost'];
+  if (o.ipv6 && o.base === undefined) {
     lines.push('::1\tlocalhost ip6-localhost ip6-loopback', 'fe00::\tip6-localnet', 'ff00::\tip6-mcastprefix', 'ff02::1\tip6-allnodes', 'ff02::2\tip6-allrouters');
   }
   for (const entry of o.extraHosts ?? []) {

@@ -1,6 +1,6 @@
 /**
  * Network rows: the networks themselves, one endpoint per (container, network) holding the container's
- * IP allocation, and the published host ports. The network driver keeps everything in memory and writes
+ * IP allocation, and the published host ports. The engine's network controller keeps everything in memory and writes
  * through, so an allocation is durable (and survives a daemon restart) once attach returns.
  * Unique indexes make a double allocation of an IP or a host port fail inside the transaction.
  */
@@ -10,6 +10,7 @@ export interface StoredNetwork {
   id: string;
   name: string;
   createdAt: number;
+  /** The record as stored; undefined when its JSON does not parse (a row written by hand or half-written). */
   data: unknown;
 }
 
@@ -70,7 +71,7 @@ export class NetworkRecords {
   }
 
   loadNetworks(): StoredNetwork[] {
-    return this.#allNetworks.all().map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at, data: JSON.parse(r.data) }));
+    return this.#allNetworks.all().map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at, data: parseJson(r.data) }));
   }
 
   /** Inserts or replaces; a name used by another id fails with SQLITE_CONSTRAINT_UNIQUE. */
@@ -90,7 +91,7 @@ export class NetworkRecords {
       ipv4: r.ipv4,
       ipv6: r.ipv6,
       createdAt: r.created_at,
-      data: JSON.parse(r.data),
+      data: parseJson(r.data),
     }));
   }
 
@@ -129,5 +130,13 @@ export class NetworkRecords {
 
   transaction<T>(fn: () => T): T {
     return this.#db.transaction(fn)();
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }

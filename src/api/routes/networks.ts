@@ -2,8 +2,7 @@
 import type { Router } from '../router.js';
 import { readJsonObject, sendJson, queryBool, type RequestContext } from '../request.js';
 import { parseFilters, matchLabels, parseUntil } from '../filters.js';
-import { shownDriver, shownScope, type NetworkService, type EndpointRequest } from '../../engine/networks.js';
-import type { NetworkRecord, NetworkCreateSpec } from '../../network/network-driver.js';
+import { shownDriver, shownScope, type NetworkService, type EndpointRequest, type NetworkRecord, type NetworkCreateSpec } from '../../engine/networks/networks.js';
 import { invalidArgument } from '../../lib/errors.js';
 
 export function networkRoutes(r: Router, networks: NetworkService): void {

@@ -4,7 +4,7 @@
  * service. Network set-up plugs in through the `network` hooks.
  */
 import { join } from 'node:path';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import type { ContainerRecord } from './container-model.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ExitStatus } from '../../runtime/container-exits.js';
@@ -12,10 +12,11 @@ import { buildSpec } from '../../runtime/build-spec.js';
 import { specInputFor, withNetworkNamespace } from './container-spec.js';
 import { writeEtcFiles } from './container-rootfs.js';
 import { log } from '../../lib/log.js';
-import { conflict } from '../../lib/errors.js';
+import { conflict, notFound } from '../../lib/errors.js';
 import { LogRotator, logLimits } from './log-rotation.js';
 import type { ContainerLookup } from './container-namespaces.js';
 import { mountShareableShm, unmountShareableShm } from './container-shm.js';
+import { linkHostEntries, linksTo } from './container-links.js';
 
 export interface ContainerProcesses {
   /** `rootfsReady`: the rootfs mount, still under way; network set-up runs alongside it. */
@@ -31,18 +32,26 @@ export interface NetworkPreparation {
   /** The netns to join: a path, 'new' for a private one, undefined for the host's. */
   netnsPath: string | 'new' | undefined;
   hostNetwork: boolean;
-  /** The container's address for /etc/hosts, when the files are not given whole. */
-  ip?: string;
-  /** Whole /etc/resolv.conf and /etc/hosts texts from the network service. */
-  resolvConf?: string;
-  hosts?: string;
+  /** /etc/resolv.conf and /etc/hosts as the network service writes them. */
+  resolvConf: string;
+  hosts: string;
+}
+
+/** What networking needs to know of other containers, looked up here so that it never climbs back. */
+export interface NetworkFacts {
+  /** With NetworkMode `container:<id>`: that container's pid, whose namespace is joined. */
+  joinPid?: number;
+  /** /etc/hosts entries besides the container's own: ExtraHosts, then its links'. */
+  extraHosts: string[];
 }
 
 /** Network plumbing for a container, provided by the network service. */
 export interface ContainerNetworking {
-  prepare(c: ContainerRecord): Promise<NetworkPreparation>;
+  prepare(c: ContainerRecord, facts: NetworkFacts): Promise<NetworkPreparation>;
   /** Called once the process exists (its namespaces are live). */
   started(c: ContainerRecord, pid: number): Promise<void>;
+  /** The /etc/hosts text of a container that is set up, with these extra entries. */
+  hostsFile(c: ContainerRecord, extraHosts: string[]): Promise<string>;
   release(c: ContainerRecord): Promise<void>;
 }
 
@@ -60,6 +69,8 @@ export class RuntimeProcesses implements ContainerProcesses {
     private readonly onExit: ExitHandler,
     private readonly logOpts: Record<string, string> = {},
     private readonly lookup: ContainerLookup = () => undefined,
+    /** Every container: those linking to one that starts get their /etc/hosts rewritten. */
+    private readonly all: () => ContainerRecord[] = () => [],
   ) {}
 
   async start(c: ContainerRecord, rootfs: string, rootfsReady: Promise<void> = Promise.resolve()): Promise<{ pid: number }> {
@@ -71,22 +82,14 @@ export class RuntimeProcesses implements ContainerProcesses {
     const prepared = Promise.all([this.runtime.lifecycle.cleanup(c.id).catch(() => undefined), mkdir(bundleDir, { recursive: true })]);
     const shareable = c.hostConfig.IpcMode === 'shareable' ? mountShareableShm(this.containerDir(c.id), c.hostConfig.ShmSize ?? 0) : Promise.resolve();
     const input = Promise.all([rootfsReady, shareable]).then(() => specInputFor(c, { rootfs, cgroupVersion: this.runtime.host.cgroupVersion, lookup: this.lookup, containerDir: this.containerDir }));
-    const results = await Promise.allSettled([this.network.prepare(c), rootfsReady, prepared, input]);
+    const results = await Promise.allSettled([Promise.resolve().then(() => this.network.prepare(c, this.#networkFacts(c))), rootfsReady, prepared, input]);
     for (const r of results) if (r.status === 'rejected') throw r.reason;
     const net = (results[0] as PromiseFulfilledResult<NetworkPreparation>).value;
-    const hc = c.hostConfig;
     await writeEtcFiles({
       hostnamePath: c.hostnamePath,
       hostsPath: c.hostsPath,
       resolvConfPath: c.resolvConfPath,
       hostname: c.config.Hostname ?? c.id.slice(0, 12),
-      domainname: c.config.Domainname,
-      ip: net.ip,
-      extraHosts: hc.ExtraHosts ?? [],
-      hostNetwork: net.hostNetwork,
-      dns: hc.Dns ?? undefined,
-      dnsSearch: hc.DnsSearch ?? undefined,
-      dnsOptions: hc.DnsOptions ?? undefined,
       resolvConf: net.resolvConf,
       hosts: net.hosts,
     });
@@ -106,6 +109,7 @@ export class RuntimeProcesses implements ContainerProcesses {
     });
     try {
       await this.network.started(c, pid);
+      await this.#refreshLinkingContainers(c);
       for (const hook of this.beforeStart.get(c.id) ?? []) await hook().catch((err) => log.warn('attach before start failed', { id: c.id, err }));
       await this.runtime.lifecycle.start(c.id);
     } catch (err) {
@@ -115,6 +119,40 @@ export class RuntimeProcesses implements ContainerProcesses {
     }
     this.watch(c);
     return { pid };
+  }
+
+  #networkFacts(c: ContainerRecord): NetworkFacts {
+    const mode = c.hostConfig.NetworkMode ?? '';
+    let joinPid: number | undefined;
+    if (mode.startsWith('container:')) {
+      const target = mode.slice('container:'.length);
+      const donor = this.lookup(target);
+      if (!donor) throw notFound(`No such container: ${target}`);
+      joinPid = donor.state.pid;
+    }
+    return { joinPid, extraHosts: [...(c.hostConfig.ExtraHosts ?? []), ...linkHostEntries(c, this.lookup)] };
+  }
+
+  /**
+   * A linked container that starts again may have a new address: running containers linking to it get
+   * their /etc/hosts rewritten in place (the file is bind-mounted), as dockerd updates them.
+   */
+  async #refreshLinkingContainers(child: ContainerRecord): Promise<void> {
+    // Called as its process starts: the child counts as running already.
+    const lookup: ContainerLookup = (x) => {
+      const r = this.lookup(x);
+      return r?.id === child.id ? { ...r, state: { ...r.state, status: 'running' } } : r;
+    };
+    for (const p of this.all()) {
+      if (p.id === child.id || p.state.status !== 'running' || !linksTo(p, child.name)) continue;
+      let extra: string[];
+      try {
+        extra = [...(p.hostConfig.ExtraHosts ?? []), ...linkHostEntries(p, lookup)];
+      } catch {
+        continue; // another of its links is down: leave its file as it is
+      }
+      await writeFile(p.hostsPath, await this.network.hostsFile(p, extra)).catch(() => undefined);
+    }
   }
 
   /** Follows the process until it exits (also for processes re-adopted after a daemon restart). */

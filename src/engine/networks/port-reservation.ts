@@ -4,10 +4,10 @@
  * nor be held by a host process; port 0 means a free port chosen by the kernel. Nothing is committed
  * here: the caller stores the result in the same transaction as the container's addresses.
  */
-import { conflict, invalidArgument } from '../lib/errors.js';
-import type { StoredPort } from '../state/network-records.js';
-import { parseAddress } from './cidr.js';
-import { probePort } from './host-ports.js';
+import { conflict, invalidArgument } from '../../lib/errors.js';
+import type { StoredPort } from '../../state/network-records.js';
+import { parseAddress } from '../../network/cidr.js';
+import { probePort } from '../../network/host-ports.js';
 import type { PortBinding } from './network-types.js';
 
 export interface PortContext {

@@ -1,20 +1,22 @@
 /**
- * Networks as the API sees them: the driver's records plus which containers use them, events, and
- * connect/disconnect that also work on stopped containers (remembered for their next start).
+ * The network service, the facade routes call: networks as the API sees them (the controller's records
+ * plus which containers use them), events, and connect/disconnect that also work on stopped containers
+ * (remembered for their next start).
  */
-import { BerthError, conflict, invalidArgument } from '../lib/errors.js';
-import type { NetworkDriver, NetworkRecord, NetworkCreateSpec } from '../network/network-driver.js';
-import { shownDriver } from '../network/network-record.js';
-export { shownDriver, shownScope } from '../network/network-record.js';
-import type { ContainerService } from './containers/container-service.js';
-import type { EventBus } from './events.js';
+import { BerthError, conflict, invalidArgument } from '../../lib/errors.js';
+import type { NetworkController, NetworkRecord, NetworkCreateSpec } from './network-controller.js';
+import { shownDriver } from './network-record.js';
+export { shownDriver, shownScope } from './network-record.js';
+export type { NetworkRecord, NetworkCreateSpec };
+import type { ContainerService } from '../containers/container-service.js';
+import type { EventBus } from '../events.js';
 import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointRequest } from './container-networking.js';
 
 export type { EndpointRequest };
 
 export class NetworkService {
   constructor(
-    readonly driver: NetworkDriver,
+    readonly controller: NetworkController,
     private readonly containers: ContainerService,
     private readonly events: EventBus,
     /** Whether this node manages a swarm: `overlay` networks need one, as with dockerd. */
@@ -22,31 +24,31 @@ export class NetworkService {
   ) {}
 
   list(): NetworkRecord[] {
-    return this.driver.list();
+    return this.controller.list();
   }
 
   get(idOrName: string): NetworkRecord {
-    return this.driver.get(idOrName);
+    return this.controller.get(idOrName);
   }
 
   endpoints(n: NetworkRecord) {
-    return this.driver.endpointsOf(n.id);
+    return this.controller.endpointsOf(n.id);
   }
 
   async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
     if (spec.driver === 'overlay' && !this.swarmActive()) {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
-    const n = await this.driver.create(spec);
+    const n = await this.controller.create(spec);
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
 
   /** 409 while containers are attached (the issue's contract; dockerd answers 403). */
   async remove(idOrName: string): Promise<void> {
-    const n = this.driver.get(idOrName);
+    const n = this.controller.get(idOrName);
     try {
-      await this.driver.remove(n.id);
+      await this.controller.remove(n.id);
     } catch (err) {
       if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
       throw err;
@@ -57,13 +59,13 @@ export class NetworkService {
   async prune(keep: (n: NetworkRecord) => boolean): Promise<string[]> {
     // Networks named by stopped containers stay: they would need them at their next start.
     const wanted = new Set(this.containers.all().flatMap((c) => [networkModeOf(c), ...Object.keys(c.networkingConfig)]));
-    const removed = await this.driver.prune((n) => keep(n) || wanted.has(n.name) || wanted.has(n.id));
+    const removed = await this.controller.prune((n) => keep(n) || wanted.has(n.name) || wanted.has(n.id));
     for (const name of removed) this.events.publish('network', 'destroy', name, { name, type: 'bridge' });
     return removed;
   }
 
   async connect(idOrName: string, containerRef: string, endpoint: EndpointRequest): Promise<void> {
-    const n = this.driver.get(idOrName);
+    const n = this.controller.get(idOrName);
     const c = this.containers.get(containerRef);
     const running = c.state.status === 'running' || c.state.status === 'paused';
     const configured = configuredNetworks(c);
@@ -74,7 +76,7 @@ export class NetworkService {
       throw invalidArgument('container cannot be connected to multiple networks with one of the networks in private (none) mode');
     }
     if (running && c.network.sandboxKey) {
-      const info = await this.driver.connect({
+      const info = await this.controller.connect({
         containerId: c.id, name: c.name, netnsPath: c.network.sandboxKey, network: n.id,
         aliases: endpoint.Aliases ?? [], ipv4: endpoint.IPAMConfig?.IPv4Address || undefined, mac: endpoint.MacAddress || undefined,
         dns: c.hostConfig.Dns ?? undefined,
@@ -88,7 +90,7 @@ export class NetworkService {
   }
 
   async disconnect(idOrName: string, containerRef: string, force: boolean): Promise<void> {
-    const n = this.driver.get(idOrName);
+    const n = this.controller.get(idOrName);
     // With force, a container that is already gone is not an error.
     const c = force ? this.containers.find(containerRef) : this.containers.get(containerRef);
     if (!c) return;
@@ -96,7 +98,7 @@ export class NetworkService {
     const attached = running && !!c.network.endpoints[n.name];
     const configured = configuredNetworks(c).includes(n.name);
     if (!attached && !configured) throw new BerthError('forbidden', `container ${c.id} is not connected to network ${n.name}`);
-    if (attached) await this.driver.disconnect(c.id, n.id);
+    if (attached) await this.controller.disconnect(c.id, n.id);
     delete c.network.endpoints[n.name];
     const { [n.name]: _gone, ...rest } = c.networkingConfig;
     c.networkingConfig = rest;

@@ -1,15 +1,12 @@
 /**
- * A container's network at start and exit, through the network driver: which networks it joins
+ * A container's network at start and exit, through the network controller: which networks it joins
  * (NetworkMode plus the create request's EndpointsConfig), its published ports, and the /etc/hosts
  * and /etc/resolv.conf that go with them. The results are kept on the record for inspect.
  */
-import type { NetworkDriver, PortBinding, AttachResult } from '../network/network-driver.js';
-import type { ContainerRecord } from './containers/container-model.js';
-import type { ContainerNetworking, NetworkPreparation } from './containers/container-processes.js';
-import { invalidArgument } from '../lib/errors.js';
-import { writeFile } from 'node:fs/promises';
-import { linkHostEntries, linksTo } from './containers/container-links.js';
-import type { ContainerLookup } from './containers/container-namespaces.js';
+import type { NetworkController, PortBinding, AttachResult } from './network-controller.js';
+import type { ContainerRecord } from '../containers/container-model.js';
+import type { ContainerNetworking, NetworkFacts, NetworkPreparation } from '../containers/container-processes.js';
+import { invalidArgument } from '../../lib/errors.js';
 
 export interface EndpointRequest {
   Aliases?: string[] | null;
@@ -69,20 +66,21 @@ export function portBindings(c: ContainerRecord): PortBinding[] {
   return out;
 }
 
-export class DriverNetworking implements ContainerNetworking {
-  constructor(
-    private readonly driver: NetworkDriver,
-    private readonly findPid: (idOrName: string) => number,
-    private readonly lookup: ContainerLookup = () => undefined,
-    private readonly all: () => ContainerRecord[] = () => [],
-  ) {}
+/**
+ * A container's network at start and exit through the network controller. What it needs of other
+ * containers (the pid whose namespace it joins, its links' /etc/hosts entries) the caller hands in:
+ * networking never looks containers up itself.
+ */
+export class ContainerNetworkSetup implements ContainerNetworking {
+  constructor(private readonly controller: NetworkController) {}
 
-  async prepare(c: ContainerRecord): Promise<NetworkPreparation> {
+  async prepare(c: ContainerRecord, facts: NetworkFacts): Promise<NetworkPreparation> {
     const mode = networkModeOf(c);
     const hc = c.hostConfig;
+    const fileOpts = { dns: hc.Dns ?? undefined, dnsSearch: hc.DnsSearch ?? undefined, dnsOptions: hc.DnsOptions ?? undefined };
     if (mode.startsWith('container:')) {
-      const pid = this.findPid(mode.slice('container:'.length));
-      return { netnsPath: `/proc/${pid}/ns/net`, hostNetwork: false };
+      const [resolvConf, hosts] = await Promise.all([this.controller.resolvConf([], fileOpts), this.hostsFile(c, facts.extraHosts)]);
+      return { netnsPath: `/proc/${facts.joinPid}/ns/net`, hostNetwork: false, resolvConf, hosts };
     }
     const requested = c.networkingConfig as Record<string, EndpointRequest | null>;
     const configured = configuredNetworks(c);
@@ -92,58 +90,33 @@ export class DriverNetworking implements ContainerNetworking {
       return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined };
     });
     const ports = names[0] === 'host' || names[0] === 'none' ? [] : portBindings(c);
-    const result = await this.driver.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });
+    const result = await this.controller.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });
     c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
     const hostNetwork = result.netnsPath === '';
-    const resolvConf = await this.driver.resolvConf(names, { dns: hc.Dns ?? undefined, dnsSearch: hc.DnsSearch ?? undefined, dnsOptions: hc.DnsOptions ?? undefined });
-    const hosts = hostNetwork ? undefined : this.#hostsFile(c);
+    const [resolvConf, hosts] = await Promise.all([this.controller.resolvConf(names, fileOpts), this.hostsFile(c, facts.extraHosts, hostNetwork)]);
     return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
   }
 
-  #hostsFile(c: ContainerRecord, lookup: ContainerLookup = this.lookup): string {
-    const extraHosts = [...(c.hostConfig.ExtraHosts ?? []), ...linkHostEntries(c, lookup)];
-    return this.driver.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts });
+  hostsFile(c: ContainerRecord, extraHosts: string[], hostNetwork = false): Promise<string> {
+    return this.controller.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts, hostNetwork });
   }
 
-  /**
-   * A linked container that starts again may have a new address: running containers linking to it get
-   * their /etc/hosts rewritten in place (the file is bind-mounted), as dockerd updates them.
-   */
-  async #refreshLinkingContainers(child: ContainerRecord): Promise<void> {
-    // Called as its process starts: the child counts as running already.
-    const lookup: ContainerLookup = (x) => {
-      const r = this.lookup(x);
-      return r?.id === child.id ? { ...r, state: { ...r.state, status: 'running' } } : r;
-    };
-    for (const p of this.all()) {
-      if (p.id === child.id || p.state.status !== 'running' || !linksTo(p, child.name)) continue;
-      let text: string;
-      try {
-        text = this.#hostsFile(p, lookup);
-      } catch {
-        continue; // another of its links is down: leave its file as it is
-      }
-      await writeFile(p.hostsPath, text).catch(() => undefined);
-    }
-  }
-
-  async started(c: ContainerRecord): Promise<void> {
+  async started(): Promise<void> {
     // Namespaces made ahead are topped up now rather than during the start they were taken for.
-    this.driver.replenish();
-    await this.#refreshLinkingContainers(c);
+    this.controller.replenish();
   }
 
   async release(c: ContainerRecord): Promise<void> {
     const mode = networkModeOf(c);
     if (mode.startsWith('container:')) return;
     // Host-side devices and the namespace file are independent: released side by side.
-    const [detached, removed] = await Promise.allSettled([this.driver.detach(c.id), this.driver.removeNetns(c.id)]);
+    const [detached, removed] = await Promise.allSettled([this.controller.detach(c.id), this.controller.removeNetns(c.id)]);
     if (detached.status === 'rejected') throw detached.reason;
     if (removed.status === 'rejected') throw removed.reason;
   }
 }
 
-/** The driver's endpoints and ports in inspect's shape (NetworkSettings.Networks and .Ports). */
+/** The controller's endpoints and ports in inspect's shape (NetworkSettings.Networks and .Ports). */
 export function toDockerNetwork(r: AttachResult, requested: Record<string, EndpointRequest | null> = {}): Pick<ContainerRecord['network'], 'endpoints' | 'ports'> {
   const endpoints: Record<string, Record<string, unknown>> = {};
   for (const [name, e] of Object.entries(r.endpoints)) {

@@ -3,8 +3,8 @@
  * not the gateway, not taken) or the lowest free ones of the network's range. IPv6 only when the network
  * has it enabled.
  */
-import { invalidArgument } from '../lib/errors.js';
-import { formatAddress, parseAddress, parseCidr, type Cidr } from './cidr.js';
+import { invalidArgument } from '../../lib/errors.js';
+import { formatAddress, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { allocateAddress, isUsable } from './ipam.js';
 import { forbidden, type NetworkRecord } from './network-record.js';
 

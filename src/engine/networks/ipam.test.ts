@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatAddress, formatCidr, parseAddress, parseCidr } from './cidr.js';
-import { allocateAddress, chooseSubnet, defaultGateway, defaultIPv4Pools, isUsable, macForIPv4, randomIPv6Pools } from './ipam.js';
+import { formatAddress, formatCidr, parseAddress, parseCidr } from '../../network/cidr.js';
+import { allocateAddress, chooseSubnet, defaultGateway, defaultIPv4Pools, isUsable, randomIPv6Pools } from './ipam.js';
+import { macForIPv4 } from '../../network/mac.js';
 import { parseIpamConfig } from './network-record.js';
 
 test('default pools follow dockerd: 172.17-31/16, then 192.168.x.0/20', () => {

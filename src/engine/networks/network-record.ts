@@ -2,8 +2,10 @@
  * The network record (what is stored and what inspect shows) and the checks on a create request,
  * with dockerd's option names and error wording.
  */
-import { BerthError, invalidArgument, notFound } from '../lib/errors.js';
-import { cidrContains, cidrWithin, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
+import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
+import { cidrContains, cidrWithin, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
+import { validateBridgeName } from '../../network/bridge-driver.js';
+
 
 export type NetworkDriverName = 'bridge' | 'host' | 'null';
 
@@ -55,6 +57,8 @@ export interface IpamConfigSpec {
 }
 
 export interface NetworkCreateSpec {
+  /** A given id (64 hex digits), for a network that exists under one id on several nodes; random otherwise. */
+  id?: string;
   name: string;
   driver?: string;
   internal?: boolean;
@@ -86,7 +90,6 @@ export const Option = {
 export const forbidden = (msg: string) => new BerthError('forbidden', msg);
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
-const IFNAME_RE = /^[a-zA-Z0-9_.-]{1,15}$/;
 
 export function validateName(name: string): void {
   if (!name) throw invalidArgument('network name is required');
@@ -98,10 +101,6 @@ export function validateDriver(driver: string | undefined): void {
   if (d === 'bridge' || d === 'overlay') return;
   if (d === 'host' || d === 'null') throw forbidden(`only one instance of "${d}" network is allowed`);
   throw notFound(`plugin "${d}" not found`);
-}
-
-export function validateBridgeName(name: string): void {
-  if (!IFNAME_RE.test(name)) throw invalidArgument(`invalid bridge name "${name}": 1-15 characters of [a-zA-Z0-9_.-]`);
 }
 
 function boolOption(opts: Record<string, string>, key: string, dflt: boolean): boolean {

@@ -1,6 +1,6 @@
 /**
- * Measures per-container network setup and teardown with the real driver:
- *   node dist/src/network/measure-setup.js [containers=20]
+ * Measures per-container network setup and teardown with the real controller and bridge driver:
+ *   node dist/src/engine/networks/measure-setup.js [containers=20]
  * Uses a temporary root, a random prefix and its own networks; removes everything at the end.
  * Prints medians and p90 for: setup() (namespace + endpoint in one step; on the default bridge it takes
  * a namespace made ahead, topped up in between as the engine does), createNetns() + attach(), and
@@ -11,9 +11,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../state/db.js';
-import { NetworkDriver, type AttachSpec } from './network-driver.js';
-import { purgeHostState } from './purge-host-state.js';
+import { openDatabase } from '../../state/db.js';
+import { NetworkRecords } from '../../state/network-records.js';
+import { BridgeDriver } from '../../network/bridge-driver.js';
+import { NetworkController, type AttachSpec } from './network-controller.js';
+import { purgeHostState } from '../../network/purge-host-state.js';
 
 const count = Number(process.argv[2] ?? 20);
 const stats = (xs: number[]) => {
@@ -26,12 +28,9 @@ async function main(): Promise<void> {
   await writeFile(join(root, 'resolv.conf'), 'nameserver 127.0.0.1\n');
   const db = openDatabase(join(root, 'berth.db'));
   const prefix = `bm${randomBytes(2).toString('hex')}`;
-  const driver = new NetworkDriver({
-    db,
-    execRoot: join(root, 'exec'),
-    dataRoot: join(root, 'data'),
-    prefix,
-    hostResolvConf: join(root, 'resolv.conf'),
+  const driver = new NetworkController({
+    records: new NetworkRecords(db),
+    driver: new BridgeDriver({ execRoot: join(root, 'exec'), prefix, hostResolvConf: join(root, 'resolv.conf') }),
   });
   try {
     await driver.init();

@@ -1,36 +1,33 @@
 /**
- * The network driver's public types: what the engine passes in and gets back. Docker's wire names
+ * The network controller's types: what the engine passes in and gets back. Docker's wire names
  * (IPAddress, Gateway, ...) are the api layer's business; these are plain camelCase.
  */
-import type { Db } from '../state/db.js';
-import type { Tools } from './endpoint-plumbing.js';
-import type { Protocol } from './host-ports.js';
+import type { NetworkRecords } from '../../state/network-records.js';
+import type { BridgeDriver } from '../../network/bridge-driver.js';
+import type { Protocol } from '../../network/host-ports.js';
+import type { NetworkRecord } from './network-record.js';
 
-export type { Protocol } from './host-ports.js';
+export type { Protocol } from '../../network/host-ports.js';
 
-export interface NetworkDriverOptions {
-  db: Db;
-  execRoot: string;
-  dataRoot: string;
-  /** Per-daemon name prefix for devices, chains and the nft table: [a-z][a-z0-9]{0,7}. */
-  prefix: string;
-  /** The default bridge's device (default `<prefix>0`). */
-  defaultBridgeName?: string;
+export interface NetworkControllerOptions {
+  /** The stored networks, endpoints and ports. */
+  records: NetworkRecords;
+  /** The host side: bridges, veths, namespaces, nftables, aardvark-dns. */
+  driver: BridgeDriver;
   /** A fixed subnet for the default bridge (default: the first free of 172.17.0.0/16, 172.18.0.0/16, ...). */
   defaultBridgeSubnet?: string;
-  aardvarkPath?: string;
-  /**
-   * The port aardvark-dns listens on at each gateway (default 53). Containers always ask 127.0.0.11:53,
-   * which is forwarded there; another port avoids a clash with a DNS server bound to 0.0.0.0:53 on the host.
-   */
-  dnsPort?: number;
-  /** The host's resolv.conf, read for containers' resolv.conf (default /etc/resolv.conf). */
-  hostResolvConf?: string;
-  tools?: Partial<Tools & { unshare: string; mount: string; umount: string }>;
   /** Host-wide lock for choosing subnets (shared by all daemons on the machine). */
   subnetLockPath?: string;
   /** Network namespaces kept ready, for the default bridge and with only loopback, each (default 2; 0 turns it off). */
   readyNamespaces?: number;
+  /** Run once a network's bridge device exists, and before it is deleted (e.g. to add or remove devices of an overlay). */
+  bridgeHooks?: readonly BridgeHooks[];
+}
+
+/** Code run with a bridge's lifecycle; a hook that throws fails the create (which is undone) or is logged at removal. */
+export interface BridgeHooks {
+  created?(n: NetworkRecord): Promise<void>;
+  deleting?(n: NetworkRecord): Promise<void>;
 }
 
 export interface AttachNetwork {

@@ -3,7 +3,7 @@
  * Pure functions; the callers supply what is taken (host routes, other networks, live endpoints).
  */
 import { randomBytes } from 'node:crypto';
-import { cidrContains, cidrOverlaps, cidrSize, lastAddress, type Address, type Cidr } from './cidr.js';
+import { cidrContains, cidrOverlaps, cidrSize, lastAddress, type Address, type Cidr } from '../../network/cidr.js';
 
 /**
  * dockerd's default address pools, in order: 172.17.0.0/16 ... 172.31.0.0/16, then 192.168.0.0/16 cut into /20s.
@@ -61,20 +61,4 @@ export function isUsable(subnet: Cidr, gateway: Address | undefined, v: bigint):
   if (v === subnet.base) return false;
   if (subnet.family === 4 && v === lastAddress(subnet)) return false;
   return true;
-}
-
-/**
- * A locally administered MAC derived from an IPv4 address (02:42 followed by the four address bytes),
- * so a reused address keeps its MAC and neighbours' ARP caches stay right.
- */
-export function macForIPv4(ip: Address): string {
-  const v = Number(ip.value);
-  const bytes = [0x02, 0x42, (v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255];
-  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
-}
-
-export function randomMac(): string {
-  const b = randomBytes(6);
-  b[0] = (b[0]! & 0xfe) | 0x02; // unicast, locally administered
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
 }

@@ -1,5 +1,5 @@
 /**
- * The network driver against the real kernel: namespaces, bridges, veths, nftables, aardvark-dns and
+ * The network controller and its bridge driver against the real kernel: namespaces, bridges, veths, nftables, aardvark-dns and
  * busybox inside the namespaces. Every device and the nft table carry a per-run prefix; traffic stays on
  * 127.0.0.0/8 and the test networks (aardvark forwards unknown names to 127.0.0.1, where nothing listens).
  */
@@ -14,19 +14,21 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openDatabase, type Db } from '../state/db.js';
-import { NetworkDriver, type AttachSpec } from './network-driver.js';
-import { mountPoints } from './netns.js';
-import { macForIPv4 } from './ipam.js';
-import { parseAddress } from './cidr.js';
-import { purgeHostState } from './purge-host-state.js';
-import { prefixClaimPath } from './host-lock.js';
-import { runTool } from './run-tool.js';
+import { openDatabase, type Db } from '../../state/db.js';
+import { NetworkRecords } from '../../state/network-records.js';
+import { BridgeDriver, type BridgeDriverOptions } from '../../network/bridge-driver.js';
+import { NetworkController, type AttachSpec, type NetworkControllerOptions } from './network-controller.js';
+import { mountPoints } from '../../network/netns.js';
+import { macForIPv4 } from '../../network/mac.js';
+import { parseAddress } from '../../network/cidr.js';
+import { purgeHostState } from '../../network/purge-host-state.js';
+import { prefixClaimPath } from '../../network/host-lock.js';
+import { runTool } from '../../network/run-tool.js';
 
 const prefix = `bt${randomBytes(3).toString('hex')}`;
 let root = '';
 let db: Db;
-let driver: NetworkDriver;
+let driver: NetworkController;
 const processes: ChildProcess[] = [];
 const servers: Server[] = [];
 const ids: string[] = [];
@@ -37,16 +39,34 @@ function containerId(): string {
   return id;
 }
 
-function newDriver(readyNamespaces = 0): NetworkDriver {
-  return new NetworkDriver({
-    readyNamespaces,
-    db,
+function newDriver(readyNamespaces = 0): NetworkController {
+  return controllerOn(db, {
     execRoot: join(root, 'exec'),
-    dataRoot: join(root, 'data'),
     prefix,
     hostResolvConf: join(root, 'host-resolv.conf'),
     dnsPort: 5380, // containers still ask 127.0.0.11:53
-  });
+  }, { readyNamespaces, bridgeHooks: [recordingHooks] });
+}
+
+/** What the bridge hooks saw: `<event> <network> <whether its bridge device existed then>`. */
+const hookCalls: string[] = [];
+let failNextCreatedHook = false;
+const recordingHooks = {
+  async created(n: { name: string; bridgeName: string }) {
+    hookCalls.push(`created ${n.name} ${(await hostLinks()).includes(n.bridgeName)}`);
+    if (failNextCreatedHook) {
+      failNextCreatedHook = false;
+      throw new Error('hook refused');
+    }
+  },
+  async deleting(n: { name: string; bridgeName: string }) {
+    hookCalls.push(`deleting ${n.name} ${(await hostLinks()).includes(n.bridgeName)}`);
+  },
+};
+
+/** The controller over its records in `db` and a bridge driver, as main.ts wires them. */
+function controllerOn(db: Db, driver: BridgeDriverOptions, opts: Partial<NetworkControllerOptions> = {}): NetworkController {
+  return new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver(driver), ...opts });
 }
 
 /** Runs a command inside a namespace file. */
@@ -120,7 +140,7 @@ async function startContainer(spec: Omit<AttachSpec, 'netnsPath'>, fast = true) 
   return { ...(await driver.attach({ ...spec, netnsPath })), netnsPath };
 }
 
-async function createNetwork(spec: Parameters<NetworkDriver['create']>[0]) {
+async function createNetwork(spec: Parameters<NetworkController['create']>[0]) {
   const n = await driver.create(spec);
   cleanups.push(() => driver.remove(n.id));
   return n;
@@ -152,7 +172,7 @@ after(async () => {
   for (const s of servers) s.close();
   let destroyError: unknown = null;
   try {
-    await (driver as NetworkDriver | undefined)?.destroy();
+    await (driver as NetworkController | undefined)?.destroy();
   } catch (err) {
     destroyError = err;
   }
@@ -198,6 +218,25 @@ netTest('predefined networks: bridge on its own device and a free subnet, host, 
   assert.deepEqual(links.map((l) => l.ifname), ['lo']);
   assert.deepEqual(links[0]!.addr_info.map((a) => a.local), ['127.0.0.1', '::1']);
   await assert.rejects(driver.setup({ containerId: containerId(), name: '/x', networks: [{ network: 'none' }, { network: 'bridge' }] }), { kind: 'invalid-argument' });
+});
+
+netTest('a network with a given id, subnet and gateway; hooks run while its bridge exists; a failing hook undoes the create', async () => {
+  const id = randomBytes(32).toString('hex');
+  hookCalls.length = 0;
+  const n = await createNetwork({ id, name: 'given', ipam: { config: [{ subnet: '10.213.70.0/24', gateway: '10.213.70.1' }] } });
+  assert.equal(n.id, id);
+  assert.equal(driver.get(id).bridgeName, n.bridgeName);
+  assert.deepEqual([n.subnet, n.gateway], ['10.213.70.0/24', '10.213.70.1']);
+  await assert.rejects(driver.create({ id, name: 'again' }), { kind: 'conflict' });
+  await assert.rejects(driver.create({ id: 'short', name: 'again' }), { kind: 'conflict' });
+  await driver.remove(id);
+  assert.deepEqual(hookCalls, ['created given true', 'deleting given true']);
+  assert.ok(!(await hostLinks()).includes(n.bridgeName));
+
+  failNextCreatedHook = true;
+  await assert.rejects(driver.create({ name: 'refused' }), /hook refused/);
+  assert.throws(() => driver.get('refused'), { kind: 'not-found' });
+  assert.deepEqual((await hostLinks()).filter((l) => l.startsWith(`${prefix}-`)), [], 'no bridge left by the refused create');
 });
 
 netTest('create checks names, drivers and subnets like dockerd', async () => {
@@ -588,7 +627,7 @@ netTest('parallel daemons get their own subnets, devices and tables', async () =
   const others = await Promise.all([1, 2].map(async (i) => {
     const otherPrefix = `bo${randomBytes(3).toString('hex')}`;
     const otherDb = openDatabase(join(root, `other-${i}.db`));
-    const d = new NetworkDriver({ db: otherDb, execRoot: join(root, `other-${i}`), dataRoot: join(root, `other-${i}`), prefix: otherPrefix, hostResolvConf: join(root, 'host-resolv.conf') });
+    const d = controllerOn(otherDb, { execRoot: join(root, `other-${i}`), prefix: otherPrefix, hostResolvConf: join(root, 'host-resolv.conf') });
     cleanups.push(async () => {
       await d.destroy();
       otherDb.close();
@@ -602,7 +641,7 @@ netTest('parallel daemons get their own subnets, devices and tables', async () =
   for (const d of others) await d.destroy();
   assert.equal(await runTool('nft', ['list', 'table', 'inet', prefix]), ours, 'our table is untouched');
   // Another process cannot start with our prefix while we run.
-  const hostLock = new URL('./host-lock.js', import.meta.url).href;
+  const hostLock = new URL('../../network/host-lock.js', import.meta.url).href;
   await assert.rejects(
     runTool(process.execPath, ['--input-type=module', '-e', `import { claimPrefix } from '${hostLock}'; claimPrefix('${prefix}');`]),
     /network prefix "[a-z0-9]+" is in use by another daemon/,
@@ -630,7 +669,7 @@ netTest('purgeHostState removes what a stopped daemon left behind', async () => 
   const p = `bq${randomBytes(3).toString('hex')}`;
   const execRoot = join(root, 'purge');
   const pdb = openDatabase(join(root, 'purge.db'));
-  const d = new NetworkDriver({ db: pdb, execRoot, dataRoot: execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5381 });
+  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5381 });
   cleanups.push(async () => {
     await purgeHostState({ prefix: p, execRoot });
     pdb.close();
