@@ -1,6 +1,6 @@
 /**
  * Measures per-container network setup and teardown with the real controller and bridge driver:
- *   node dist/src/engine/networks/measure-setup.js [containers=20]
+ *   node bench/dist/bench/tools/measure-network-setup.js [containers=20]
  * Uses a temporary root, a random prefix and its own networks; removes everything at the end.
  * Prints medians and p90 for: setup() (namespace + endpoint in one step; on the default bridge it takes
  * a namespace made ahead, topped up in between as the engine does), createNetns() + attach(), and
@@ -11,11 +11,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../state/db.js';
-import { NetworkRecords } from '../../state/network-records.js';
-import { BridgeDriver } from '../../network/bridge-driver.js';
-import { NetworkController, type AttachSpec } from './network-controller.js';
-import { purgeHostState } from '../../network/purge-host-state.js';
+import { openDatabase } from '../../src/state/db.js';
+import { NetworkRecords } from '../../src/state/network-records.js';
+import { BridgeDriver } from '../../src/network/bridge-driver.js';
+import { NetworkController, type AttachSpec } from '../../src/engine/networks/network-controller.js';
+import { purgeHostState } from '../../src/network/purge-host-state.js';
 
 const count = Number(process.argv[2] ?? 20);
 const stats = (xs: number[]) => {
