@@ -421,6 +421,9 @@ export class SwarmService {
       this.#leaderId = id;
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
     if (manager) state.campaign(self, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
+    // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.#leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
   }
 
   /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
@@ -541,7 +544,14 @@ export class SwarmService {
       case 'taskstatus': {
         if (!doc) return;
         const t = this.store.applyRemoteStatus(id, doc as TaskStatusDoc, json, snapshot);
-        if (t && !snapshot) this.runner.observed(t);
+        if (!t) return;
+        // A task that waited (restart delay, update order) and started on its node wants to run now.
+        if (this.#leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {
+          t.desiredState = 'running';
+          this.store.touch(t);
+          this.store.saveTask(t);
+        }
+        if (!snapshot) this.runner.observed(t);
         return;
       }
       case 'secrets':
