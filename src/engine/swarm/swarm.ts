@@ -703,16 +703,14 @@ export class SwarmService {
     const managers = [...this.store.nodes.values()].filter((x) => x.spec.Role !== 'worker');
     if (role === 'worker' && n.spec.Role !== 'worker' && managers.length <= 1) throw invalidArgument('attempting to demote the last manager of the swarm');
     if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
+    const before = n.spec.Role;
     n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
     if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
     this.store.touch(n);
     this.store.saveNode(n);
-    if (n.id === this.store.selfId && this.store.clustered && role !== this.#selfRole) this.#roleChanged(role);
-    this.#selfRole = this.store.cluster?.node.spec.Role;
+    if (n.id === this.store.selfId && this.store.clustered && role !== before) this.#roleChanged(role);
     this.#reconcileAll('live');
   }
-
-  #selfRole: string | undefined;
 
   /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
   removeNode(idOrName: string, force = false): void {
