@@ -119,6 +119,8 @@ export class SwarmService {
   #leaderId: string | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Changes made after a restart before etcd answered (key → document, null: deleted). */
+  readonly #early = new Map<string, unknown>();
 
   constructor(private readonly d: SwarmDeps) {
     this.store = new SwarmStore(d.records);
@@ -160,6 +162,10 @@ export class SwarmService {
     for (const t of this.store.tasks.values()) if (!t.nodeId || t.nodeId === this.store.selfId) this.runner.syncWithContainers(t);
     if (this.store.cluster.local) {
       // The cluster's state comes from etcd; until this node leads, it only runs its own tasks.
+      // What changes before etcd answers is kept and sent once it does.
+      const self = this.store.cluster.node.id;
+      this.store.attach({ put: (k, d) => this.#early.set(k, d), del: (k) => this.#early.set(k, null), self: () => self, leading: () => this.#leader });
+      for (const b of Object.values(this.blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null));
       for (const t of this.store.tasks.values()) if (t.nodeId === this.store.selfId) this.runner.advance(t);
       this.#publish();
       void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
@@ -406,8 +412,14 @@ export class SwarmService {
   async #link(state: EtcdState, manager: boolean): Promise<void> {
     const c = this.store.cluster!;
     const self = c.node.id;
+    const dataKey = this.#members.files!.dataKey;
+    for (const [k, d] of this.#early) {
+      if (d === null) state.del(k);
+      else state.put(k, d && typeof d === 'object' && 'sealLater' in d ? seal(dataKey, (d as { sealLater: unknown }).sealLater) : d);
+    }
+    this.#early.clear();
     this.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.#leader });
-    for (const b of Object.values(this.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(this.#members.files!.dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
+    for (const b of Object.values(this.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
