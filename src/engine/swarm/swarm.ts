@@ -328,10 +328,12 @@ export class SwarmService {
       const local: ClusterLocal = { endpoints: answer.endpoints, listenHost: listen.host, listenPort: listen.port };
       if (answer.role === 'manager' && answer.initialCluster && ports) {
         local.member = { ...ports, initialCluster: answer.initialCluster, initialState: 'existing' };
-        local.endpoints = [Membership.clientUrl(addr, ports.clientPort), ...answer.endpoints];
+        // The new member is a learner until promoted: the others answer first.
+        local.endpoints = [...answer.endpoints, Membership.clientUrl(addr, ports.clientPort)];
         await this.#members.startMember(node.id, addr, cluster.id, local.member);
       }
       const state = await this.#members.connect(node.id, local.endpoints, 30_000);
+      if (local.member) await this.#members.promoteSelf(node.id, 60_000);
       if (answer.role === 'manager') {
         local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
         node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
@@ -371,7 +373,9 @@ export class SwarmService {
       endpoints = members.members.flatMap((m) => m.clientURLs);
       if (role === 'manager') {
         if (!ask.peerPort || !ask.clientPort) throw invalidArgument('malformed join request: no etcd ports');
-        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)] });
+        // As a learner first: it counts for the quorum only once it runs and has caught up (the joiner
+        // promotes itself then), so a join that fails midway never costs the cluster its quorum.
+        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)], isLearner: true });
         initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
       }
     }
@@ -403,6 +407,8 @@ export class SwarmService {
     if (local.member) await this.#members.startMember(c.node.id, c.node.addr, c.id, local.member);
     const state = await this.#members.connect(c.node.id, local.endpoints, 60_000);
     if (this.#closed || this.store.cluster !== c) return;
+    // A join cut short before its member was promoted finishes here.
+    if (local.member && !this.d.externalEtcd) await this.#members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
     if (c.node.spec.Role === 'manager') await this.#members.serveJoins(local.listenHost, local.listenPort, true);
     await this.#link(state, c.node.spec.Role === 'manager');
   }
