@@ -44,6 +44,7 @@ import {
   type SwarmSpec,
   type TaskRecord,
   type ClusterLocal,
+  SECOND_NS,
 } from './swarm-model.js';
 
 export type { InitRequest } from './cluster.js';
@@ -55,7 +56,6 @@ export const NOT_MANAGER =
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
 const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster';
-const SECOND_NS_ = 1e9;
 const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
 
@@ -98,7 +98,7 @@ function splitKey(key: string): [string, string] {
 
 /** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
 function certDays(c: ClusterRecord): number {
-  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS_) / SECOND_NS_ / 86400));
+  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS) / SECOND_NS / 86400));
 }
 
 export class SwarmService {
@@ -448,7 +448,7 @@ export class SwarmService {
 
   /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
   #heartbeatTtl(): number {
-    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS_) / SECOND_NS_;
+    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
     return Math.max(2, Math.ceil(3 * period));
   }
 
