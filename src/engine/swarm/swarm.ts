@@ -436,6 +436,16 @@ export class SwarmService {
     const snap = await state.snapshot();
     this.#applySnapshot(snap.entries);
     await state.watch(snap.revision, (key, doc) => this.#onRemote(key, doc, false));
+    // Members added since this node joined are remembered for its next start (a worker knew only
+    // the members of its join).
+    if (!this.d.externalEtcd && c.local) {
+      const members = await state.client.cluster.memberList({}).catch(() => undefined);
+      const urls = members?.members.flatMap((m) => m.clientURLs) ?? [];
+      if (urls.length) {
+        c.local.endpoints = [...new Set([...c.local.endpoints, ...urls])];
+        this.store.saveCluster(true);
+      }
+    }
     state.heartbeat(self, this.#heartbeatTtl());
     void state.observeLeader((id) => {
       this.#leaderId = id;
