@@ -32,6 +32,12 @@ export interface DaemonConfig {
   /** CPU real-time period and runtime (µs) given to containers' parent cgroups (cgroup v1); 0: unset. */
   cpuRtPeriod: number;
   cpuRtRuntime: number;
+  /** An existing etcd cluster for swarm state (client URLs); empty: `swarm init` runs its own member. */
+  swarmEtcdEndpoints: string[];
+  /** PEM files for the external etcd: its CA and this node's client certificate and key. */
+  swarmEtcdCaCert: string;
+  swarmEtcdCert: string;
+  swarmEtcdKey: string;
 }
 
 export const DEFAULT_CONFIG: DaemonConfig = {
@@ -55,6 +61,10 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   allowOpenTcp: false,
   cpuRtPeriod: 0,
   cpuRtRuntime: 0,
+  swarmEtcdEndpoints: [],
+  swarmEtcdCaCert: '',
+  swarmEtcdCert: '',
+  swarmEtcdKey: '',
 };
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -82,6 +92,10 @@ Options:
       --allow-open-tcp            Allow tcp:// hosts without --tlsverify: whoever connects controls this host
       --cpu-rt-period int         CPU real-time period (µs) of containers' parent cgroups (cgroup v1)
       --cpu-rt-runtime int        CPU real-time runtime (µs) of containers' parent cgroups (cgroup v1)
+      --swarm-etcd-endpoint list  Keep swarm state in this existing etcd (https://host:port) instead of one berthd runs
+      --swarm-etcd-cacert string  CA of the external etcd
+      --swarm-etcd-cert string    Client certificate for the external etcd
+      --swarm-etcd-key string     Client key for the external etcd
   -h, --help                      Print usage
   -v, --version                   Print version
 
@@ -112,6 +126,10 @@ const FILE_KEYS: Record<string, keyof DaemonConfig> = {
   'allow-open-tcp': 'allowOpenTcp',
   'cpu-rt-period': 'cpuRtPeriod',
   'cpu-rt-runtime': 'cpuRtRuntime',
+  'swarm-etcd-endpoints': 'swarmEtcdEndpoints',
+  'swarm-etcd-cacert': 'swarmEtcdCaCert',
+  'swarm-etcd-cert': 'swarmEtcdCert',
+  'swarm-etcd-key': 'swarmEtcdKey',
 };
 
 /** Boolean flags that, as in dockerd, also take `--flag=true` / `--flag=false`. */
@@ -162,6 +180,10 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
       'allow-open-tcp': { type: 'boolean' },
       'cpu-rt-period': { type: 'string' },
       'cpu-rt-runtime': { type: 'string' },
+      'swarm-etcd-endpoint': { type: 'string', multiple: true },
+      'swarm-etcd-cacert': { type: 'string' },
+      'swarm-etcd-cert': { type: 'string' },
+      'swarm-etcd-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -201,6 +223,10 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
   if (values.tlscacert) cfg.tlsCaCert = values.tlscacert;
   if (values.tlscert) cfg.tlsCert = values.tlscert;
   if (values.tlskey) cfg.tlsKey = values.tlskey;
+  if (values['swarm-etcd-endpoint']?.length) cfg.swarmEtcdEndpoints = values['swarm-etcd-endpoint'];
+  if (values['swarm-etcd-cacert']) cfg.swarmEtcdCaCert = values['swarm-etcd-cacert'];
+  if (values['swarm-etcd-cert']) cfg.swarmEtcdCert = values['swarm-etcd-cert'];
+  if (values['swarm-etcd-key']) cfg.swarmEtcdKey = values['swarm-etcd-key'];
   for (const opt of values['log-opt'] ?? []) {
     const eq = opt.indexOf('=');
     if (eq <= 0) throw new ConfigError(`invalid log-opt: ${opt}`);
@@ -233,6 +259,10 @@ function validate(cfg: DaemonConfig): void {
   if (!isStrings(cfg.hosts) || cfg.hosts.length === 0) throw new ConfigError('hosts must be a list of addresses');
   if (!isStrings(cfg.registryMirrors)) throw new ConfigError('registry-mirrors must be a list of URLs');
   if (!isStrings(cfg.insecureRegistries)) throw new ConfigError('insecure-registries must be a list');
+  if (!isStrings(cfg.swarmEtcdEndpoints)) throw new ConfigError('swarm-etcd-endpoints must be a list of URLs');
+  if (cfg.swarmEtcdEndpoints.length && (!cfg.swarmEtcdCaCert || !cfg.swarmEtcdCert || !cfg.swarmEtcdKey)) {
+    throw new ConfigError('swarm-etcd-endpoints needs swarm-etcd-cacert, swarm-etcd-cert and swarm-etcd-key');
+  }
   if (cfg.defaultRuntime !== 'crun' && cfg.defaultRuntime !== 'runc') {
     throw new ConfigError(`default-runtime must be crun or runc, not ${JSON.stringify(cfg.defaultRuntime)}`);
   }
