@@ -16,7 +16,7 @@
  * setfattr run) are applied at the end, in that order, so nothing disturbs them afterwards.
  */
 import fs from 'node:fs';
-import { createHash } from 'node:crypto';
+import { contentHasher } from '../lib/content-digest.js';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
@@ -30,11 +30,11 @@ export interface UnpackOptions {
   /** Called with the number of tar bytes read so far. */
   onProgress?: (bytes: number) => void;
   /**
-   * Called for each regular file written, with its final stat and the sha256 (hex) of its content,
-   * hashed as it streams by: a caller that needs the digests (the build context) need not read the
-   * files again.
+   * Called for each regular file written, with its final stat and the content digest (hex,
+   * lib/content-digest.ts) of its content, hashed as it streams by: a caller that needs the digests
+   * (the build context) need not read the files again.
    */
-  onFileDigest?: (st: fs.Stats, sha256: string) => void;
+  onFileDigest?: (st: fs.Stats, digest: string) => void;
 }
 
 export interface UnpackResult {
@@ -175,7 +175,7 @@ class Extraction {
         this.#create(rel, false, () => {
           fd = fs.openSync(abs, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
         });
-        const hash = this.#onFileDigest ? createHash('sha256') : undefined;
+        const hash = this.#onFileDigest ? contentHasher() : undefined;
         try {
           if ((h.size ?? 0) > ASYNC_WRITE_OVER) {
             await writeBatched(fd, data, hash && ((chunk) => hash.update(chunk)));
