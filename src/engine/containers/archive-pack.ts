@@ -13,6 +13,7 @@
 import { closeSync, constants, fstatSync, open, openSync, read, readSync, type Stats } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { at, fstatPath, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
 import { encodeEntryHeader, END_OF_ARCHIVE, padding, type TarHeader } from '../../images/tar-format.js';
@@ -37,7 +38,6 @@ class BufferPool {
   readonly #mine = new WeakSet<ArrayBufferLike>();
   #waiting: (() => void) | undefined;
   #made = 0;
-
   #closed = false;
 
   async take(): Promise<Buffer> {
@@ -113,11 +113,15 @@ class Batch {
     return out;
   }
 
-  /** `b` (smaller than CHUNK) appended, flushing first when it does not fit; yields what must go out now. */
+  /** `b` appended, flushing first when it does not fit; yields what must go out now. */
   async *push(b: Buffer): AsyncGenerator<Buffer> {
     if (!this.fits(b.length)) {
       const out = this.take();
       if (out) yield out;
+    }
+    if (b.length >= CHUNK) {
+      yield b; // not the pool's: give() passes it by
+      return;
     }
     b.copy(await this.buffer(), this.#len);
     this.#len += b.length;
@@ -150,10 +154,8 @@ export function packPath(view: ContainerView, src: PackSource): Pack {
           // The callback comes when the socket has the bytes (or has failed): the buffer is free.
           if (!out.write(chunk, () => pool.give(chunk))) await drained(out);
         }
-        await new Promise<void>((resolve, reject) => {
-          out.once('error', reject);
-          out.end(() => resolve());
-        });
+        out.end();
+        await finished(out); // rejects when the connection closes first
       } finally {
         out.off('close', closed);
       }

@@ -58,7 +58,9 @@ export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: R
   } catch (err) {
     tar.destroy();
     (extract as unknown as { destroy(): void }).destroy();
-    throw err;
+    // A decoder's failure (a truncated gzip) names the cause; the reader only saw its end.
+    const fedErr = await fed.then(() => undefined, (e: unknown) => e);
+    throw fedErr instanceof BerthError ? fedErr : err;
   } finally {
     u.close();
   }
