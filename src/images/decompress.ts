@@ -85,7 +85,7 @@ function decompress(what: string, src: Readable, refuse?: (kind: 'bzip2' | 'xz')
 }
 
 /** Read at least n bytes (fewer at EOF), then put them back so the stream starts over. */
-function readHead(src: Readable, n: number): Promise<Buffer> {
+export function readHead(src: Readable, n: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     let have = 0;

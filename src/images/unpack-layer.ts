@@ -16,7 +16,7 @@
  * setfattr run) are applied at the end, in that order, so nothing disturbs them afterwards.
  */
 import fs from 'node:fs';
-import { createHash } from 'node:crypto';
+import { contentHasher } from '../lib/content-digest.js';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
@@ -24,16 +24,17 @@ import { BerthError, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { makeFifo, makeWhiteouts, setXattrs, isWritableXattrName, type XattrItem } from './fs-special.js';
 import { RawPaxTap } from './raw-pax-tap.js';
+import { writeBatched } from '../lib/batched-write.js';
 
 export interface UnpackOptions {
   /** Called with the number of tar bytes read so far. */
   onProgress?: (bytes: number) => void;
   /**
-   * Called for each regular file written, with its final stat and the sha256 (hex) of its content,
-   * hashed as it streams by: a caller that needs the digests (the build context) need not read the
-   * files again.
+   * Called for each regular file written, with its final stat and the content digest (hex,
+   * lib/content-digest.ts) of its content, hashed as it streams by: a caller that needs the digests
+   * (the build context) need not read the files again.
    */
-  onFileDigest?: (st: fs.Stats, sha256: string) => void;
+  onFileDigest?: (st: fs.Stats, digest: string) => void;
 }
 
 export interface UnpackResult {
@@ -53,7 +54,6 @@ type EntryData = AsyncIterable<Buffer> & { resume(): unknown };
 const WHITEOUT_PREFIX = '.wh.';
 const OPAQUE_MARKER = '.wh..wh..opq';
 const ASYNC_WRITE_OVER = 1024 * 1024;
-const WRITE_BATCH = 1024 * 1024;
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 
 /**
@@ -175,33 +175,10 @@ class Extraction {
         this.#create(rel, false, () => {
           fd = fs.openSync(abs, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
         });
-        const hash = this.#onFileDigest ? createHash('sha256') : undefined;
+        const hash = this.#onFileDigest ? contentHasher() : undefined;
         try {
           if ((h.size ?? 0) > ASYNC_WRITE_OVER) {
-            // Chunks are gathered into one writev per WRITE_BATCH bytes: one thread-pool round trip
-            // per tar chunk (64 KiB) cost several times what the disk takes. One writev is in
-            // flight while the next batch is read and hashed; the next waits for it (file order).
-            let batch: Buffer[] = [];
-            let bytes = 0;
-            let inFlight: Promise<void> = Promise.resolve();
-            try {
-              for await (const chunk of data) {
-                hash?.update(chunk);
-                batch.push(chunk);
-                bytes += chunk.length;
-                if (bytes >= WRITE_BATCH) {
-                  await inFlight;
-                  inFlight = writevAllAsync(fd, batch, bytes);
-                  inFlight.catch(() => undefined); // a failure surfaces at the next await, not as unhandled
-                  batch = [];
-                  bytes = 0;
-                }
-              }
-              await inFlight;
-            } finally {
-              await inFlight.catch(() => undefined); // never close the fd under a pending write
-            }
-            if (bytes > 0) await writevAllAsync(fd, batch, bytes);
+            await writeBatched(fd, data, hash && ((chunk) => hash.update(chunk)));
           } else {
             for await (const chunk of data) {
               writeAllSync(fd, chunk);
@@ -413,16 +390,3 @@ function writeAllSync(fd: number, buf: Buffer): void {
   for (let off = 0; off < buf.length; ) off += fs.writeSync(fd, buf, off, buf.length - off);
 }
 
-/** Writes the buffers in order, in one writev when the kernel takes them all (it does for files). */
-async function writevAllAsync(fd: number, bufs: Buffer[], total: number): Promise<void> {
-  const n = await new Promise<number>((resolve, reject) => fs.writev(fd, bufs, (err, written) => (err ? reject(err) : resolve(written))));
-  if (n < total) await writeAllAsync(fd, Buffer.concat(bufs, total).subarray(n));
-}
-
-async function writeAllAsync(fd: number, buf: Buffer): Promise<void> {
-  for (let off = 0; off < buf.length; ) {
-    off += await new Promise<number>((resolve, reject) =>
-      fs.write(fd, buf, off, buf.length - off, null, (err, n) => (err ? reject(err) : resolve(n))),
-    );
-  }
-}

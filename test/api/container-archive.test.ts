@@ -285,6 +285,46 @@ describe('container archive (docker cp)', () => {
     await d.request('DELETE', `/containers/${id}?force=1`);
   });
 
+  it('a tree of many MiB goes in and out byte for byte; a truncated gzip is a 400 naming it; a GET cut short releases the container', async () => {
+    const d = daemon();
+    const c = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['true'] } });
+    assert.equal(c.status, 201, c.text());
+    const id = c.json().Id as string;
+    // Larger than the pack's buffers together (6 MiB), with small files between the large ones.
+    const entries: MakeEntry[] = [];
+    const big = (n: number) => randomBytes(n).toString('latin1');
+    for (let i = 0; i < 3; i++) entries.push({ name: `t/large${i}`, content: big(3 * 1024 * 1024 + 333 * i) });
+    for (let i = 0; i < 200; i++) entries.push({ name: `t/s/f${String(i).padStart(3, '0')}`, content: big(1000 + i) });
+    const body = await makeTar(entries);
+    const put = await d.request('PUT', `/containers/${id}/archive?path=/`, { body: gzipSync(body) });
+    assert.equal(put.status, 200, put.text());
+    const got = await d.request('GET', `/containers/${id}/archive?path=/t`);
+    assert.equal(got.status, 200);
+    const files = (await readTar(got.body)).filter((e) => e.type === 'file');
+    const want = new Map(entries.map((e) => [e.name, e.content]));
+    assert.equal(files.length, entries.length);
+    for (const f of files) assert.equal(f.content, want.get(f.name), f.name);
+
+    const truncated = gzipSync(body).subarray(0, 300_000);
+    const bad = await d.request('PUT', `/containers/${id}/archive?path=/`, { body: truncated });
+    assert.equal(bad.status, 400, bad.text());
+    assert.match(bad.json().message, /decompressing .*unexpected end of file/);
+
+    for (let i = 0; i < 3; i++) {
+      const res = await d.stream('GET', `/containers/${id}/archive?path=/t`);
+      await new Promise<void>((resolve) => res.once('data', () => resolve()));
+      res.destroy();
+    }
+    // Each cut GET let go of the rootfs: the container goes, and nothing of it stays mounted.
+    let mounted = true;
+    for (let i = 0; i < 50 && mounted; i++) {
+      mounted = readFileSync('/proc/self/mountinfo', 'utf8').includes(id);
+      if (mounted) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(mounted, false);
+    assert.equal((await d.request('DELETE', `/containers/${id}`)).status, 204);
+  });
+
   it('paths that cross a bind mount land in its source, both ways', async () => {
     const d = daemon();
     const bind = join(host, 'bind');

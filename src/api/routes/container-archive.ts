@@ -1,5 +1,4 @@
 /** `docker cp`: HEAD, GET and PUT /containers/{id}/archive. */
-import { pipeline } from 'node:stream/promises';
 import type { Router } from '../router.js';
 import { queryBool, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
@@ -16,10 +15,10 @@ export function containerArchiveRoutes(r: Router, containers: ContainerService):
   });
 
   r.on('GET', '/containers/:id/archive', async (ctx) => {
-    const { stat, tar } = await archive.archive(ctx.params.id!, pathParam(ctx));
+    const { stat, send } = await archive.archive(ctx.params.id!, pathParam(ctx));
     ctx.res.writeHead(200, { 'X-Docker-Container-Path-Stat': statHeader(stat), 'Content-Type': 'application/x-tar' });
     // Headers are out: a failure now can only cut the stream short.
-    await pipeline(tar, ctx.res).catch((err) => {
+    await send(ctx.res).catch((err) => {
       log.warn('archive: stream ended early', { id: ctx.params.id, err });
       ctx.res.destroy();
     });

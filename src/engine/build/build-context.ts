@@ -37,7 +37,7 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
   const digests = new ContextDigests();
   try {
     try {
-      await unpackLayer(decompressArchive('build context', body), dir, { onFileDigest: (st, sha) => digests.add(st, sha) });
+      await unpackLayer(decompressArchive('build context', body), dir, { onFileDigest: (st, digest) => digests.add(st, digest) });
     } catch (err) {
       if (err instanceof BerthError) throw invalidArgument(`invalid build context: ${err.message.replace(/layer entry/, 'context entry')}`);
       throw err;

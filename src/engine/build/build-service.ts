@@ -116,7 +116,9 @@ export class BuildService {
       }
       return id;
     } finally {
-      await ctx.dispose();
+      // Freeing the context's blocks (milliseconds for tens of MiB) is not the client's wait: the
+      // answer ends first. A daemon killed meanwhile leaves it to cleanWork().
+      ctx.dispose().catch(() => undefined);
     }
   }
 

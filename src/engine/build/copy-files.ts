@@ -5,6 +5,7 @@
  * makes the step's cache key.
  */
 import { createHash } from 'node:crypto';
+import { contentHasher } from '../../lib/content-digest.js';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, copyFile, lchown, lstat, mkdir, open, readdir, readlink, rm, symlink, utimes, lutimes } from 'node:fs/promises';
 import { basename, join, posix } from 'node:path';
@@ -101,7 +102,7 @@ export async function isArchive(abs: string): Promise<boolean> {
 
 /**
  * Hash of what the sources hold: names, modes, link targets, and each file's size and content
- * digest, the digest taken from `known` (hashed as the context arrived) or by streaming the file.
+ * digest (lib/content-digest.ts), the digest taken from `known` (hashed as the context arrived) or by streaming the file.
  */
 export async function checksumSources(sources: Source[], known?: ContextDigests): Promise<string> {
   const h = createHash('sha256');
@@ -113,7 +114,7 @@ export async function checksumSources(sources: Source[], known?: ContextDigests)
     else if (st.isFile()) {
       let digest = known?.get(st);
       if (digest === undefined) {
-        const fh = createHash('sha256');
+        const fh = contentHasher();
         for await (const chunk of createReadStream(abs)) fh.update(chunk as Buffer);
         digest = fh.digest('hex');
       }

@@ -12,7 +12,8 @@
  */
 import { closeSync, constants, fstatSync, open, openSync, read, readSync, type Stats } from 'node:fs';
 import fsp from 'node:fs/promises';
-import { Readable } from 'node:stream';
+import type { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { at, fstatPath, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
 import { encodeEntryHeader, END_OF_ARCHIVE, padding, type TarHeader } from '../../images/tar-format.js';
@@ -21,20 +22,77 @@ const openFd = promisify(open) as (path: string, flags: number, mode?: number) =
 const O_PATH = 0o10000000;
 /** Reads of large files, and the size of what the stream hands on (small entries are gathered). */
 const CHUNK = 1024 * 1024;
+/** Buffers a pack may have out at once (read ahead or in the socket's queue). */
+const POOL_MAX = 6;
 /** Files up to this size are read synchronously in the rootfs, straight into the output batch. */
 const SYNC_READ_MAX = 256 * 1024;
 
 /**
+ * The buffers the tar is written in, given back once the socket has taken them: a 100 MB tree
+ * would otherwise allocate 100 MB of fresh ArrayBuffers, and V8 answers that much external memory
+ * with a full GC every few tens of MB (half a dozen per `docker cp` out of 100 MB). At most
+ * POOL_MAX exist, so the pool is also the stream's backpressure.
+ */
+class BufferPool {
+  readonly #free: Buffer[] = [];
+  readonly #mine = new WeakSet<ArrayBufferLike>();
+  #waiting: (() => void) | undefined;
+  #made = 0;
+  #closed = false;
+
+  async take(): Promise<Buffer> {
+    for (;;) {
+      if (this.#closed) throw new Error('the connection closed before the archive was sent');
+      const b = this.#free.pop();
+      if (b) return b;
+      if (this.#made < POOL_MAX) {
+        this.#made++;
+        // One padding block more than CHUNK: a large file's last read carries its padding.
+        const fresh = Buffer.allocUnsafeSlow(CHUNK + 512);
+        this.#mine.add(fresh.buffer);
+        return fresh;
+      }
+      await new Promise<void>((resolve) => (this.#waiting = resolve));
+    }
+  }
+
+  /** The output is gone: a take() waiting for a buffer it still holds fails instead. */
+  close(): void {
+    this.#closed = true;
+    const w = this.#waiting;
+    this.#waiting = undefined;
+    w?.();
+  }
+
+  /** `b` (or a view of one of the pool's buffers) is no longer in use. */
+  give(b: Buffer): void {
+    if (!this.#mine.has(b.buffer)) return;
+    this.#free.push(Buffer.from(b.buffer, 0, CHUNK + 512));
+    const w = this.#waiting;
+    this.#waiting = undefined;
+    w?.();
+  }
+}
+
+/**
  * Output gathered into CHUNK-sized buffers: a tree of small files is thousands of entries of a few
- * KiB, and handing each on alone costs a generator step, a stream push and a socket write apiece.
+ * KiB, and handing each on alone costs a generator step and a socket write apiece.
  */
 class Batch {
-  #buf = Buffer.allocUnsafe(CHUNK);
+  #buf: Buffer | undefined;
   #len = 0;
 
-  /** Room for `n` more bytes, or undefined when they do not fit (take() first). */
-  room(n: number): Buffer | undefined {
-    return this.#len + n <= this.#buf.length ? this.#buf : undefined;
+  constructor(readonly pool: BufferPool) {}
+
+  /** The buffer to fill, taken from the pool when there is none. */
+  async buffer(): Promise<Buffer> {
+    this.#buf ??= await this.pool.take();
+    return this.#buf;
+  }
+
+  /** Room for `n` more bytes in the current buffer (see buffer()), or false (take() first). */
+  fits(n: number): boolean {
+    return this.#len + n <= CHUNK;
   }
 
   get length(): number {
@@ -46,28 +104,27 @@ class Batch {
     this.#len += n;
   }
 
-  add(b: Buffer): void {
-    b.copy(this.#buf, this.#len);
-    this.#len += b.length;
-  }
-
-  /** What was gathered (a fresh buffer takes its place); undefined when empty. */
+  /** What was gathered; undefined when empty. */
   take(): Buffer | undefined {
-    if (this.#len === 0) return undefined;
+    if (this.#len === 0 || !this.#buf) return undefined;
     const out = this.#buf.subarray(0, this.#len);
-    this.#buf = Buffer.allocUnsafe(CHUNK);
+    this.#buf = undefined;
     this.#len = 0;
     return out;
   }
 
   /** `b` appended, flushing first when it does not fit; yields what must go out now. */
-  *push(b: Buffer): Generator<Buffer> {
-    if (!this.room(b.length)) {
+  async *push(b: Buffer): AsyncGenerator<Buffer> {
+    if (!this.fits(b.length)) {
       const out = this.take();
       if (out) yield out;
     }
-    if (b.length >= CHUNK) yield b;
-    else this.add(b);
+    if (b.length >= CHUNK) {
+      yield b; // not the pool's: give() passes it by
+      return;
+    }
+    b.copy(await this.buffer(), this.#len);
+    this.#len += b.length;
   }
 }
 
@@ -80,14 +137,50 @@ export interface PackSource {
   linkTarget?: string;
 }
 
-export function packPath(view: ContainerView, src: PackSource): Readable {
-  const gen = entries(view, src);
-  return Readable.from(gen, { objectMode: false, highWaterMark: 4 * CHUNK });
+/** A pack ready to be written: `writeTo` streams it into `out` (ending it) and settles when done. */
+export interface Pack {
+  writeTo(out: Writable): Promise<void>;
 }
 
-async function* entries(view: ContainerView, src: PackSource): AsyncGenerator<Buffer> {
+export function packPath(view: ContainerView, src: PackSource): Pack {
+  return {
+    async writeTo(out: Writable): Promise<void> {
+      const pool = new BufferPool();
+      const closed = () => pool.close();
+      out.once('close', closed);
+      try {
+        for await (const chunk of entries(view, src, pool)) {
+          if (out.destroyed) throw new Error('the connection closed before the archive was sent');
+          // The callback comes when the socket has the bytes (or has failed): the buffer is free.
+          if (!out.write(chunk, () => pool.give(chunk))) await drained(out);
+        }
+        out.end();
+        await finished(out); // rejects when the connection closes first
+      } finally {
+        out.off('close', closed);
+      }
+    },
+  };
+}
+
+function drained(out: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (err?: Error) => {
+      out.off('drain', onDrain);
+      out.off('close', onClose);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new Error('the connection closed before the archive was sent'));
+    out.on('drain', onDrain);
+    out.on('close', onClose);
+  });
+}
+
+async function* entries(view: ContainerView, src: PackSource, pool: BufferPool): AsyncGenerator<Buffer> {
   const links = new Map<string, string>();
-  const out = new Batch();
+  const out = new Batch(pool);
   try {
     const st = fstatPath(src.start.fd);
     if (st.isDirectory()) {
@@ -189,12 +282,11 @@ async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string,
     if (local && size <= SYNC_READ_MAX) {
       // Header, data and padding straight into the batch, read synchronously.
       const total = head.length + size + padding(size);
-      let buf = out.room(total);
-      if (!buf) {
+      if (!out.fits(total)) {
         const full = out.take();
         if (full) yield full;
-        buf = out.room(total)!;
       }
+      const buf = await out.buffer();
       const start = out.length;
       head.copy(buf, start);
       const data = start + head.length;
@@ -211,7 +303,7 @@ async function* oneEntry(fd: number, name: string, st: Stats, links: Map<string,
     yield* out.push(head);
     const full = out.take();
     if (full) yield full;
-    yield* fileData(rfd, size);
+    yield* fileData(rfd, size, out.pool);
   } finally {
     closeSync(rfd);
   }
@@ -222,15 +314,16 @@ const readAt = (fd: number, buf: Buffer, pos: number) =>
 
 /**
  * A large file's data in CHUNK reads off the loop: exactly `size` bytes (a file that shrank
- * meanwhile is zero-filled, one that grew is cut), the padding in the last buffer.
+ * meanwhile is zero-filled, one that grew is cut), the padding in the last buffer; the buffers
+ * are the pool's.
  */
-async function* fileData(fd: number, size: number): AsyncGenerator<Buffer> {
+async function* fileData(fd: number, size: number, pool: BufferPool): AsyncGenerator<Buffer> {
   const pad = padding(size);
   let done = 0;
   while (done < size) {
     const want = Math.min(CHUNK, size - done);
     const last = done + want === size;
-    const buf = Buffer.allocUnsafe(want + (last ? pad : 0));
+    const buf = (await pool.take()).subarray(0, want + (last ? pad : 0));
     let got = 0;
     while (got < want) {
       const n = await readAt(fd, buf.subarray(got, want), done + got);

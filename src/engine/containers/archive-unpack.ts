@@ -14,7 +14,7 @@
  * A read-only mount or rootfs is refused before anything is written there.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, constants, fchmod as fchmodCb, fchmodSync, fchown as fchownCb, fchownSync, fstatSync, futimes as futimesCb, futimesSync, lstatSync, open, openSync, write, writeSync } from 'node:fs';
+import { closeSync, constants, fchmod as fchmodCb, fchmodSync, fchown as fchownCb, fchownSync, fstatSync, futimes as futimesCb, futimesSync, lstatSync, open, openSync, writeSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -22,6 +22,7 @@ import { promisify } from 'node:util';
 import tarStream from 'tar-stream';
 import { BerthError, invalidArgument } from '../../lib/errors.js';
 import { at, chmodAt, isMissing, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
+import { writeBatched } from '../../lib/batched-write.js';
 
 const openFd = promisify(open) as (path: string, flags: number, mode?: number) => Promise<number>;
 const O_PATH = 0o10000000;
@@ -57,7 +58,9 @@ export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: R
   } catch (err) {
     tar.destroy();
     (extract as unknown as { destroy(): void }).destroy();
-    throw err;
+    // A decoder's failure (a truncated gzip) names the cause; the reader only saw its end.
+    const fedErr = await fed.then(() => undefined, (e: unknown) => e);
+    throw fedErr instanceof BerthError ? fedErr : err;
   } finally {
     u.close();
   }
@@ -104,7 +107,7 @@ class Unpacker {
       const fd = await openFd(mount.source, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK);
       try {
         if (!fstatSync(fd).isFile()) throw invalidArgument(`cannot replace mount point ${cpath} with ${h.name}`);
-        await writeAll(fd, e);
+        await writeBatched(fd, e);
       } finally {
         closeSync(fd);
       }
@@ -157,7 +160,7 @@ class Unpacker {
             fchmodSync(fd, mode);
             futimesSync(fd, h.mtime ?? new Date(), h.mtime ?? new Date());
           } else {
-            await writeAll(fd, e);
+            await writeBatched(fd, e);
             await fchown(fd, uid, gid);
             await fchmod(fd, mode);
             await futimes(fd, h.mtime ?? new Date());
@@ -309,15 +312,6 @@ function climbsOut(parts: string[]): boolean {
 }
 
 const joinPath = (dir: string, rel: string) => (rel === '' ? dir : dir === '/' ? `/${rel}` : `${dir}/${rel}`);
-
-const writeFd = (fd: number, buf: Buffer, off: number) =>
-  new Promise<number>((resolve, reject) => write(fd, buf, off, buf.length - off, null, (err, n) => (err ? reject(err) : resolve(n))));
-
-async function writeAll(fd: number, data: AsyncIterable<Buffer>): Promise<void> {
-  for await (const chunk of data) {
-    for (let off = 0; off < chunk.length; ) off += await writeFd(fd, chunk, off);
-  }
-}
 
 const fchown = promisify(fchownCb);
 const fchmod = promisify(fchmodCb);

@@ -9,7 +9,7 @@
  */
 import { closeSync, fstatSync, type BigIntStats } from 'node:fs';
 import fsp from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { BerthError, invalidArgument, notFound } from '../../lib/errors.js';
 import { at, cleanPath, ContainerView, InRootError, isMissing, type ResolvedPath } from '../../lib/in-root-fs.js';
 import type { ContainerRecord } from './container-model.js';
@@ -50,8 +50,11 @@ export class ContainerArchive {
     }
   }
 
-  /** GET: the stat and a tar stream of `path`; the rootfs stays mounted until the stream ends. */
-  async archive(idOrName: string, path: string): Promise<{ stat: PathStat; tar: Readable }> {
+  /**
+   * GET: the stat of `path` and its tar, which `send` streams into the response (ending it); the
+   * rootfs stays mounted until the tar is sent, or until `send` fails.
+   */
+  async archive(idOrName: string, path: string): Promise<{ stat: PathStat; send: (out: Writable) => Promise<void> }> {
     const c = this.containers.get(idOrName);
     const held = await holdRootfs(this.containers, c);
     let view: ContainerView | undefined;
@@ -59,20 +62,18 @@ export class ContainerArchive {
       view = await ContainerView.open(held.merged, containerMountPoints(c));
       const { stat, resolved, abs, linkText } = await this.#locate(view, path, idOrName);
       const rebase = abs.name === '/' ? '' : abs.name;
-      const tar = packPath(view, { start: resolved, rebase, linkTarget: linkText });
+      const pack = packPath(view, { start: resolved, rebase, linkTarget: linkText });
       const v = view;
-      let done = false;
-      const end = () => {
-        if (done) return;
-        done = true;
-        v.close();
-        held.release();
+      const send = async (out: Writable) => {
+        try {
+          await pack.writeTo(out);
+        } finally {
+          v.close();
+          held.release();
+        }
       };
-      tar.once('close', end);
-      tar.once('end', end);
-      tar.once('error', end);
       this.containers.events.publish('container', 'archive-path', c.id, this.containers.attrs(c));
-      return { stat, tar };
+      return { stat, send };
     } catch (err) {
       view?.close();
       held.release();

@@ -23,6 +23,8 @@ const DEFAULT_START_INTERVAL_NS = 5e9;
 const DEFAULT_RETRIES = 3;
 const MAX_LOG_ENTRIES = 5;
 const MAX_OUTPUT = 4096;
+/** How long a probe's output may still be read after its exit (see #exec). */
+const OUTPUT_GRACE_MS = 100;
 
 export interface HealthProbe {
   test: string[];
@@ -184,8 +186,11 @@ export class HealthMonitor {
       session.stderr?.destroy();
       return { exitCode: -1, output: `Health check exceeded timeout (${formatDuration(probe.timeoutMs)})` };
     }
-    // The output pipes end once every holder has closed them; a probe that left a child behind holding them must not stall us.
-    await Promise.race([streams, new Promise((r2) => setTimeout(r2, 1000).unref())]);
+    // The output pipes end once every holder has closed them; a probe that left a child behind
+    // holding them must not stall us, and with other execs and starts under way the end comes up
+    // to a second late (a third of the probes of two containers probing every 200 ms). What the
+    // probe wrote before its exit is in the pipe already: a short grace reads it.
+    await Promise.race([streams, new Promise((r2) => setTimeout(r2, OUTPUT_GRACE_MS).unref())]);
     if (outcome.error && !output) output = outcome.error;
     return { exitCode: outcome.exitCode, output: output.slice(0, MAX_OUTPUT) };
   }
