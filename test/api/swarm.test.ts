@@ -26,7 +26,7 @@ describe('swarm API: join and node removal', () => {
     const { nodeId } = swarm();
     const self = await d.request('DELETE', `/nodes/${nodeId}`);
     assert.equal(self.status, 400, self.text());
-    assert.equal(self.json<{ message: string }>().message, `node ${nodeId} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+    assert.equal(self.json<{ message: string }>().message, `rpc error: code = FailedPrecondition desc = node ${nodeId} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
     const forced = await d.request('DELETE', `/nodes/${nodeId}?force=1`);
     assert.equal(forced.status, 400, 'force does not remove a manager either');
     const unknown = await d.request('DELETE', '/nodes/no-such-node');
