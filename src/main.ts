@@ -116,7 +116,7 @@ async function main(): Promise<void> {
   const network = new NetworkDriver({ db, execRoot: config.execRoot, dataRoot: config.dataRoot, prefix: config.networkPrefix });
   await network.init();
   const networking = new DriverNetworking(network, (idOrName) => containers.get(idOrName).state.pid, (idOrName) => containers.find(idOrName), () => containers.all());
-  const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true);
+  const networks = new NetworkService(network, containers, events, () => engine.swarm?.active === true, () => engine.swarm?.overlay);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
   await containers.recover();
   await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
   await network.sweepContainers((id) => containers.find(id) !== undefined);
-  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)) });
+  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)), network });
   swarm.start();
   engine.swarm = swarm;
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);

@@ -10,6 +10,7 @@ import { invalidArgument } from '../lib/errors.js';
 import { writeFile } from 'node:fs/promises';
 import { linkHostEntries, linksTo } from './container-links.js';
 import type { ContainerLookup } from './container-namespaces.js';
+import { TASK_LABELS } from './swarm/swarm-model.js';
 
 export interface EndpointRequest {
   Aliases?: string[] | null;
@@ -89,7 +90,7 @@ export class DriverNetworking implements ContainerNetworking {
     const names = configured.length ? configured : ['none'];
     const networks = names.map((n) => {
       const r = endpointRequest(c, n);
-      return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined };
+      return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined, swarmTask: c.config.Labels?.[TASK_LABELS.taskId] !== undefined };
     });
     const ports = names[0] === 'host' || names[0] === 'none' ? [] : portBindings(c);
     const result = await this.driver.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });

@@ -12,6 +12,12 @@ import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointReques
 
 export type { EndpointRequest };
 
+/** What a swarm adds to overlay networks: a subnet and VXLAN id at create, a refusal while services use one. */
+export interface OverlayPolicy {
+  prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec>;
+  assertUnused(n: NetworkRecord): void;
+}
+
 export class NetworkService {
   constructor(
     readonly driver: NetworkDriver,
@@ -19,6 +25,7 @@ export class NetworkService {
     private readonly events: EventBus,
     /** Whether this node manages a swarm: `overlay` networks need one, as with dockerd. */
     private readonly swarmActive: () => boolean = () => false,
+    private readonly overlay: () => OverlayPolicy | undefined = () => undefined,
   ) {}
 
   list(): NetworkRecord[] {
@@ -37,7 +44,7 @@ export class NetworkService {
     if (spec.driver === 'overlay' && !this.swarmActive()) {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
-    const n = await this.driver.create(spec);
+    const n = await this.driver.create(spec.driver === 'overlay' ? (await this.overlay()?.prepareCreate(spec)) ?? spec : spec);
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
@@ -45,6 +52,7 @@ export class NetworkService {
   /** 409 while containers are attached (the issue's contract; dockerd answers 403). */
   async remove(idOrName: string): Promise<void> {
     const n = this.driver.get(idOrName);
+    if (n.overlay) this.overlay()?.assertUnused(n);
     try {
       await this.driver.remove(n.id);
     } catch (err) {

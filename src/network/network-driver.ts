@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { NetworkRecords, type StoredEndpoint, type StoredPort } from '../state/network-records.js';
-import { Aardvark, type DnsNetwork } from './aardvark.js';
+import { Aardvark, type DnsNetwork, type DnsRecord } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type LinkInfo } from './bridge-device.js';
 import { cidrOverlaps, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from './cidr.js';
 import { hostsText, resolvConfText, type HostsOptions } from './container-files.js';
@@ -97,6 +97,8 @@ export class NetworkDriver {
   /** containerId -> published ports */
   readonly #ports = new Map<string, StoredPort[]>();
   readonly #pendingNames = new Set<string>();
+  /** networkId -> names answered besides the local endpoints' (a swarm's VIPs and remote tasks). */
+  readonly #extraDns = new Map<string, DnsRecord[]>();
   readonly #removing = new Set<string>();
   readonly #drain: VethDrain;
   readonly #shell = new ToolShell();
@@ -514,7 +516,7 @@ export class NetworkDriver {
     this.#assertReady();
     if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
     const nets = spec.networks.map((a) => ({ req: a, net: this.get(a.network) }));
-    for (const { net } of nets) assertAttachable(net);
+    for (const { net, req } of nets) if (!req.swarmTask) assertAttachable(net);
     const special = nets.filter((x) => x.net.driver !== 'bridge');
     if (special.length && nets.length > 1) {
       throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
@@ -715,6 +717,15 @@ export class NetworkDriver {
     });
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
     await Promise.all(dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))));
+  }
+
+  /** Sets the names a network's DNS answers besides those of this node's containers on it. */
+  async setExtraDns(networkId: string, records: DnsRecord[]): Promise<void> {
+    const before = JSON.stringify(this.#extraDns.get(networkId) ?? []);
+    if (records.length) this.#extraDns.set(networkId, records);
+    else this.#extraDns.delete(networkId);
+    const n = this.#networks.get(networkId);
+    if (n?.dnsEnabled && before !== JSON.stringify(records)) await this.#aardvark.update(this.#dnsNetwork(n));
   }
 
   // ---------------------------------------------------------------- container files
@@ -1024,6 +1035,7 @@ export class NetworkDriver {
       if (!e) continue;
       records.push({ containerId: e.containerId, ipv4: e.ipv4 || undefined, ipv6: e.ipv6 || undefined, names: dnsNames(e), dnsServers: e.dnsServers });
     }
+    records.push(...(this.#extraDns.get(n.id) ?? []));
     return { id: n.id, listen: [n.gateway, ...(n.enableIPv6 && n.gateway6 ? [n.gateway6] : [])], records };
   }
 

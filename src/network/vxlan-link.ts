@@ -8,7 +8,7 @@
  *
  * Every node's bridge carries the same gateway address. An ARP request for it, or one the bridge
  * sends from it, must not cross to other nodes, or a container could cache another node's bridge as
- * its gateway: the bridge-family table `<prefix>ovl` drops such ARP on the vxlan ports.
+ * its gateway: the bridge-family table `<prefix>` drops such ARP on the vxlan ports.
  *
  * Commands are argv prefixes (`['ip']`, or `['ip', '-n', ns]` for a named namespace, which is how the
  * plumbing test runs two "nodes" on one machine).
@@ -102,7 +102,7 @@ export interface ArpGuardPort {
  * address off the vxlan ports. One nft transaction; no ports: no table.
  */
 export async function syncArpGuard(tools: VxlanTools, prefix: string, ports: readonly ArpGuardPort[]): Promise<void> {
-  const table = `bridge ${prefix}ovl`;
+  const table = `bridge ${prefix}`;
   const rules = ports.flatMap((p) => [
     `    oifname "${p.device}" arp daddr ip ${p.gateway} drop`,
     `    oifname "${p.device}" arp saddr ip ${p.gateway} drop`,

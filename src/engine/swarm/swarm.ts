@@ -23,6 +23,8 @@ import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator, isCurrent } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
+import { OverlayNetworks } from './overlay-networks.js';
+import type { NetworkDriver } from '../../network/network-driver.js';
 import {
   TASK_LABELS,
   isGlobal,
@@ -57,6 +59,8 @@ export interface SwarmDeps {
   events: EventBus;
   host: HostFacts;
   pull: PullFn;
+  /** Overlay networks need the node's network driver; without it services take no networks. */
+  network?: NetworkDriver;
 }
 
 export interface ServiceCounts {
@@ -76,6 +80,7 @@ export class SwarmService {
   readonly runner: TaskRunner;
   readonly orchestrator: Orchestrator;
   readonly updater: Updater;
+  readonly overlay: OverlayNetworks | undefined;
   /** Secrets and configs, by kind. */
   readonly blobs: Record<BlobKind, SwarmBlobs>;
   readonly #files: TaskFiles;
@@ -88,6 +93,7 @@ export class SwarmService {
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
+    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events }) : undefined;
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
@@ -97,8 +103,9 @@ export class SwarmService {
       node: () => this.store.cluster?.node,
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
+      networks: (t) => this.overlay?.containerNetworks(t),
     });
-    this.orchestrator = new Orchestrator(this.store, this.runner);
+    this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
     this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId));
   }
@@ -130,6 +137,7 @@ export class SwarmService {
     this.updater.close();
     this.runner.close();
     this.publisher.close();
+    this.overlay?.close();
   }
 
   get active(): boolean {
@@ -287,8 +295,9 @@ export class SwarmService {
     spec.Name ||= generateName((n) => names.has(n));
     if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
     const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
+    const vips = this.#virtualIPs(spec);
     const now = new Date().toISOString();
-    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}) };
+    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}), ...vips };
     this.store.touch(s);
     s.templateVersion = s.version;
     this.store.saveService(s);
@@ -312,10 +321,12 @@ export class SwarmService {
       if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
     }
     const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    const vips = this.#virtualIPs(spec, s);
     const dirty = templateChanged(s.spec, spec);
     s.previousSpec = s.spec;
     s.spec = spec;
     s.ports = ports;
+    Object.assign(s, vips);
     if (opts.registryAuth) s.registryAuth = opts.registryAuth;
     this.store.touch(s);
     if (dirty) s.templateVersion = s.version;
@@ -373,6 +384,7 @@ export class SwarmService {
     s.spec = s.previousSpec;
     s.previousSpec = current;
     s.ports = resolvePorts(s.spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    Object.assign(s, this.#virtualIPs(s.spec, s));
     this.store.touch(s);
     s.templateVersion = s.version;
     this.store.saveService(s);
@@ -415,5 +427,13 @@ export class SwarmService {
 
   #publish(): void {
     this.publisher.sync([...this.store.services.values()], [...this.store.tasks.values()]);
+    this.overlay?.sync();
+  }
+
+  /** The service's VIPs for this spec (kept where its networks stay); throws for a network it cannot use. */
+  #virtualIPs(spec: ServiceSpec, s?: ServiceRecord): Pick<ServiceRecord, 'virtualIPs'> {
+    const vips = this.overlay?.virtualIPs(spec, s?.virtualIPs, s?.id) ?? [];
+    if (!this.overlay && (spec.TaskTemplate as { Networks?: unknown[] } | undefined)?.Networks?.length) throw invalidArgument('services with networks need the network driver');
+    return { virtualIPs: vips.length ? vips : undefined };
   }
 }

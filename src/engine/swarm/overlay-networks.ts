@@ -1,0 +1,300 @@
+/**
+ * Overlay networks of a swarm: the manager's decisions (a network's subnet and VXLAN id at create,
+ * each service's VIP, each task's address, all kept on the records) and what every node makes of
+ * them (the network's vxlan device flooding to the other nodes, the names its DNS answers, the VIP
+ * rules in the namespaces of its containers on the network).
+ *
+ * Names on an overlay network, as dockerd answers them: the service name gives its VIP (in dnsrr
+ * mode its tasks' addresses), `tasks.<service>` every running task's address, a task's container
+ * name its address, for tasks on every node. The node's driver already answers for its own
+ * containers; the rest is handed to it as extra records.
+ *
+ * Node-side work (`sync`) is idempotent and serialized; it runs after every change of services or
+ * tasks, when a container starts (an attachable one needs its VIP rules) and when a network goes.
+ */
+import { conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import type { DnsRecord } from '../../network/aardvark.js';
+import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
+import { hostRoutePrefixes } from '../../network/host-routes.js';
+import type { NetworkCreateSpec, NetworkDriver, NetworkRecord } from '../../network/network-driver.js';
+import { bridgeSettings, forbidden, Option } from '../../network/network-record.js';
+import { applyVipRules, type VipTarget } from '../../network/service-vip.js';
+import { deleteVxlan, ensureVxlan, hostVxlanTools, setVxlanPeers, syncArpGuard, VXLAN_OVERHEAD, vxlanName } from '../../network/vxlan-link.js';
+import type { EventBus } from '../events.js';
+import { allocateFromTop, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
+import type { SwarmStore } from './swarm-store.js';
+import { taskContainerName, type ServiceRecord, type ServiceSpec, type TaskNetwork, type TaskRecord, type VirtualIP } from './swarm-model.js';
+
+export interface OverlayDeps {
+  store: SwarmStore;
+  driver: NetworkDriver;
+  events: EventBus;
+  /** The addresses of the cluster's other nodes (the vxlan devices' peers). */
+  peers?: () => string[];
+}
+
+/** What a task's container is created with: its first network as NetworkMode, static addresses. */
+export interface TaskContainerNetworks {
+  mode: string;
+  endpoints: Record<string, { IPAMConfig: { IPv4Address: string }; Aliases: string[] }>;
+}
+
+const UNDERLAY_MTU = 1500;
+
+export class OverlayNetworks {
+  readonly #d: OverlayDeps;
+  /** network id -> vxlan device made on this node. */
+  readonly #devices = new Map<string, string>();
+  /** container id -> the VIP rules last applied in its namespace. */
+  readonly #applied = new Map<string, string>();
+  #running: Promise<void> | undefined;
+  #again = false;
+  #closed = false;
+  readonly #unsubscribe: () => void;
+
+  constructor(d: OverlayDeps) {
+    this.#d = d;
+    this.#unsubscribe = d.events.subscribe((ev) => {
+      if ((ev.Type === 'container' && ev.Action === 'start') || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
+      if (ev.Type === 'container' && ev.Action === 'die') this.#applied.delete(ev.Actor.ID);
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#unsubscribe();
+  }
+
+  // --- manager: decisions kept on the records ---
+
+  /** `network create -d overlay`: a subnet from the swarm's pool unless given, a VXLAN id, the overlay MTU. */
+  async prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec> {
+    const c = this.#d.store.cluster;
+    if (!c) return spec;
+    const networks = this.#d.driver.list();
+    const options = { ...(spec.options ?? {}) };
+    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(nextVni(new Set(networks.map(vniOf).filter((v): v is number => v !== undefined))));
+    else if (!(Number(options[VNI_OPTION]) > 0 && Number(options[VNI_OPTION]) <= 0xffffff)) throw invalidArgument(`invalid VXLAN id ${options[VNI_OPTION]}`);
+    if (!options[Option.mtu]) options[Option.mtu] = String(UNDERLAY_MTU - VXLAN_OVERHEAD);
+    let ipam = spec.ipam;
+    if (!ipam?.config?.some((x) => x.subnet && !x.subnet.includes(':'))) {
+      const taken: Cidr[] = [...networks.flatMap((n) => [n.subnet, n.subnet6]).filter((s): s is string => !!s).map((s) => parseCidr(s, false)!), ...(await hostRoutePrefixes())];
+      const subnet = pickOverlaySubnet(c.defaultAddrPool, c.subnetSize, taken);
+      if (!subnet) throw forbidden('could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network');
+      ipam = { ...(ipam ?? {}), config: [{ subnet: formatCidr(subnet) }, ...(ipam?.config ?? [])] };
+    }
+    return { ...spec, options, ipam };
+  }
+
+  /**
+   * The VIPs a service has with this spec: one per overlay network it is on, kept from `previous`
+   * where the network stays. Throws for a network that does not exist or is not an overlay.
+   */
+  virtualIPs(spec: ServiceSpec, previous: readonly VirtualIP[] = [], serviceId = ''): VirtualIP[] {
+    const nets = this.#serviceNetworks(spec);
+    if (spec.EndpointSpec?.Mode === 'dnsrr') return [];
+    const out: VirtualIP[] = [];
+    for (const { net } of nets) {
+      const kept = previous.find((v) => v.NetworkID === net.id);
+      if (kept) {
+        out.push(kept);
+        continue;
+      }
+      out.push({ NetworkID: net.id, Addr: this.#allocate(net, serviceId) });
+    }
+    return out;
+  }
+
+  /** Addresses for a new task on each of its service's overlay networks (on the record, before it is saved). */
+  attachTask(s: ServiceRecord, t: TaskRecord): void {
+    const nets = this.#serviceNetworks(s.spec);
+    if (nets.length === 0) return;
+    t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
+      networkId: net.id,
+      networkName: net.name,
+      addresses: [this.#allocate(net, '')],
+      ...(aliases.length ? { aliases } : {}),
+    }));
+  }
+
+  /** The create request's networks for a task's container, or undefined for a task on none. */
+  containerNetworks(t: TaskRecord): TaskContainerNetworks | undefined {
+    if (!t.networks?.length) return undefined;
+    const endpoints: TaskContainerNetworks['endpoints'] = {};
+    for (const a of t.networks) {
+      const name = this.#d.driver.list().find((n) => n.id === a.networkId)?.name;
+      if (!name) throw notFound(`network ${a.networkName} not found`);
+      endpoints[name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
+    }
+    return { mode: Object.keys(endpoints)[0]!, endpoints };
+  }
+
+  /** A network services still use cannot go (dockerd: 403 with this text). */
+  assertUnused(n: NetworkRecord): void {
+    for (const s of this.#d.store.services.values()) {
+      if (networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name)) {
+        throw conflict(`rpc error: code = FailedPrecondition desc = network ${n.id} is in use by service ${s.id}`);
+      }
+    }
+  }
+
+  #serviceNetworks(spec: ServiceSpec): { net: NetworkRecord; aliases: string[] }[] {
+    const out: { net: NetworkRecord; aliases: string[] }[] = [];
+    for (const x of networkTargets(spec)) {
+      let net: NetworkRecord;
+      try {
+        net = this.#d.driver.get(x.Target);
+      } catch {
+        throw notFound(`network ${x.Target} not found`);
+      }
+      if (!net.overlay) throw invalidArgument(`network ${net.name} is not a swarm-scoped network: services can only use overlay networks`);
+      if (out.some((o) => o.net.id === net.id)) throw invalidArgument(`service cannot be attached to network ${net.name} more than once`);
+      out.push({ net, aliases: x.Aliases ?? [] });
+    }
+    return out;
+  }
+
+  /** A free address of the network, counting every VIP, every task's address and this node's endpoints. */
+  #allocate(net: NetworkRecord, exceptService: string): string {
+    const subnet = parseCidr(net.subnet)!;
+    const used = new Set<bigint>();
+    const add = (a: string | undefined) => {
+      const p = a ? parseAddress(a.split('/')[0]!) : null;
+      if (p) used.add(p.value);
+    };
+    for (const s of this.#d.store.services.values()) if (s.id !== exceptService) for (const v of s.virtualIPs ?? []) if (v.NetworkID === net.id) add(v.Addr);
+    for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
+    for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
+    for (const a of Object.values(net.auxAddresses ?? {})) add(a);
+    const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
+    if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
+    return `${formatAddress(a)}/${subnet.prefix}`;
+  }
+
+  // --- every node: realising the decisions ---
+
+  /** Brings this node in line with the records (in the background; changes arriving meanwhile run once more). */
+  sync(): void {
+    if (this.#closed) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#sync()
+      .catch((err) => log.warn('overlay networking out of step', { error: errorMessage(err) }))
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.sync();
+        }
+      });
+  }
+
+  /** Resolves once no sync is under way (tests, shutdown). */
+  async settled(): Promise<void> {
+    for (let i = 0; i < 100 && this.#running; i++) await this.#running;
+  }
+
+  async #sync(): Promise<void> {
+    const overlays = this.#d.driver.list().filter((n) => n.overlay);
+    await this.#syncDevices(overlays);
+    const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);
+    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, this.#dnsRecords(n, live))));
+    await this.#syncVipRules(overlays, live);
+  }
+
+  /**
+   * A vxlan device on this node's bridge, flooding to every other node, for each overlay network
+   * something here is on (a container, or a task this node is to run); it goes with the network.
+   */
+  async #syncDevices(overlays: NetworkRecord[]): Promise<void> {
+    const c = this.#d.store.cluster;
+    const needed = new Set(this.#devices.keys());
+    for (const t of this.#d.store.tasks.values()) if (t.nodeId === c?.node.id && t.desiredState === 'running') for (const a of t.networks ?? []) needed.add(a.networkId);
+    for (const n of overlays) if (this.#d.driver.endpointsOf(n.id).length) needed.add(n.id);
+    const wanted = new Map<string, NetworkRecord>(c ? overlays.filter((n) => vniOf(n) !== undefined && needed.has(n.id)).map((n) => [n.id, n]) : []);
+    for (const [id, device] of this.#devices) {
+      if (wanted.has(id)) continue;
+      await deleteVxlan(hostVxlanTools, device);
+      this.#devices.delete(id);
+    }
+    const peers = (this.#d.peers?.() ?? []).filter((p) => p !== c?.node.addr);
+    for (const n of wanted.values()) {
+      const vni = vniOf(n)!;
+      const name = vxlanName(this.#d.driver.prefix, vni);
+      if (!this.#devices.has(n.id)) {
+        await ensureVxlan(hostVxlanTools, { name, vni, port: c!.dataPathPort, local: c!.node.addr, bridge: n.bridgeName, mtu: bridgeSettings(n).mtu });
+        this.#devices.set(n.id, name);
+      }
+      await setVxlanPeers(hostVxlanTools, name, peers);
+    }
+    await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway })));
+  }
+
+  #dnsRecords(n: NetworkRecord, live: TaskRecord[]): DnsRecord[] {
+    const here = this.#d.store.cluster?.node.id;
+    const records: DnsRecord[] = [];
+    const addressOn = (t: TaskRecord) => t.networks!.find((a) => a.networkId === n.id)?.addresses[0]?.split('/')[0];
+    for (const s of this.#d.store.services.values()) {
+      const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);
+      if (vip) records.push({ containerId: `vip-${s.id}`, ipv4: vip.Addr.split('/')[0], names: [s.spec.Name!] });
+      const dnsrr = !vip && networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name);
+      for (const t of live) {
+        if (t.serviceId !== s.id) continue;
+        const ip = addressOn(t);
+        if (!ip) continue;
+        // The node's own task containers already answer to their names.
+        const names = [`tasks.${s.spec.Name}`, ...(t.nodeId !== here ? [taskContainerName(t)] : []), ...(dnsrr ? [s.spec.Name!] : [])];
+        records.push({ containerId: `task-${t.id}`, ipv4: ip, names });
+      }
+    }
+    return records;
+  }
+
+  /** In the namespace of each of this node's containers on an overlay network: its networks' VIPs. */
+  async #syncVipRules(overlays: NetworkRecord[], live: TaskRecord[]): Promise<void> {
+    const byContainer = new Map<string, VipTarget[]>();
+    for (const n of overlays) {
+      const targets: VipTarget[] = [];
+      for (const s of this.#d.store.services.values()) {
+        const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);
+        if (!vip) continue;
+        const backends = live.filter((t) => t.serviceId === s.id).map((t) => t.networks!.find((a) => a.networkId === n.id)?.addresses[0]?.split('/')[0]).filter((x): x is string => !!x);
+        targets.push({ vip: vip.Addr.split('/')[0]!, backends });
+      }
+      for (const e of this.#d.driver.endpointsOf(n.id)) {
+        const list = byContainer.get(e.containerId) ?? [];
+        list.push(...targets);
+        byContainer.set(e.containerId, list);
+      }
+    }
+    for (const id of this.#applied.keys()) if (!byContainer.has(id)) this.#applied.delete(id);
+    await Promise.all(
+      [...byContainer].map(async ([id, targets]) => {
+        const key = JSON.stringify(targets);
+        if (this.#applied.get(id) === key) return;
+        try {
+          await applyVipRules(['nsenter', `--net=${this.#d.driver.netnsPath(id)}`, 'nft'], targets);
+          this.#applied.set(id, key);
+        } catch (err) {
+          // The container may have just ended; its next start syncs again.
+          log.debug('VIP rules not applied', { container: id, error: errorMessage(err) });
+        }
+      }),
+    );
+  }
+}
+
+/** TaskTemplate.Networks, or the deprecated top-level Networks. */
+function networkTargets(spec: ServiceSpec): { Target: string; Aliases?: string[] }[] {
+  const tt = spec.TaskTemplate as { Networks?: { Target?: string; Aliases?: string[] }[] } | undefined;
+  const list = tt?.Networks?.length ? tt.Networks : ((spec as { Networks?: { Target?: string; Aliases?: string[] }[] }).Networks ?? []);
+  return list.filter((x) => !!x?.Target).map((x) => ({ Target: x.Target!, ...(x.Aliases?.length ? { Aliases: x.Aliases } : {}) }));
+}
+
+function vniOf(n: NetworkRecord): number | undefined {
+  const v = Number(n.options[VNI_OPTION]);
+  return n.overlay && Number.isInteger(v) && v > 0 ? v : undefined;
+}
