@@ -295,7 +295,7 @@ export class NetworkDriver {
 
   async #createBridgeNetwork(spec: NetworkCreateSpec, predefined: boolean): Promise<NetworkRecord> {
     const pools = parseIpamConfig(spec.ipam?.config);
-    const id = hex(32);
+    const id = spec.id && /^[0-9a-z]{1,64}$/.test(spec.id) && !this.#networks.has(spec.id) ? spec.id : hex(32);
     const options = { ...(spec.options ?? {}) };
     const bridgeName = options[Option.bridgeName] || (predefined ? this.defaultBridgeName : `${this.prefix}-${id.slice(0, 14 - this.prefix.length)}`);
     const enableIPv6 = spec.enableIPv6 ?? false;

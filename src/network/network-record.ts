@@ -70,6 +70,8 @@ export interface NetworkCreateSpec {
   configOnly?: boolean;
   configFrom?: string;
   scope?: string;
+  /** The id to take (a swarm network realised on another node keeps the cluster's id); default: a new one. */
+  id?: string;
 }
 
 export const PREDEFINED_NAMES = ['bridge', 'host', 'none'] as const;

@@ -1,8 +1,10 @@
 /**
- * The routing mesh of a one-node swarm: every TCP port a service publishes in ingress mode is a
- * listener in berthd, and each connection goes to one of the service's running tasks (round robin),
- * at the task container's address on the port the service targets. Host-mode ports need none of
- * this: they are the task containers' own port bindings.
+ * The routing mesh: every TCP port a service publishes in ingress mode is a listener in berthd on
+ * every node, and each connection goes to one of the service's running tasks (round robin), at the
+ * task container's address on the port the service targets. A task on another node is reached
+ * through that node's own listener (its address, the published port), which, seeing a connection
+ * from a peer node, hands it only to its local tasks: one hop at most, no overlay needed. Host-mode
+ * ports need none of this: they are the task containers' own port bindings.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { log } from '../../lib/log.js';
@@ -10,8 +12,18 @@ import { errorMessage } from '../../lib/errors.js';
 import type { PortPublisher } from './swarm.js';
 import type { ServiceRecord, TaskRecord } from './swarm-model.js';
 
-/** The addresses of a service's running tasks (empty while none can be reached). */
+/** The addresses of a service's running tasks on this node (empty while none can be reached). */
 export type TaskAddresses = (serviceId: string) => string[];
+
+/** The rest of the cluster, for tasks on other nodes. */
+export interface MeshPeers {
+  /** Whether a connection comes from another node's listener. */
+  isPeer(address: string): boolean;
+  /** The address of the node of each running task of the service elsewhere (one entry per task). */
+  nodesOf(serviceId: string): string[];
+  /** This node's address, the source of connections to other nodes (so they see a peer). */
+  localAddress(): string | undefined;
+}
 
 interface Route {
   serviceId: string;
@@ -28,6 +40,7 @@ export class IngressProxy implements PortPublisher {
     private readonly addresses: TaskAddresses,
     /** Where the listeners bind; dockerd's routing mesh takes every address. */
     private readonly host = '0.0.0.0',
+    private readonly peers?: MeshPeers,
   ) {}
 
   /** Opens listeners for new published ports, retargets changed ones, closes those no service publishes. */
@@ -70,13 +83,17 @@ export class IngressProxy implements PortPublisher {
 
   #forward(port: number, client: Socket): void {
     const route = this.#routes.get(port);
-    const targets = route ? this.addresses(route.serviceId) : [];
+    const fromPeer = this.peers?.isPeer(unmapped(client.remoteAddress ?? '')) ?? false;
+    const targets = route ? [
+      ...this.addresses(route.serviceId).map((host) => ({ host, port: route.targetPort })),
+      ...(fromPeer ? [] : (this.peers?.nodesOf(route.serviceId) ?? []).map((host) => ({ host, port, localAddress: this.peers!.localAddress() }))),
+    ] : [];
     if (!route || targets.length === 0) {
       client.destroy();
       return;
     }
     const target = targets[this.#next++ % targets.length]!;
-    const upstream = connect({ host: target, port: route.targetPort, allowHalfOpen: true });
+    const upstream = connect({ ...target, allowHalfOpen: true });
     for (const s of [client, upstream]) {
       this.#sockets.add(s);
       s.on('close', () => this.#sockets.delete(s));
@@ -86,4 +103,9 @@ export class IngressProxy implements PortPublisher {
     client.pipe(upstream);
     upstream.pipe(client);
   }
+}
+
+/** `::ffff:a.b.c.d` as `a.b.c.d`. */
+function unmapped(address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
 }

@@ -48,6 +48,8 @@ export class OverlayNetworks {
   readonly #devices = new Map<string, string>();
   /** container id -> the VIP rules last applied in its namespace. */
   readonly #applied = new Map<string, string>();
+  /** network id -> its realisation under way on this node. */
+  readonly #realising = new Map<string, Promise<NetworkRecord>>();
   #running: Promise<void> | undefined;
   #again = false;
   #closed = false;
@@ -113,21 +115,38 @@ export class OverlayNetworks {
     t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
       networkId: net.id,
       networkName: net.name,
+      network: { subnet: net.subnet, gateway: net.gateway, options: net.options, labels: net.labels, attachable: net.attachable, internal: net.internal },
       addresses: [this.#allocate(net, '')],
       ...(aliases.length ? { aliases } : {}),
     }));
   }
 
-  /** The create request's networks for a task's container, or undefined for a task on none. */
-  containerNetworks(t: TaskRecord): TaskContainerNetworks | undefined {
+  /**
+   * The create request's networks for a task's container, or undefined for a task on none. A network
+   * this node does not have yet is realised from the task's copy of it, under the cluster's id.
+   */
+  async containerNetworks(t: TaskRecord): Promise<TaskContainerNetworks | undefined> {
     if (!t.networks?.length) return undefined;
     const endpoints: TaskContainerNetworks['endpoints'] = {};
     for (const a of t.networks) {
-      const name = this.#d.driver.list().find((n) => n.id === a.networkId)?.name;
-      if (!name) throw notFound(`network ${a.networkName} not found`);
-      endpoints[name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
+      const local = this.#d.driver.list().find((n) => n.id === a.networkId) ?? (await this.#realise(a));
+      endpoints[local.name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
     }
     return { mode: Object.keys(endpoints)[0]!, endpoints };
+  }
+
+  async #realise(a: TaskNetwork): Promise<NetworkRecord> {
+    const n = a.network;
+    if (!n) throw notFound(`network ${a.networkName} not found`);
+    // A pending realisation of the same network by a concurrent task start.
+    const pending = this.#realising.get(a.networkId);
+    if (pending) return pending;
+    const made = this.#d.driver
+      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
+      .finally(() => this.#realising.delete(a.networkId));
+    this.#realising.set(a.networkId, made);
+    log.info('overlay network realised on this node', { network: a.networkName, id: a.networkId });
+    return made;
   }
 
   /** A network services still use cannot go (dockerd: 403 with this text). */

@@ -24,6 +24,7 @@ import { Orchestrator, isCurrent } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
 import { OverlayNetworks } from './overlay-networks.js';
+import { meshPeers } from './mesh-peers.js';
 import type { NetworkDriver } from '../../network/network-driver.js';
 import {
   TASK_LABELS,
@@ -93,7 +94,7 @@ export class SwarmService {
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
-    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events }) : undefined;
+    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => (this.store.cluster ? this.nodes().map((n) => n.addr) : []) }) : undefined;
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
@@ -103,11 +104,12 @@ export class SwarmService {
       node: () => this.store.cluster?.node,
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
-      networks: (t) => this.overlay?.containerNetworks(t),
+      networks: async (t) => this.overlay?.containerNetworks(t),
     });
     this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
-    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId));
+    const nodes = () => (this.store.cluster ? this.nodes() : []);
+    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
   }
 
   /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */

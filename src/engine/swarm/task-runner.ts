@@ -36,7 +36,7 @@ export interface TaskRunnerDeps {
   /** Secret and config files for task containers. */
   files: TaskFiles;
   /** The overlay networks of a task's container, with its addresses (undefined: none). */
-  networks?: (t: TaskRecord) => TaskContainerNetworks | undefined;
+  networks?: (t: TaskRecord) => Promise<TaskContainerNetworks | undefined>;
 }
 
 export class TaskRunner {
@@ -203,7 +203,7 @@ export class TaskRunner {
     try {
       const files = await this.d.files.write(t);
       if (store.tasks.get(t.id) !== t || t.status.state !== 'preparing' || isTerminal(t.desiredState)) return;
-      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {}, files, networks: this.d.networks?.(t) });
+      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {}, files, networks: await this.d.networks?.(t) });
       id = containers.create(req).Id;
     } catch (err) {
       this.#set(t, 'rejected', 'preparing', errorMessage(err));
