@@ -15,6 +15,7 @@ APT_PACKAGES=(
   tmux procps python3-venv             # terminal tests (run -it), ps for top, docker-py's venv
   e2fsprogs                           # lsattr: the tests read ext4 flags independently
   skopeo                              # image-transfer tests: an OCI archive made by another tool
+  etcd-server etcd-client             # swarm across hosts: the cluster's state (issue 22)
 )
 
 missing=()

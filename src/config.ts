@@ -29,6 +29,12 @@ export interface DaemonConfig {
   tlsKey: string;
   /** Accept tcp:// hosts without client certificate verification (anyone who connects is root). */
   allowOpenTcp: boolean;
+  /** An existing etcd cluster for swarm state (client URLs); empty: `swarm init` runs its own member. */
+  swarmEtcdEndpoints: string[];
+  /** PEM files for the external etcd: its CA and this node's client certificate and key. */
+  swarmEtcdCaCert: string;
+  swarmEtcdCert: string;
+  swarmEtcdKey: string;
 }
 
 export const DEFAULT_CONFIG: DaemonConfig = {
@@ -50,6 +56,10 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   tlsCert: '/etc/berth/tls/cert.pem',
   tlsKey: '/etc/berth/tls/key.pem',
   allowOpenTcp: false,
+  swarmEtcdEndpoints: [],
+  swarmEtcdCaCert: '',
+  swarmEtcdCert: '',
+  swarmEtcdKey: '',
 };
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -75,6 +85,10 @@ Options:
       --tlskey string             Server key for tcp:// hosts (default /etc/berth/tls/key.pem)
       --network-prefix string     Prefix of Berth's bridges and firewall table (default berth)
       --allow-open-tcp            Allow tcp:// hosts without --tlsverify: whoever connects controls this host
+      --swarm-etcd-endpoint list  Keep swarm state in this existing etcd (https://host:port) instead of one berthd runs
+      --swarm-etcd-cacert string  CA of the external etcd
+      --swarm-etcd-cert string    Client certificate for the external etcd
+      --swarm-etcd-key string     Client key for the external etcd
   -h, --help                      Print usage
   -v, --version                   Print version
 
@@ -102,6 +116,10 @@ const FILE_KEYS: Record<string, keyof DaemonConfig> = {
   tlscert: 'tlsCert',
   tlskey: 'tlsKey',
   'allow-open-tcp': 'allowOpenTcp',
+  'swarm-etcd-endpoints': 'swarmEtcdEndpoints',
+  'swarm-etcd-cacert': 'swarmEtcdCaCert',
+  'swarm-etcd-cert': 'swarmEtcdCert',
+  'swarm-etcd-key': 'swarmEtcdKey',
 };
 
 /** Boolean flags that, as in dockerd, also take `--flag=true` / `--flag=false`. */
@@ -150,6 +168,10 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
       tlscert: { type: 'string' },
       tlskey: { type: 'string' },
       'allow-open-tcp': { type: 'boolean' },
+      'swarm-etcd-endpoint': { type: 'string', multiple: true },
+      'swarm-etcd-cacert': { type: 'string' },
+      'swarm-etcd-cert': { type: 'string' },
+      'swarm-etcd-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -183,6 +205,10 @@ export function loadConfig(argv: string[]): DaemonConfig | 'help' | 'version' {
   if (values.tlscacert) cfg.tlsCaCert = values.tlscacert;
   if (values.tlscert) cfg.tlsCert = values.tlscert;
   if (values.tlskey) cfg.tlsKey = values.tlskey;
+  if (values['swarm-etcd-endpoint']?.length) cfg.swarmEtcdEndpoints = values['swarm-etcd-endpoint'];
+  if (values['swarm-etcd-cacert']) cfg.swarmEtcdCaCert = values['swarm-etcd-cacert'];
+  if (values['swarm-etcd-cert']) cfg.swarmEtcdCert = values['swarm-etcd-cert'];
+  if (values['swarm-etcd-key']) cfg.swarmEtcdKey = values['swarm-etcd-key'];
   for (const opt of values['log-opt'] ?? []) {
     const eq = opt.indexOf('=');
     if (eq <= 0) throw new ConfigError(`invalid log-opt: ${opt}`);
@@ -215,6 +241,10 @@ function validate(cfg: DaemonConfig): void {
   if (!isStrings(cfg.hosts) || cfg.hosts.length === 0) throw new ConfigError('hosts must be a list of addresses');
   if (!isStrings(cfg.registryMirrors)) throw new ConfigError('registry-mirrors must be a list of URLs');
   if (!isStrings(cfg.insecureRegistries)) throw new ConfigError('insecure-registries must be a list');
+  if (!isStrings(cfg.swarmEtcdEndpoints)) throw new ConfigError('swarm-etcd-endpoints must be a list of URLs');
+  if (cfg.swarmEtcdEndpoints.length && (!cfg.swarmEtcdCaCert || !cfg.swarmEtcdCert || !cfg.swarmEtcdKey)) {
+    throw new ConfigError('swarm-etcd-endpoints needs swarm-etcd-cacert, swarm-etcd-cert and swarm-etcd-key');
+  }
   if (cfg.defaultRuntime !== 'crun' && cfg.defaultRuntime !== 'runc') {
     throw new ConfigError(`default-runtime must be crun or runc, not ${JSON.stringify(cfg.defaultRuntime)}`);
   }

@@ -127,7 +127,8 @@ async function main(): Promise<void> {
   await containers.recover();
   await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
   await network.sweepContainers((id) => containers.find(id) !== undefined);
-  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)), network });
+  const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host: engine.host, pull: taskImagePuller((ref, o, p) => engine.pull(ref, o, p)),
+    externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined, network });
   swarm.start();
   engine.swarm = swarm;
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), (ref, o, p) => engine.pull(ref, o, p), config.dataRoot);

@@ -76,6 +76,8 @@ export interface DaemonOptions {
   env?: Record<string, string>;
   /** How long to wait for /_ping (default 15 s). */
   readyTimeoutMs?: number;
+  /** A command that execs berthd after it, e.g. `['nsenter', '--net=/run/netns/x', '--']` (test/cluster). */
+  wrap?: string[];
 }
 
 /** The checkout this file belongs to (works from test/harness/ and from dist/test/harness/). */
@@ -139,7 +141,8 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<TestDaemon>
     ];
     writeFileSync(logFile, `--- harness: starting ${berthd} ${args.join(' ')}\n`, { flag: 'a' });
     // Run as an executable, so the node flags in its first line apply.
-    const p = spawnLogged(berthd, args, { logFile, env: { ...process.env, ...(o.env ?? {}) } });
+    const wrap = o.wrap ?? [];
+    const p = spawnLogged(wrap[0] ?? berthd, [...wrap.slice(1), ...(wrap.length ? [berthd] : []), ...args], { logFile, env: { ...process.env, ...(o.env ?? {}) } });
     writeFileSync(logFile, `--- harness: berthd pid ${p.pid}\n`, { flag: 'a' });
     proc = p;
     const timeout = o.readyTimeoutMs ?? 15_000;

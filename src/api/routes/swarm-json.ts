@@ -1,8 +1,7 @@
 /** Swarm objects in the Engine API's wire format: Swarm, Node, Service, Task and /info's Swarm section. */
 import { SERVER_VERSION } from '../router.js';
-import type { HostFacts } from '../../engine/system.js';
 import { withDefaults } from '../../engine/swarm/service-spec.js';
-import type { ServiceCounts, SwarmService } from '../../engine/swarm/swarm.js';
+import { tlsInfo, type ServiceCounts, type SwarmService } from '../../engine/swarm/swarm.js';
 import { isJob, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from '../../engine/swarm/swarm-model.js';
 
 const EMPTY_TLS = { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' };
@@ -15,7 +14,7 @@ export function clusterJson(c: ClusterRecord, withTokens: boolean): Record<strin
     CreatedAt: c.createdAt,
     UpdatedAt: c.updatedAt,
     Spec: c.spec,
-    TLSInfo: EMPTY_TLS,
+    TLSInfo: c.caCert ? tlsInfo(c.caCert) : EMPTY_TLS,
     RootRotationInProgress: false,
     DefaultAddrPool: c.defaultAddrPool,
     SubnetSize: c.subnetSize,
@@ -24,7 +23,11 @@ export function clusterJson(c: ClusterRecord, withTokens: boolean): Record<strin
   };
 }
 
-export function nodeJson(n: NodeRecord, host: HostFacts): Record<string, unknown> {
+export function nodeJson(n: NodeRecord, swarm: SwarmService): Record<string, unknown> {
+  const host = swarm.host;
+  const d = n.description ?? { hostname: host.name, architecture: host.architecture, ncpu: host.ncpu, memTotal: host.memTotal };
+  const ready = swarm.nodeReady(n.id);
+  const ca = swarm.store.cluster?.caCert;
   return {
     ID: n.id,
     Version: { Index: n.version },
@@ -32,9 +35,9 @@ export function nodeJson(n: NodeRecord, host: HostFacts): Record<string, unknown
     UpdatedAt: n.updatedAt,
     Spec: n.spec,
     Description: {
-      Hostname: host.name,
-      Platform: { Architecture: host.architecture, OS: 'linux' },
-      Resources: { NanoCPUs: host.ncpu * 1e9, MemoryBytes: host.memTotal },
+      Hostname: d.hostname,
+      Platform: { Architecture: d.architecture, OS: 'linux' },
+      Resources: { NanoCPUs: d.ncpu * 1e9, MemoryBytes: d.memTotal },
       Engine: {
         EngineVersion: SERVER_VERSION,
         Plugins: [
@@ -45,10 +48,12 @@ export function nodeJson(n: NodeRecord, host: HostFacts): Record<string, unknown
           { Type: 'Volume', Name: 'local' },
         ],
       },
-      TLSInfo: EMPTY_TLS,
+      TLSInfo: ca ? tlsInfo(ca) : EMPTY_TLS,
     },
-    Status: { State: 'ready', Addr: n.addr },
-    ManagerStatus: { Leader: true, Reachability: 'reachable', Addr: n.managerAddr },
+    Status: { State: ready ? 'ready' : 'down', Addr: n.addr },
+    ...(n.spec.Role !== 'worker'
+      ? { ManagerStatus: { ...(swarm.leaderId === n.id ? { Leader: true } : {}), Reachability: ready ? 'reachable' : 'unreachable', Addr: n.managerAddr } }
+      : {}),
   };
 }
 
@@ -99,21 +104,21 @@ export function taskJson(t: TaskRecord): Record<string, unknown> {
 /** GET /info's Swarm section. */
 export function swarmInfoJson(swarm: SwarmService | undefined): Record<string, unknown> {
   const c = swarm?.store.cluster;
-  if (!c) return { NodeID: '', NodeAddr: '', LocalNodeState: 'inactive', ControlAvailable: false, Error: '', RemoteManagers: null };
+  if (!swarm || !c) return { NodeID: '', NodeAddr: '', LocalNodeState: 'inactive', ControlAvailable: false, Error: '', RemoteManagers: null };
+  const nodes = [...swarm.store.nodes.values()];
+  const managers = nodes.filter((n) => n.spec.Role !== 'worker');
   return {
     NodeID: c.node.id,
     NodeAddr: c.node.addr,
     LocalNodeState: 'active',
-    ControlAvailable: true,
+    ControlAvailable: swarm.isManager,
     Error: '',
-    RemoteManagers: [{ NodeID: c.node.id, Addr: c.node.managerAddr }],
-    Nodes: 1,
-    Managers: 1,
-    Cluster: clusterJson(c, false),
+    RemoteManagers: managers.map((n) => ({ NodeID: n.id, Addr: n.managerAddr })),
+    ...(swarm.isManager ? { Nodes: nodes.length, Managers: managers.length, Cluster: clusterJson(c, false) } : {}),
   };
 }
 
 /** The `Swarm` header of /_ping. */
 export function swarmPingState(swarm: SwarmService | undefined): string {
-  return swarm?.active ? 'active/manager' : 'inactive';
+  return swarm?.active ? (swarm.isManager ? 'active/manager' : 'active/worker') : 'inactive';
 }

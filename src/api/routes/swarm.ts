@@ -16,11 +16,12 @@ import { objectVersion, sendEmpty } from './swarm-request.js';
 export function swarmRoutes(r: Router, swarm: SwarmService, containers: ContainerService): void {
   r.on('POST', '/swarm/init', async (ctx) => {
     const body = await readJsonObject(ctx);
-    sendJson(ctx, 200, swarm.init(body as InitRequest));
+    sendJson(ctx, 200, await swarm.init(body as InitRequest));
   });
   r.on('POST', '/swarm/join', async (ctx) => {
-    await readJsonObject(ctx);
-    swarm.join();
+    const body = await readJsonObject(ctx);
+    await swarm.join(body as Parameters<SwarmService['join']>[0]);
+    sendEmpty(ctx);
   });
   r.on('GET', '/swarm', (ctx) => sendJson(ctx, 200, clusterJson(swarm.cluster(), true)));
   r.on('POST', '/swarm/leave', async (ctx) => {
@@ -51,15 +52,15 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
     const nodes = swarm.nodes().filter(
       (n) =>
         any('id', (v) => n.id.startsWith(v)) &&
-        any('name', (v) => swarm.host.name.startsWith(v) || (!!n.spec.Name && n.spec.Name.startsWith(v))) &&
+        any('name', (v) => (n.description?.hostname ?? swarm.host.name).startsWith(v) || (!!n.spec.Name && n.spec.Name.startsWith(v))) &&
         any('membership', (v) => v === 'accepted') &&
         any('role', (v) => v === n.spec.Role) &&
         matchLabels(f.get('node.label'), n.spec.Labels) &&
         matchLabels(f.get('label'), {}),
     );
-    sendJson(ctx, 200, nodes.map((n) => nodeJson(n, swarm.host)));
+    sendJson(ctx, 200, nodes.map((n) => nodeJson(n, swarm)));
   });
-  r.on('GET', '/nodes/:id', (ctx) => sendJson(ctx, 200, nodeJson(swarm.node(ctx.params.id!), swarm.host)));
+  r.on('GET', '/nodes/:id', (ctx) => sendJson(ctx, 200, nodeJson(swarm.node(ctx.params.id!), swarm)));
   r.on('POST', '/nodes/:id/update', async (ctx) => {
     const version = objectVersion(ctx, 'node');
     const body = await readJsonObject(ctx);
@@ -67,7 +68,8 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
     sendEmpty(ctx);
   });
   r.on('DELETE', '/nodes/:id', (ctx) => {
-    swarm.removeNode(ctx.params.id!);
+    swarm.removeNode(ctx.params.id!, queryBool(ctx.query, 'force'));
+    sendEmpty(ctx);
   });
 
   serviceRoutes(r, swarm);

@@ -45,6 +45,20 @@ function nonZero(o: Record<string, unknown> | undefined): Record<string, unknown
   return Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== 0 && v !== null && v !== undefined));
 }
 
+/** Where the swarm port listens: ListenAddr's host and port (2377 unless given). */
+export function listenOf(req: { ListenAddr?: string }): { host: string; port: number; explicitPort: boolean } {
+  const l = splitHostPort(req.ListenAddr || `0.0.0.0:${SWARM_PORT}`, 'listen');
+  return { ...l, explicitPort: /:\d+$/.test(req.ListenAddr ?? '') && l.port !== SWARM_PORT };
+}
+
+/** The address this node advertises: AdvertiseAddr's, else ListenAddr's host unless unspecified, else detected. */
+export function advertiseOf(req: { ListenAddr?: string; AdvertiseAddr?: string }): { addr: string; port: number } {
+  const listen = splitHostPort(req.ListenAddr || `0.0.0.0:${SWARM_PORT}`, 'listen');
+  const advertise = req.AdvertiseAddr ? splitHostPort(req.AdvertiseAddr, 'advertise') : undefined;
+  const addr = advertise?.host ?? (listen.host !== '0.0.0.0' && listen.host !== '::' ? listen.host : detectAddress());
+  return { addr, port: advertise?.port ?? listen.port };
+}
+
 export function newCluster(req: InitRequest): ClusterRecord {
   const availability = req.Availability || 'active';
   if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
@@ -52,10 +66,7 @@ export function newCluster(req: InitRequest): ClusterRecord {
   if (dataPathPort < 1024 || dataPathPort > 49151) throw invalidArgument(`data path port ${dataPathPort} is out of range: it must be within 1024-49151`);
   const subnetSize = req.SubnetSize || 24;
   if (subnetSize < 1 || subnetSize > 29) throw invalidArgument(`invalid subnet size ${subnetSize}`);
-  const listen = splitHostPort(req.ListenAddr || `0.0.0.0:${SWARM_PORT}`, 'listen');
-  const advertise = req.AdvertiseAddr ? splitHostPort(req.AdvertiseAddr, 'advertise') : undefined;
-  const addr = advertise?.host ?? (listen.host !== '0.0.0.0' && listen.host !== '::' ? listen.host : detectAddress());
-  const port = advertise?.port ?? listen.port;
+  const { addr, port } = advertiseOf(req);
   const spec = withSwarmDefaults(req.Spec);
   if (req.AutoLockManagers) spec.EncryptionConfig = { ...spec.EncryptionConfig, AutoLockManagers: true };
   const now = new Date().toISOString();

@@ -117,10 +117,8 @@ export class Orchestrator {
       this.#passJob(s, tasks);
       return;
     }
-    const node = this.store.cluster?.node;
-    const drained = node?.spec.Availability === 'drain';
     const global = isGlobal(s.spec);
-    const keyOf = (t: TaskRecord) => (global ? t.nodeId || node?.id || '' : String(t.slot));
+    const keyOf = (t: TaskRecord) => (global ? t.nodeId : String(t.slot));
     const created: TaskRecord[] = [];
 
     this.store.transaction(() => {
@@ -134,13 +132,12 @@ export class Orchestrator {
         const failures = t.runningSince === undefined && t.status.state !== 'complete' ? (t.failures ?? 0) + 1 : 0;
         created.push(this.newTask(s, t.slot, { startAt: Date.now() + restartDelayMs(s.spec, failures), restarts, failures, nodeId: global ? t.nodeId : undefined }));
       }
-      // A drained node runs nothing: its tasks stop, replicated slots wait for a node.
-      if (drained) {
-        for (const t of tasks) {
-          if (!isCurrent(t) || !t.nodeId) continue;
-          this.#retireQuietly(t, 'shutdown');
-          if (!global) created.push(this.newTask(s, t.slot, { restarts: t.restarts }));
-        }
+      // A drained node runs nothing, a node that is down or gone runs nothing we know of: their
+      // tasks stop (when the node hears of it), replicated slots get a new task placed elsewhere.
+      for (const t of tasks) {
+        if (!isCurrent(t) || !t.nodeId || !this.#lostNode(t.nodeId)) continue;
+        this.#retireQuietly(t, 'shutdown');
+        if (!global) created.push(this.newTask(s, t.slot, { restarts: t.restarts }));
       }
     });
 
@@ -156,8 +153,8 @@ export class Orchestrator {
     const liveKeys = new Set(current.map(keyOf));
     if (fill !== 'none') {
       if (global) {
-        if (node && !drained && !liveKeys.has(node.id) && (fill === 'live' || !all.some((t) => keyOf(t) === node.id))) {
-          created.push(this.newTask(s, 0, { nodeId: node.id }));
+        for (const node of this.#globalNodes()) {
+          if (!liveKeys.has(node.id) && (fill === 'live' || !all.some((t) => keyOf(t) === node.id))) created.push(this.newTask(s, 0, { nodeId: node.id }));
         }
       } else {
         const want = replicas(s.spec);
@@ -184,9 +181,8 @@ export class Orchestrator {
    * (a completed one never is); a new iteration (spec change) stops the old one's tasks.
    */
   #passJob(s: ServiceRecord, tasks: TaskRecord[]): void {
-    const node = this.store.cluster?.node;
     const global = isGlobal(s.spec);
-    const keyOf = (t: TaskRecord) => (global ? t.nodeId || node?.id || '' : String(t.slot));
+    const keyOf = (t: TaskRecord) => (global ? t.nodeId : String(t.slot));
     const current = (t: TaskRecord) => t.templateVersion === s.templateVersion;
     const created: TaskRecord[] = [];
     this.store.transaction(() => {
@@ -211,7 +207,7 @@ export class Orchestrator {
     // A slot whose tasks all failed for good is finished too: nothing more will be tried there.
     const tried = new Set(all.map(keyOf));
     if (global) {
-      if (node && node.spec.Availability !== 'drain' && !tried.has(node.id)) created.push(this.newTask(s, 0, { nodeId: node.id }));
+      for (const node of this.#globalNodes()) if (!tried.has(node.id)) created.push(this.newTask(s, 0, { nodeId: node.id }));
     } else {
       const job = s.spec.Mode!.ReplicatedJob!;
       let room = (job.MaxConcurrent ?? 1) - live.size;
@@ -227,6 +223,16 @@ export class Orchestrator {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
     }
+  }
+
+  /** Nodes a global service runs on: up and not drained (constraints are the task runner's to check). */
+  #globalNodes() {
+    return [...this.store.nodes.values()].filter((n) => n.spec.Availability !== 'drain' && this.store.nodeUp(n.id));
+  }
+
+  /** The node will not run its tasks: drained, down or removed. */
+  #lostNode(id: string): boolean {
+    return this.store.nodes.get(id)?.spec.Availability === 'drain' || !this.store.nodeUp(id);
   }
 
   #retireQuietly(t: TaskRecord, desired: 'shutdown'): void {

@@ -45,6 +45,8 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 export class SwarmBlobs {
   readonly #all = new Map<string, BlobRecord>();
+  /** In a cluster: where local changes go (a removal is `undefined`). */
+  #sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined;
 
   constructor(
     readonly kind: BlobKind,
@@ -60,6 +62,25 @@ export class SwarmBlobs {
   clear(): void {
     this.records.clear();
     this.#all.clear();
+  }
+
+  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined): void {
+    this.#sink = sink;
+  }
+
+  /** A change from another node (never sent back). */
+  applyRemote(id: string, rec: BlobRecord | undefined): void {
+    if (rec) {
+      this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
+      this.#all.set(rec.id, rec);
+    } else {
+      this.records.delete(id);
+      this.#all.delete(id);
+    }
+  }
+
+  ids(): string[] {
+    return [...this.#all.keys()];
   }
 
   list(): BlobRecord[] {
@@ -106,6 +127,7 @@ export class SwarmBlobs {
     }
     this.records.delete(rec.id);
     this.#all.delete(rec.id);
+    this.#sink?.(rec.id, undefined);
   }
 
   /** swarmkit's checks of a service's references: well formed, distinct targets, existing objects. */
@@ -160,6 +182,7 @@ export class SwarmBlobs {
   #save(rec: BlobRecord): void {
     this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
     this.#all.set(rec.id, rec);
+    this.#sink?.(rec.id, rec);
   }
 
   #byPrefix(prefix: string): BlobRecord | undefined {

@@ -6,9 +6,12 @@ export function newSwarmId(): string {
   return BigInt(`0x${randomBytes(16).toString('hex')}`).toString(36).padStart(25, '0');
 }
 
-/** `SWMTKN-1-<50 base-36 digits>-<25 base-36 digits>`: the CA digest part is shared by both tokens. */
-export function newJoinTokens(): { worker: string; manager: string } {
-  const ca = BigInt(`0x${randomBytes(32).toString('hex')}`).toString(36).padStart(50, '0').slice(0, 50);
+/**
+ * `SWMTKN-1-<50 base-36 digits>-<25 base-36 digits>`: the CA digest part (the cluster CA's, or random
+ * without one) is shared by both tokens.
+ */
+export function newJoinTokens(caDigest?: string): { worker: string; manager: string } {
+  const ca = caDigest ?? BigInt(`0x${randomBytes(32).toString('hex')}`).toString(36).padStart(50, '0').slice(0, 50);
   return { worker: joinToken(ca), manager: joinToken(ca) };
 }
 

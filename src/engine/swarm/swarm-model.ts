@@ -135,8 +135,20 @@ export interface NodeRecord extends Meta {
   spec: NodeSpec;
   /** The address advertised to other nodes (no port). */
   addr: string;
-  /** host:port managers would be reached at. */
+  /** host:port managers would be reached at ('' for a worker). */
   managerAddr: string;
+  /** What the node told at join (this node's own host facts otherwise). */
+  description?: { hostname: string; architecture: string; ncpu: number; memTotal: number };
+}
+
+/** How this node reaches the cluster's etcd, and what it runs of it. */
+export interface ClusterLocal {
+  endpoints: string[];
+  /** The etcd member this node runs (managers, with a berth-managed etcd). */
+  member?: { clientPort: number; peerPort: number; initialCluster: string; initialState: 'new' | 'existing' };
+  /** The port the join listener serves (the swarm port). */
+  listenPort: number;
+  listenHost: string;
 }
 
 export interface ClusterRecord extends Meta {
@@ -148,6 +160,12 @@ export interface ClusterRecord extends Meta {
   subnetSize: number;
   dataPathPort: number;
   node: NodeRecord;
+  /** The cluster CA (PEM), when the swarm has one. */
+  caCert?: string;
+  /** This node's link to the cluster (absent in a swarm of one without etcd). */
+  local?: ClusterLocal;
+  /** The other nodes as last seen, for a start without etcd. */
+  nodeCache?: NodeRecord[];
 }
 
 export interface UpdateStatus {

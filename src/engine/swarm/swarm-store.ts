@@ -1,19 +1,99 @@
 /**
  * The swarm's objects in memory, written through to SQLite on every change. One counter versions
  * every object (like the raft index swarmkit uses), so a client's `version` names one exact state.
+ * In a cluster the maps are also a cache of etcd: local changes go out through the sink, changes
+ * from other nodes come in through `applyRemote*` (which never write back). A task is two documents
+ * there: what the leader decides (`tasks/<id>`) and what its node observes (`taskstatus/<id>`), each
+ * written only by its owner, so neither overwrites the other's news.
  */
 import type { SwarmRecords } from '../../state/swarm-records.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ClusterRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+
+/** Where a cluster member's local changes go (etcd). */
+export interface StoreSink {
+  put(key: string, doc: unknown): void;
+  del(key: string): void;
+  /** This node's id. */
+  self(): string;
+  /** Whether this node decides (writes tasks' desired states). */
+  leading(): boolean;
+}
+
+/** The fields of a task its node reports; the rest is the leader's. */
+const STATUS_FIELDS = ['status', 'runningSince', 'containerGone'] as const;
+type TaskStatusField = (typeof STATUS_FIELDS)[number];
+export type TaskStatusDoc = Pick<TaskRecord, (typeof STATUS_FIELDS)[number]>;
+
+export function splitTask(t: TaskRecord): { main: Omit<TaskRecord, (typeof STATUS_FIELDS)[number]>; status: TaskStatusDoc } {
+  const { status, runningSince, containerGone, ...main } = t;
+  return { main, status: { status, runningSince, containerGone } };
+}
+
+/** The cluster document shared through etcd: everything but this node's own view. */
+export function sharedCluster(c: ClusterRecord): Omit<ClusterRecord, 'node' | 'local' | 'nodeCache'> {
+  const { node: _node, local: _local, nodeCache: _cache, ...shared } = c;
+  return shared;
+}
 
 export class SwarmStore {
   cluster: ClusterRecord | undefined;
   readonly services = new Map<string, ServiceRecord>();
   readonly tasks = new Map<string, TaskRecord>();
+  /** Every node of the cluster (this one included). */
+  readonly nodes = new Map<string, NodeRecord>();
+  /** Nodes whose heartbeat is current. */
+  readonly alive = new Set<string>();
+  /** Until then (epoch ms) a node without heartbeat is not yet taken for down (a new leader's grace). */
+  graceUntil = 0;
   readonly #byContainer = new Map<string, string>();
+  /** The JSON last written or received per etcd key, so only real changes go out. */
+  readonly #seen = new Map<string, string>();
+  /** Task status documents that arrived before their task. */
+  readonly #earlyStatus = new Map<string, TaskStatusDoc>();
+  #sink: StoreSink | undefined;
   #index = 0;
 
   constructor(readonly records: SwarmRecords) {}
+
+  /** Sends local changes to the cluster from now on (undefined: a swarm of one again). */
+  attach(sink: StoreSink | undefined): void {
+    this.#sink = sink;
+    this.#seen.clear();
+  }
+
+  get clustered(): boolean {
+    return this.#sink !== undefined;
+  }
+
+  /** This node's id, in or out of a cluster. */
+  get selfId(): string {
+    return this.cluster?.node.id ?? '';
+  }
+
+  /** Whether the node may get new tasks: it exists and its heartbeat is current (or in grace). */
+  nodeUp(id: string): boolean {
+    if (!this.nodes.has(id)) return false;
+    if (!this.#sink) return true;
+    return this.alive.has(id) || Date.now() < this.graceUntil;
+  }
+
+  #out(key: string, doc: unknown): void {
+    const json = JSON.stringify(doc);
+    if (this.#seen.get(key) === json) return;
+    this.#seen.set(key, json);
+    this.#sink!.put(key, doc);
+  }
+
+  #gone(key: string): void {
+    this.#seen.delete(key);
+    this.#sink!.del(key);
+  }
+
+  /** Raises the version counter past a version another node gave out. */
+  bump(version: number): void {
+    if (version > this.#index) this.#index = version;
+  }
 
   load(): void {
     this.cluster = this.records.cluster() as ClusterRecord | undefined;
@@ -28,6 +108,9 @@ export class SwarmStore {
     }
     const versions = [this.cluster?.version ?? 0, this.cluster?.node.version ?? 0, ...[...this.services.values()].map((s) => s.version), ...[...this.tasks.values()].map((t) => t.version)];
     this.#index = Math.max(0, ...versions);
+    this.nodes.clear();
+    if (this.cluster) for (const n of [this.cluster.node, ...(this.cluster.nodeCache ?? [])]) if (!this.nodes.has(n.id)) this.nodes.set(n.id, n);
+    if (this.cluster) this.cluster.node = this.nodes.get(this.cluster.node.id)!;
   }
 
   /** A fresh version for a changed object, with its update time. */
@@ -41,31 +124,106 @@ export class SwarmStore {
     return ++this.#index;
   }
 
-  saveCluster(): void {
-    if (this.cluster) this.records.saveCluster(this.cluster);
+  /** Writes the cluster (and the node cache) locally, and the shared part to the cluster. */
+  saveCluster(remote = false): void {
+    const c = this.cluster;
+    if (!c) return;
+    c.nodeCache = [...this.nodes.values()].filter((n) => n.id !== c.node.id);
+    this.records.saveCluster(c);
+    if (this.#sink && !remote) this.#out('cluster', sharedCluster(c));
   }
 
-  saveService(s: ServiceRecord): void {
+  saveNode(n: NodeRecord, remote = false): void {
+    const existing = this.nodes.get(n.id);
+    const node = existing && existing !== n ? Object.assign(existing, n) : n;
+    this.nodes.set(n.id, node);
+    if (this.cluster?.node.id === n.id) this.cluster.node = node;
+    this.saveCluster(true);
+    if (this.#sink && !remote) this.#out(`nodes/${n.id}`, node);
+  }
+
+  deleteNode(id: string, remote = false): void {
+    this.nodes.delete(id);
+    this.saveCluster(true);
+    if (this.#sink && !remote) this.#gone(`nodes/${id}`);
+  }
+
+  saveService(s: ServiceRecord, remote = false): void {
     this.records.saveService(s.id, s.spec.Name!, Date.parse(s.createdAt), s);
     this.services.set(s.id, s);
+    if (this.#sink && !remote) this.#out(`services/${s.id}`, s);
   }
 
-  deleteService(id: string): void {
+  deleteService(id: string, remote = false): void {
     this.records.deleteService(id);
     this.services.delete(id);
+    if (this.#sink && !remote) this.#gone(`services/${id}`);
   }
 
-  saveTask(t: TaskRecord): void {
+  saveTask(t: TaskRecord, remote = false): void {
     this.records.saveTask(t.id, t.serviceId, Date.parse(t.createdAt), t);
     this.tasks.set(t.id, t);
     if (t.status.containerId) this.#byContainer.set(t.status.containerId, t.id);
+    const sink = this.#sink;
+    if (!sink || remote) return;
+    const { main, status } = splitTask(t);
+    const mine = t.nodeId === sink.self();
+    if (sink.leading()) this.#out(`tasks/${t.id}`, main);
+    if (mine || (sink.leading() && (!t.nodeId || !this.nodeUp(t.nodeId) || t.status.state === 'assigned' || t.status.state === 'pending'))) this.#out(`taskstatus/${t.id}`, status);
   }
 
-  deleteTask(id: string): void {
+  deleteTask(id: string, remote = false): void {
     const t = this.tasks.get(id);
     this.records.deleteTask(id);
     this.tasks.delete(id);
     if (t?.status.containerId) this.#byContainer.delete(t.status.containerId);
+    if (this.#sink && !remote) {
+      this.#gone(`tasks/${id}`);
+      this.#gone(`taskstatus/${id}`);
+    }
+  }
+
+  /** A task document from another node: kept in place (callers hold references), status kept. */
+  applyRemoteTask(main: Omit<TaskRecord, TaskStatusField>, json: string): TaskRecord {
+    this.#seen.set(`tasks/${main.id}`, json);
+    this.bump(main.version);
+    const existing = this.tasks.get(main.id);
+    if (existing) {
+      Object.assign(existing, main);
+      this.saveTask(existing, true);
+      return existing;
+    }
+    const early = this.#earlyStatus.get(main.id);
+    this.#earlyStatus.delete(main.id);
+    const now = new Date().toISOString();
+    const t = { ...main, ...(early ?? { status: { timestamp: now, state: 'new', message: 'created', err: '', containerId: '', pid: 0 } }) } as TaskRecord;
+    this.saveTask(t, true);
+    return t;
+  }
+
+  /**
+   * A task status from another node. Ignored for this node's own tasks once they are here (this node
+   * knows better), unless `force` (a fresh snapshot after a restart).
+   */
+  applyRemoteStatus(id: string, doc: TaskStatusDoc, json: string, force: boolean): TaskRecord | undefined {
+    this.#seen.set(`taskstatus/${id}`, json);
+    const t = this.tasks.get(id);
+    if (!t) {
+      this.#earlyStatus.set(id, doc);
+      return undefined;
+    }
+    if (!force && t.nodeId === this.selfId && this.#sink) return undefined;
+    if (t.status.containerId && t.status.containerId !== doc.status.containerId) this.#byContainer.delete(t.status.containerId);
+    t.status = doc.status;
+    t.runningSince = doc.runningSince;
+    t.containerGone = doc.containerGone;
+    this.saveTask(t, true);
+    return t;
+  }
+
+  /** Remembers what a key holds in the cluster (snapshot or watch), so it is not written back. */
+  seen(key: string, json: string): void {
+    this.#seen.set(key, json);
   }
 
   transaction<T>(fn: () => T): T {
@@ -78,6 +236,9 @@ export class SwarmStore {
     this.cluster = undefined;
     this.services.clear();
     this.tasks.clear();
+    this.nodes.clear();
+    this.alive.clear();
+    this.#earlyStatus.clear();
     this.#byContainer.clear();
   }
 

@@ -12,11 +12,18 @@ import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { join } from 'node:path';
 import { SwarmBlobs, type BlobKind, type BlobRecord } from './secrets.js';
 import { TaskFiles } from './task-files.js';
-import { conflict, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
+import { conflict, errorMessage, invalidArgument, isKind, notFound, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { generateName } from '../container-create.js';
-import { newCluster, withSwarmDefaults, type InitRequest } from './cluster.js';
-import { joinToken, newUnlockKey, newSwarmId, tokenCaPart } from './swarm-ids.js';
+import { advertiseOf, listenOf, newCluster, withSwarmDefaults, type InitRequest } from './cluster.js';
+import { joinToken, newJoinTokens, newUnlockKey, newSwarmId, tokenCaPart } from './swarm-ids.js';
+import { schedule } from './placement.js';
+import { Membership, type ExternalEtcd } from './cluster/membership.js';
+import { caDigest } from './cluster/pki.js';
+import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { seal, unseal, type Sealed } from './cluster/data-key.js';
+import type { EtcdState } from './cluster/etcd-state.js';
+import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
 import { normalizeServiceSpec, resolvePorts, templateChanged } from './service-spec.js';
 import { SwarmStore } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
@@ -39,15 +46,19 @@ import {
   type ServiceSpec,
   type SwarmSpec,
   type TaskRecord,
+  type ClusterLocal,
 } from './swarm-model.js';
 
 export type { InitRequest } from './cluster.js';
+export { tlsInfo } from './cluster/pki.js';
 export type { PullFn } from './task-runner.js';
 
 export const NOT_MANAGER =
   'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
+const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster';
+const SECOND_NS_ = 1e9;
 const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
 
@@ -62,6 +73,8 @@ export interface SwarmDeps {
   pull: PullFn;
   /** Overlay networks need the node's network driver; without it services take no networks. */
   network?: NetworkDriver;
+  /** An etcd cluster to keep the swarm in, instead of one berthd runs. */
+  externalEtcd?: ExternalEtcd;
 }
 
 export interface ServiceCounts {
@@ -76,6 +89,23 @@ export interface PortPublisher {
   close(): void;
 }
 
+function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undefined {
+  const hits = all.filter((n) => n.id.startsWith(prefix));
+  if (hits.length > 1) throw invalidArgument(`node ${prefix} is ambiguous (${hits.length} matches found)`);
+  return hits[0];
+}
+
+/** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */
+function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return i < 0 ? [key, ''] : [key.slice(0, i), key.slice(i + 1)];
+}
+
+/** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
+function certDays(c: ClusterRecord): number {
+  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS_) / SECOND_NS_ / 86400));
+}
+
 export class SwarmService {
   readonly store: SwarmStore;
   readonly runner: TaskRunner;
@@ -88,6 +118,13 @@ export class SwarmService {
   /** Serves the ingress ports services publish. */
   publisher: PortPublisher;
   #unsubscribe: (() => void) | undefined;
+  /** Certificates, etcd and the join listener of this node's cluster. */
+  readonly #members: Membership;
+  /** Whether this node won the leader election (always so in a swarm without etcd). */
+  #leader = false;
+  #leaderId: string | undefined;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(private readonly d: SwarmDeps) {
     this.store = new SwarmStore(d.records);
@@ -101,7 +138,9 @@ export class SwarmService {
       containers: d.containers,
       images: d.images,
       pull: d.pull,
-      node: () => this.store.cluster?.node,
+      place: (t) => this.#place(t),
+      mine: (nodeId) => nodeId === this.store.selfId,
+      elsewhere: (t) => this.#elsewhere(t),
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
       networks: async (t) => this.overlay?.containerNetworks(t),
@@ -110,6 +149,7 @@ export class SwarmService {
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
     const nodes = () => (this.store.cluster ? this.nodes() : []);
     this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
+    this.#members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask));
   }
 
   /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */
@@ -126,15 +166,31 @@ export class SwarmService {
       }
     }
     if (!this.store.cluster) return;
-    for (const t of this.store.tasks.values()) this.runner.syncWithContainers(t);
+    for (const t of this.store.tasks.values()) if (!t.nodeId || t.nodeId === this.store.selfId) this.runner.syncWithContainers(t);
+    if (this.store.cluster.local) {
+      // The cluster's state comes from etcd; until this node leads, it only runs its own tasks.
+      for (const t of this.store.tasks.values()) if (t.nodeId === this.store.selfId) this.runner.advance(t);
+      this.#publish();
+      void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
+      return;
+    }
+    this.#leader = true;
+    this.#takeOver();
+    log.info('swarm resumed', { node: this.store.cluster.node.id, services: this.store.services.size, tasks: this.store.tasks.size });
+  }
+
+  /** What the leader does when it starts leading: every service reconciled, updates carried on. */
+  #takeOver(): void {
     const serviceIds = new Set([...this.store.services.keys(), ...[...this.store.tasks.values()].map((t) => t.serviceId)]);
     for (const id of serviceIds) this.orchestrator.reconcile(id, 'known');
     for (const s of this.store.services.values()) this.updater.resume(s);
     this.#publish();
-    log.info('swarm resumed', { node: this.store.cluster.node.id, services: this.store.services.size, tasks: this.store.tasks.size });
   }
 
   close(): void {
+    this.#closed = true;
+    clearTimeout(this.#graceTimer);
+    void this.#members.close(false);
     this.#unsubscribe?.();
     this.updater.close();
     this.runner.close();
@@ -149,34 +205,438 @@ export class SwarmService {
   /** The cluster, or dockerd's 503 for a node outside any swarm. */
   cluster(): ClusterRecord {
     const c = this.store.cluster;
-    if (!c) throw unavailable(NOT_MANAGER);
+    if (!c || c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
     return c;
+  }
+
+  /** Whether this node is a manager of an active swarm. */
+  get isManager(): boolean {
+    return !!this.store.cluster && this.store.cluster.node.spec.Role !== 'worker';
+  }
+
+  /** The current leader's node id, when known. */
+  get leaderId(): string | undefined {
+    return this.store.cluster?.local ? this.#leaderId : this.store.cluster?.node.id;
+  }
+
+  /** Whether the node's heartbeat is current (a swarm without etcd: its one node is). */
+  nodeReady(id: string): boolean {
+    return this.store.clustered ? this.store.alive.has(id) : this.store.nodes.has(id);
+  }
+
+  /** Whether this node decides: the elected leader (or the node of a swarm without etcd). */
+  get #leads(): boolean {
+    return this.#leader;
+  }
+
+  #reconcile(serviceId: string, fill: 'live' | 'known' | 'none' = 'none'): void {
+    if (this.#leads) this.orchestrator.reconcile(serviceId, fill);
+  }
+
+  #reconcileAll(fill: 'live' | 'known' | 'none'): void {
+    if (!this.#leads) return;
+    const ids = new Set([...this.store.services.keys(), ...[...this.store.tasks.values()].map((t) => t.serviceId)]);
+    for (const id of ids) this.orchestrator.reconcile(id, fill);
   }
 
   // --- the swarm ---
 
-  init(req: InitRequest): string {
-    if (this.store.cluster) throw unavailable(ALREADY_IN_SWARM);
+  #joining = false;
+
+  /**
+   * A new cluster with this node as its manager: a CA and this node's certificate, an etcd member
+   * (or the external etcd), the cluster's first documents, the join listener on the swarm port.
+   */
+  async init(req: InitRequest): Promise<string> {
+    if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
     const cluster = newCluster(req);
-    this.store.touch(cluster);
-    this.store.touch(cluster.node);
-    this.store.cluster = cluster;
-    this.store.saveCluster();
-    log.info('swarm initialized', { cluster: cluster.id, node: cluster.node.id });
-    return cluster.node.id;
+    const listen = listenOf(req);
+    this.#joining = true;
+    try {
+      const node = cluster.node;
+      node.description = this.#description();
+      const files = await this.#members.create({ nodeId: node.id, role: 'manager', clusterId: cluster.id, ips: [node.addr], days: certDays(cluster) });
+      cluster.caCert = files.ca;
+      cluster.joinTokens = newJoinTokens(caDigest(files.ca));
+      const local: ClusterLocal = { endpoints: [], listenHost: listen.host, listenPort: listen.port };
+      if (this.d.externalEtcd) {
+        local.endpoints = this.d.externalEtcd.endpoints;
+      } else {
+        const ports = await this.#members.memberPorts(node.addr);
+        local.member = { ...ports, initialCluster: Membership.initialCluster(node.id, node.addr, ports.peerPort), initialState: 'new' };
+        local.endpoints = [Membership.clientUrl(node.addr, ports.clientPort)];
+        await this.#members.startMember(node.id, node.addr, cluster.id, local.member);
+      }
+      const state = await this.#members.connect(node.id, local.endpoints);
+      const existing = await state.snapshot();
+      if (existing.entries.has('cluster')) throw unavailable('the etcd already holds a swarm: join it instead');
+      const port = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      local.listenPort = port;
+      node.managerAddr = `${node.addr.includes(':') ? `[${node.addr}]` : node.addr}:${port}`;
+      cluster.local = local;
+      this.store.touch(cluster);
+      this.store.touch(node);
+      this.store.cluster = cluster;
+      this.store.nodes.clear();
+      this.store.nodes.set(node.id, node);
+      await this.#link(state, true);
+      log.info('swarm initialized', { cluster: cluster.id, node: node.id, etcd: local.endpoints });
+      return node.id;
+    } catch (err) {
+      await this.#members.close(true).catch(() => undefined);
+      this.store.attach(undefined);
+      this.store.cluster = undefined;
+      throw err;
+    } finally {
+      this.#joining = false;
+    }
   }
 
-  join(): never {
-    if (this.store.cluster) throw unavailable(ALREADY_IN_SWARM);
-    throw notImplemented('Berth runs a swarm of one node: joining another swarm is not supported');
+  /** Joins the cluster of the manager(s) at RemoteAddrs, as the token's role. */
+  async join(req: { RemoteAddrs?: string[]; JoinToken?: string; ListenAddr?: string; AdvertiseAddr?: string; Availability?: string }): Promise<void> {
+    if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
+    const remotes = req.RemoteAddrs ?? [];
+    if (!remotes.length) throw invalidArgument('at least 1 RemoteAddr is required to join');
+    tokenDigest(req.JoinToken ?? '');
+    const availability = req.Availability || 'active';
+    if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
+    const listen = listenOf(req);
+    this.#joining = true;
+    try {
+      const first = splitRemote(remotes[0]!);
+      const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
+      const { key, csr } = await this.#members.newCsr();
+      const ports = this.d.externalEtcd ? undefined : await this.#members.memberPorts(addr);
+      const ask: JoinAsk = {
+        token: req.JoinToken!, csr, addr, hostname: this.d.host.name, architecture: this.d.host.architecture, ncpu: this.d.host.ncpu, memTotal: this.d.host.memTotal,
+        availability, ...(ports ?? {}), listenPort: listen.port,
+      };
+      let answer: JoinAnswer | undefined;
+      let lastErr: unknown;
+      for (const remote of remotes) {
+        try {
+          answer = await askToJoin(remote, ask);
+          break;
+        } catch (err) {
+          lastErr = err;
+          if (isKind(err, 'invalid-argument')) throw err;
+        }
+      }
+      if (!answer) throw lastErr;
+      if (answer.externalEtcd && !this.d.externalEtcd) throw unavailable('the swarm keeps its state in an external etcd: configure swarm-etcd-endpoints and its certificates on this node first');
+      await this.#members.adopt(answer, key);
+      const node = answer.node as NodeRecord;
+      const cluster = { ...(answer.cluster as ClusterRecord), node } as ClusterRecord;
+      const local: ClusterLocal = { endpoints: answer.endpoints, listenHost: listen.host, listenPort: listen.port };
+      if (answer.role === 'manager' && answer.initialCluster && ports) {
+        local.member = { ...ports, initialCluster: answer.initialCluster, initialState: 'existing' };
+        local.endpoints = [Membership.clientUrl(addr, ports.clientPort), ...answer.endpoints];
+        await this.#members.startMember(node.id, addr, cluster.id, local.member);
+      }
+      const state = await this.#members.connect(node.id, local.endpoints, 30_000);
+      if (answer.role === 'manager') {
+        local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+        node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
+      }
+      cluster.local = local;
+      this.store.cluster = cluster;
+      this.store.nodes.clear();
+      this.store.nodes.set(node.id, node);
+      await this.#link(state, answer.role === 'manager');
+      log.info('joined the swarm', { cluster: cluster.id, node: node.id, role: answer.role });
+    } catch (err) {
+      await this.#members.close(true).catch(() => undefined);
+      this.store.attach(undefined);
+      this.store.cluster = undefined;
+      this.store.nodes.clear();
+      throw err;
+    } finally {
+      this.#joining = false;
+    }
+  }
+
+  /** A manager's side of a join: the token says the role; the node gets its certificate and etcd. */
+  async #admit(ask: JoinAsk): Promise<JoinAnswer> {
+    const c = this.store.cluster;
+    const files = this.#members.files;
+    if (!c || !files || c.node.spec.Role !== 'manager') throw unavailable(NOT_MANAGER);
+    const role = ask.token === c.joinTokens.manager ? 'manager' : ask.token === c.joinTokens.worker ? 'worker' : undefined;
+    if (!role) throw invalidArgument(BAD_TOKEN);
+    if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
+    const nodeId = newSwarmId();
+    const cert = await this.#members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
+    const state = this.#members.state!;
+    let endpoints = c.local?.endpoints ?? [];
+    let initialCluster: string | undefined;
+    if (!this.d.externalEtcd) {
+      const members = await state.client.cluster.memberList({});
+      endpoints = members.members.flatMap((m) => m.clientURLs);
+      if (role === 'manager') {
+        if (!ask.peerPort || !ask.clientPort) throw invalidArgument('malformed join request: no etcd ports');
+        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)] });
+        initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
+      }
+    }
+    const now = new Date().toISOString();
+    const node: NodeRecord = {
+      id: nodeId, version: 0, createdAt: now, updatedAt: now,
+      spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
+      addr: ask.addr,
+      managerAddr: role === 'manager' ? `${ask.addr}:${ask.listenPort || 2377}` : '',
+      description: { hostname: String(ask.hostname), architecture: String(ask.architecture), ncpu: Number(ask.ncpu) || 1, memTotal: Number(ask.memTotal) || 0 },
+    };
+    this.store.touch(node);
+    this.store.saveNode(node);
+    await state.flushed();
+    log.info('node joined', { node: nodeId, role, addr: ask.addr });
+    return {
+      nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
+      dataKey: files.dataKey.toString('base64'), endpoints, ...(initialCluster ? { initialCluster } : {}),
+      ...(this.d.externalEtcd ? { externalEtcd: true } : {}),
+      cluster: sharedCluster(c), node,
+    };
+  }
+
+  /** After a restart: the member, the client, the state again, then heartbeats and the campaign. */
+  async #rejoin(): Promise<void> {
+    const c = this.store.cluster!;
+    const local = c.local!;
+    await this.#members.load();
+    if (local.member) await this.#members.startMember(c.node.id, c.node.addr, c.id, local.member);
+    const state = await this.#members.connect(c.node.id, local.endpoints, 60_000);
+    if (this.#closed || this.store.cluster !== c) return;
+    if (c.node.spec.Role === 'manager') await this.#members.serveJoins(local.listenHost, local.listenPort, true);
+    await this.#link(state, c.node.spec.Role === 'manager');
+  }
+
+  /**
+   * Ties the store to etcd: local changes go out, the cluster's state comes in (a snapshot, then the
+   * watch), the heartbeat starts, managers campaign for leadership.
+   */
+  async #link(state: EtcdState, manager: boolean): Promise<void> {
+    const c = this.store.cluster!;
+    const self = c.node.id;
+    this.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.#leader });
+    for (const b of Object.values(this.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(this.#members.files!.dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
+    // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
+    const before = await state.snapshot();
+    if (manager && !before.entries.has('cluster')) this.store.saveCluster();
+    if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
+    await state.flushed();
+    const snap = await state.snapshot();
+    this.#applySnapshot(snap.entries);
+    await state.watch(snap.revision, (key, doc) => this.#onRemote(key, doc, false));
+    state.heartbeat(self, this.#heartbeatTtl());
+    void state.observeLeader((id) => {
+      this.#leaderId = id;
+    }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
+    if (manager) state.campaign(self, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
+  }
+
+  /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
+  #heartbeatTtl(): number {
+    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS_) / SECOND_NS_;
+    return Math.max(2, Math.ceil(3 * period));
+  }
+
+  #onLeadership(leading: boolean): void {
+    if (this.#leader === leading) return;
+    this.#leader = leading;
+    log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
+    if (!leading) {
+      this.updater.close();
+      return;
+    }
+    // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
+    const ttl = this.#heartbeatTtl() * 1000;
+    this.store.graceUntil = Date.now() + ttl;
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = setTimeout(() => this.#reconcileAll('live'), ttl + 100);
+    this.#graceTimer.unref();
+    this.#takeOver();
+    for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
+  }
+
+  /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
+  #applySnapshot(entries: Map<string, unknown>): void {
+    const keep = { services: new Set<string>(), tasks: new Set<string>(), nodes: new Set<string>(), secrets: new Set<string>(), configs: new Set<string>() };
+    this.store.alive.clear();
+    for (const [key, doc] of entries) {
+      const [kind, id] = splitKey(key);
+      if (kind in keep) keep[kind as keyof typeof keep].add(id);
+      this.#onRemote(key, doc, true);
+    }
+    for (const id of [...this.store.services.keys()]) if (!keep.services.has(id)) this.store.deleteService(id, true);
+    for (const t of [...this.store.tasks.values()]) {
+      if (keep.tasks.has(t.id)) continue;
+      this.store.deleteTask(t.id, true);
+      if (t.nodeId === this.store.selfId) void this.runner.removeContainer(t);
+    }
+    for (const id of [...this.store.nodes.keys()]) if (!keep.nodes.has(id) && id !== this.store.selfId) this.store.deleteNode(id, true);
+    for (const kind of ['secret', 'config'] as const) for (const id of this.blobs[kind].ids()) if (!keep[`${kind}s`].has(id)) this.blobs[kind].applyRemote(id, undefined);
+    this.#publish();
+  }
+
+  /** A change another node made (or, with `snapshot`, the state as etcd holds it). */
+  #onRemote(key: string, doc: unknown, snapshot: boolean): void {
+    const [kind, id] = splitKey(key);
+    const json = doc === undefined ? '' : JSON.stringify(doc);
+    switch (kind) {
+      case 'cluster': {
+        const c = this.store.cluster;
+        if (!c || !doc) return;
+        const shared = doc as ClusterRecord;
+        Object.assign(c, sharedCluster({ ...shared, node: c.node } as ClusterRecord));
+        this.store.bump(shared.version);
+        this.store.seen('cluster', json);
+        this.store.saveCluster(true);
+        return;
+      }
+      case 'nodes': {
+        if (doc) {
+          const n = doc as NodeRecord;
+          const wasRole = this.store.cluster?.node.id === id ? this.store.cluster.node.spec.Role : undefined;
+          this.store.seen(key, json);
+          this.store.bump(n.version);
+          this.store.saveNode(n, true);
+          if (wasRole && wasRole !== n.spec.Role) this.#roleChanged(n.spec.Role ?? 'worker');
+        } else {
+          this.store.deleteNode(id, true);
+        }
+        if (!snapshot) this.#nodesChanged();
+        return;
+      }
+      case 'alive':
+        if (doc) this.store.alive.add(id);
+        else this.store.alive.delete(id);
+        if (!snapshot) this.#nodesChanged();
+        return;
+      case 'services': {
+        if (!doc) {
+          this.updater.cancel(id);
+          this.store.deleteService(id, true);
+          this.#reconcile(id);
+          this.#publish();
+          return;
+        }
+        const incoming = doc as ServiceRecord;
+        const s = this.store.services.get(id);
+        if (s) {
+          for (const k of Object.keys(s)) if (!(k in incoming)) delete (s as unknown as Record<string, unknown>)[k];
+          Object.assign(s, incoming);
+        }
+        this.store.seen(key, json);
+        this.store.bump(incoming.version);
+        this.store.saveService(s ?? incoming, true);
+        const state = (s ?? incoming).updateStatus?.State;
+        if (this.#leads && !snapshot && (state === 'updating' || state === 'rollback_started') && !this.updater.isRunning(id)) this.updater.resume(s ?? incoming);
+        if (!snapshot) this.#reconcile(id, 'live');
+        this.#publish();
+        return;
+      }
+      case 'tasks': {
+        if (!doc) {
+          const t = this.store.tasks.get(id);
+          if (!t) return;
+          this.store.deleteTask(id, true);
+          if (t.nodeId === this.store.selfId) void this.runner.removeContainer(t);
+          this.runner.observed(t);
+          return;
+        }
+        const t = this.store.applyRemoteTask(doc as TaskRecord, json);
+        if (t.nodeId === this.store.selfId) this.runner.advance(t);
+        if (!snapshot) this.runner.observed(t);
+        return;
+      }
+      case 'taskstatus': {
+        if (!doc) return;
+        const t = this.store.applyRemoteStatus(id, doc as TaskStatusDoc, json, snapshot);
+        if (t && !snapshot) this.runner.observed(t);
+        return;
+      }
+      case 'secrets':
+      case 'configs': {
+        const blobs = this.blobs[kind === 'secrets' ? 'secret' : 'config'];
+        if (!doc) return blobs.applyRemote(id, undefined);
+        try {
+          const rec = unseal<BlobRecord>(this.#members.files!.dataKey, doc as Sealed);
+          this.store.bump(rec.version);
+          blobs.applyRemote(id, rec);
+        } catch (err) {
+          log.warn('a sealed swarm object could not be opened', { key, err: errorMessage(err) });
+        }
+        return;
+      }
+      default:
+        // networks/ and whatever other parts of Berth keep there.
+        return;
+    }
+  }
+
+  /** A node joined, left, came back, went down or changed: the leader places tasks again. */
+  #nodesChanged(): void {
+    this.#reconcileAll('live');
+  }
+
+  /** This node was promoted or demoted. */
+  #roleChanged(role: 'manager' | 'worker'): void {
+    const state = this.#members.state;
+    if (!state) return;
+    log.info('this node\'s role changed', { role });
+    if (role === 'manager') {
+      state.campaign(this.store.selfId, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
+    } else {
+      void state.resign();
+      this.#onLeadership(false);
+    }
+  }
+
+  /** For a manager's join: this host's facts as the node's description. */
+  #description(): NonNullable<NodeRecord['description']> {
+    return { hostname: this.d.host.name, architecture: this.d.host.architecture, ncpu: this.d.host.ncpu, memTotal: this.d.host.memTotal };
+  }
+
+  /** Placement of a task: its preset node checked, or the best node found. */
+  #place(t: TaskRecord): { node?: NodeRecord; problem?: string } {
+    const nodes = t.nodeId ? [this.store.nodes.get(t.nodeId)].filter((n): n is NodeRecord => !!n) : [...this.store.nodes.values()].filter((n) => this.store.nodeUp(n.id));
+    return schedule(t, nodes, this.store.tasks.values(), this.d.host);
+  }
+
+  /** The leader cleans up after a node that is gone: its tasks to remove are just deleted. */
+  #elsewhere(t: TaskRecord): void {
+    if (this.#leads && t.desiredState === 'remove' && !this.store.nodeUp(t.nodeId)) {
+      this.store.deleteTask(t.id);
+      this.runner.observed(t);
+    }
   }
 
   /** Leaving erases the swarm: every task container is removed, as dockerd does. */
   async leave(force: boolean): Promise<void> {
-    if (!this.store.cluster) throw unavailable(NOT_IN_SWARM);
-    if (!force) throw unavailable(LEAVE_MANAGER);
+    const c = this.store.cluster;
+    if (!c) throw unavailable(NOT_IN_SWARM);
+    if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);
     this.updater.close();
-    const tasks = [...this.store.tasks.values()];
+    const state = this.#members.state;
+    if (c.local && state) {
+      // A manager's etcd member leaves the etcd cluster first, so the others keep their quorum.
+      if (c.local.member) {
+        try {
+          const list = await state.client.cluster.memberList({});
+          const me = list.members.find((m) => m.name === c.node.id);
+          if (me && list.members.length > 1) await state.client.cluster.memberRemove({ ID: me.ID });
+        } catch (err) {
+          log.warn('removing this etcd member failed', { err: errorMessage(err) });
+        }
+      }
+      this.#leader = false;
+    }
+    this.store.attach(undefined);
+    for (const b of Object.values(this.blobs)) b.attach(undefined);
+    await this.#members.close(true).catch((err) => log.warn('leaving the etcd cluster failed', { err: errorMessage(err) }));
+    this.#leader = false;
+    this.#leaderId = undefined;
+    clearTimeout(this.#graceTimer);
+    const tasks = [...this.store.tasks.values()].filter((t) => !t.nodeId || t.nodeId === c.node.id);
     this.store.clear();
     for (const b of Object.values(this.blobs)) b.clear();
     this.#publish();
@@ -212,14 +672,21 @@ export class SwarmService {
   // --- nodes ---
 
   nodes(): NodeRecord[] {
-    return [this.cluster().node];
+    this.cluster();
+    return [...this.store.nodes.values()];
   }
 
-  /** By id, id prefix, hostname or name. */
+  /** By id, name, hostname, then unique id prefix. */
   node(idOrName: string): NodeRecord {
-    const n = this.cluster().node;
-    if (idOrName && (n.id.startsWith(idOrName) || idOrName === this.d.host.name || idOrName === n.spec.Name)) return n;
-    throw notFound(`node ${idOrName} not found`);
+    this.cluster();
+    const all = [...this.store.nodes.values()];
+    const found =
+      this.store.nodes.get(idOrName) ??
+      all.find((n) => n.spec.Name === idOrName) ??
+      all.find((n) => (n.description?.hostname ?? this.d.host.name) === idOrName) ??
+      (idOrName ? uniqueNodePrefix(all, idOrName) : undefined);
+    if (!found) throw notFound(`node ${idOrName} not found`);
+    return found;
   }
 
   get host(): HostFacts {
@@ -231,16 +698,29 @@ export class SwarmService {
     if (version !== n.version) throw conflict('update out of sequence');
     const availability = spec.Availability || 'active';
     if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
-    if (spec.Role && spec.Role !== 'manager') throw invalidArgument('attempting to demote the last manager of the swarm');
-    n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: 'manager', Availability: availability };
+    const role = spec.Role || n.spec.Role || 'manager';
+    if (role !== 'manager' && role !== 'worker') throw invalidArgument(`invalid role: ${role}`);
+    const managers = [...this.store.nodes.values()].filter((x) => x.spec.Role !== 'worker');
+    if (role === 'worker' && n.spec.Role !== 'worker' && managers.length <= 1) throw invalidArgument('attempting to demote the last manager of the swarm');
+    if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
+    n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
+    if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
     this.store.touch(n);
-    this.store.saveCluster();
-    for (const id of this.store.services.keys()) this.orchestrator.reconcile(id, 'live');
+    this.store.saveNode(n);
+    if (n.id === this.store.selfId && this.store.clustered && role !== this.#selfRole) this.#roleChanged(role);
+    this.#selfRole = this.store.cluster?.node.spec.Role;
+    this.#reconcileAll('live');
   }
 
-  removeNode(idOrName: string): never {
+  #selfRole: string | undefined;
+
+  /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
+  removeNode(idOrName: string, force = false): void {
     const n = this.node(idOrName);
-    throw invalidArgument(`node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+    if (n.spec.Role !== 'worker') throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+    if (this.nodeReady(n.id) && !force) throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is not down and can't be removed`);
+    this.store.deleteNode(n.id);
+    this.#reconcileAll('live');
   }
 
   // --- secrets and configs ---
@@ -303,7 +783,7 @@ export class SwarmService {
     this.store.touch(s);
     s.templateVersion = s.version;
     this.store.saveService(s);
-    this.orchestrator.reconcile(s.id, 'live');
+    this.#reconcile(s.id, 'live');
     this.#publish();
     return { id: s.id };
   }
@@ -335,8 +815,13 @@ export class SwarmService {
     this.store.saveService(s);
     // A rollback always reports its progress, even when only the replica count goes back.
     // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
-    if ((dirty || opts.rollback) && !isJob(s.spec)) this.updater.start(s, opts.rollback ? 'rollback' : 'update');
-    this.orchestrator.reconcile(s.id, 'live');
+    if ((dirty || opts.rollback) && !isJob(s.spec)) {
+      const kind = opts.rollback ? 'rollback' : 'update';
+      // Another manager's update is carried out by the leader, which sees the status in etcd.
+      if (this.#leads) this.updater.start(s, kind);
+      else this.#markUpdate(s, kind);
+    }
+    this.#reconcile(s.id, 'live');
     this.#publish();
   }
 
@@ -345,7 +830,7 @@ export class SwarmService {
     const s = this.service(idOrName);
     this.updater.cancel(s.id);
     this.store.deleteService(s.id);
-    this.orchestrator.reconcile(s.id);
+    this.#reconcile(s.id);
     this.#publish();
   }
 
@@ -391,12 +876,18 @@ export class SwarmService {
     s.templateVersion = s.version;
     this.store.saveService(s);
     this.updater.start(s, 'rollback', message);
-    this.orchestrator.reconcile(s.id, 'live');
+    this.#reconcile(s.id, 'live');
     this.#publish();
   }
 
+  #markUpdate(s: ServiceRecord, kind: 'update' | 'rollback'): void {
+    s.updateStatus = { State: kind === 'update' ? 'updating' : 'rollback_started', StartedAt: new Date().toISOString(), Message: kind === 'update' ? 'update in progress' : 'manually requested rollback' };
+    this.store.touch(s);
+    this.store.saveService(s);
+  }
+
   #taskChanged(t: TaskRecord): void {
-    this.orchestrator.reconcile(t.serviceId);
+    this.#reconcile(t.serviceId);
     if (t.status.state === 'running' || !this.store.tasks.has(t.id) || t.desiredState !== 'running') this.#publish();
   }
 

@@ -16,7 +16,6 @@ import { stopGraceSeconds } from './service-spec.js';
 import { taskContainerRequest } from './task-container.js';
 import type { TaskContainerNetworks } from './overlay-networks.js';
 import type { TaskFiles } from './task-files.js';
-import { placementProblem } from './placement.js';
 import type { HostFacts } from '../system.js';
 import type { SwarmStore } from './swarm-store.js';
 import { isTerminal, type NodeRecord, type TaskRecord, type TaskState } from './swarm-model.js';
@@ -29,7 +28,12 @@ export interface TaskRunnerDeps {
   containers: ContainerService;
   images: ImageService;
   pull: PullFn;
-  node: () => NodeRecord | undefined;
+  /** A node for a task not yet assigned (or the check of its preset node), or why none fits. */
+  place: (t: TaskRecord) => { node?: NodeRecord; problem?: string };
+  /** Whether this node runs the tasks assigned to `nodeId`. */
+  mine: (nodeId: string) => boolean;
+  /** A task assigned to another node was advanced here (the leader may clean up after a dead node). */
+  elsewhere: (t: TaskRecord) => void;
   host: HostFacts;
   /** A task's observed state changed (or it was deleted). */
   onChange: (t: TaskRecord) => void;
@@ -102,6 +106,11 @@ export class TaskRunner {
     const { store } = this.d;
     for (;;) {
       if (this.#closed || store.tasks.get(t.id) !== t) return;
+      // Another node's task: that node's agent drives it.
+      if (t.nodeId && !this.d.mine(t.nodeId)) {
+        this.d.elsewhere(t);
+        return;
+      }
       if (isTerminal(t.desiredState)) {
         await this.#shutdown(t);
         if (t.desiredState === 'remove' && store.tasks.get(t.id) === t) await this.#remove(t);
@@ -114,8 +123,7 @@ export class TaskRunner {
         case 'pending': {
           // After failures without running, even preparing waits for the back-off delay.
           if (t.failures && !this.#delayOver(t)) return;
-          const node = this.d.node();
-          const problem = node ? placementProblem(t.spec, node, this.d.host, this.#replicasOn(node.id, t)) : 'no suitable node (1 node not available for new tasks)';
+          const { node, problem } = this.d.place(t);
           if (!node || problem) {
             if (state !== 'pending' || t.status.err !== problem) this.#set(t, 'pending', 'pending task scheduling', problem ?? '');
             return;
@@ -147,15 +155,6 @@ export class TaskRunner {
           return; // running, or finished by itself
       }
     }
-  }
-
-  /** Other live tasks of the same service already on the node (for Placement.MaxReplicas). */
-  #replicasOn(nodeId: string, t: TaskRecord): number {
-    let n = 0;
-    for (const o of this.d.store.tasks.values()) {
-      if (o !== t && o.serviceId === t.serviceId && o.nodeId === nodeId && !isTerminal(o.desiredState) && !isTerminal(o.status.state)) n++;
-    }
-    return n;
   }
 
   /** A restarted task waits out its delay, an updated one for the task it replaces to stop. */
@@ -333,6 +332,11 @@ export class TaskRunner {
     if (this.d.store.tasks.get(t.id) !== t) return;
     this.d.store.touch(t);
     this.d.store.saveTask(t);
+    this.#changed(t);
+  }
+
+  /** A change another node made to the task (through the cluster's store): waiters and the orchestrator hear of it. */
+  observed(t: TaskRecord): void {
     this.#changed(t);
   }
 

@@ -47,6 +47,10 @@ export class Updater {
     else if (state === 'rollback_started') this.#launch(s, 'rollback');
   }
 
+  isRunning(serviceId: string): boolean {
+    return this.#running.has(serviceId);
+  }
+
   cancel(serviceId: string): void {
     this.#running.get(serviceId)?.abort();
     this.#running.delete(serviceId);

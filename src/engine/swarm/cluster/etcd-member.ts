@@ -1,0 +1,130 @@
+/**
+ * The etcd member berthd runs for the cluster on a manager: Debian's etcd, its data under the data
+ * root, client and peer URLs on the advertised address, TLS with client certificates on both. The
+ * member outlives berthd (like a container does): a restarted berthd finds it by its pidfile and
+ * keeps it; a member that is not running is started again on its data dir.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { log } from '../../../lib/log.js';
+
+export interface MemberConfig {
+  name: string;
+  dataDir: string;
+  addr: string;
+  clientPort: number;
+  peerPort: number;
+  /** `name=https://addr:peer,...`: the members when this one first starts. */
+  initialCluster: string;
+  initialState: 'new' | 'existing';
+  clusterToken: string;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+}
+
+export const ETCD_BINARY = process.env.BERTH_ETCD_BIN ?? 'etcd';
+
+const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
+export const clientUrl = (addr: string, port: number) => `https://${hostPart(addr)}:${port}`;
+export const peerUrl = clientUrl;
+
+/** A TCP port free on `addr` a moment ago. */
+export function freePortOn(addr: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, addr, () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export class EtcdMember {
+  #pid = 0;
+
+  constructor(readonly config: MemberConfig) {}
+
+  get pidFile(): string {
+    return join(this.config.dataDir, '..', 'etcd.pid');
+  }
+
+  get clientUrl(): string {
+    return clientUrl(this.config.addr, this.config.clientPort);
+  }
+
+  /** Keeps the member already running for this data dir, or starts it. */
+  async start(): Promise<void> {
+    const c = this.config;
+    await mkdir(c.dataDir, { recursive: true, mode: 0o700 });
+    const old = this.#runningPid();
+    if (old) {
+      this.#pid = old;
+      log.info('etcd member already running', { pid: old });
+      return;
+    }
+    const args = [
+      '--name', c.name, '--data-dir', c.dataDir,
+      '--listen-client-urls', clientUrl(c.addr, c.clientPort), '--advertise-client-urls', clientUrl(c.addr, c.clientPort),
+      '--listen-peer-urls', peerUrl(c.addr, c.peerPort), '--initial-advertise-peer-urls', peerUrl(c.addr, c.peerPort),
+      '--initial-cluster', c.initialCluster, '--initial-cluster-state', c.initialState, '--initial-cluster-token', c.clusterToken,
+      '--cert-file', c.certFile, '--key-file', c.keyFile, '--client-cert-auth', '--trusted-ca-file', c.caFile,
+      '--peer-cert-file', c.certFile, '--peer-key-file', c.keyFile, '--peer-client-cert-auth', '--peer-trusted-ca-file', c.caFile,
+      // Fast elections on a LAN; members are added just before they start, so no strict reconfig check.
+      '--heartbeat-interval', '100', '--election-timeout', '1000', '--strict-reconfig-check=false',
+      '--logger', 'zap', '--log-outputs', 'stderr',
+    ];
+    const logFd = openSync(join(c.dataDir, '..', 'etcd.log'), 'a');
+    try {
+      const child = spawn(ETCD_BINARY, args, { stdio: ['ignore', logFd, logFd], detached: true });
+      child.unref();
+      if (!child.pid) throw new Error('etcd did not start');
+      this.#pid = child.pid;
+      writeFileSync(this.pidFile, String(child.pid));
+      log.info('etcd member started', { pid: child.pid, client: this.clientUrl });
+    } finally {
+      closeSync(logFd);
+    }
+  }
+
+  #runningPid(): number | undefined {
+    if (!existsSync(this.pidFile)) return undefined;
+    const pid = Number(readFileSync(this.pidFile, 'utf8'));
+    if (!pid || !alive(pid)) return undefined;
+    try {
+      // Only ours: its command line names our data dir.
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(this.config.dataDir)) return undefined;
+    } catch {
+      return undefined;
+    }
+    return pid;
+  }
+
+  /** Stops the member (SIGTERM, SIGKILL after 5 s) and, when asked, removes its data. */
+  async stop(removeData: boolean): Promise<void> {
+    const pid = this.#pid || this.#runningPid();
+    if (pid && alive(pid)) {
+      process.kill(pid, 'SIGTERM');
+      for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+    this.#pid = 0;
+    if (removeData) {
+      await rm(this.config.dataDir, { recursive: true, force: true });
+      await rm(this.pidFile, { force: true });
+    }
+  }
+}

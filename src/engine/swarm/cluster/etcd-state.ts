@@ -1,0 +1,228 @@
+/**
+ * The cluster's state in etcd, under one prefix: `cluster`, `nodes/<id>`, `services/<id>`,
+ * `tasks/<id>` (what managers decide) and `taskstatus/<id>` (what the node running the task
+ * observes), `secrets/<id>`, `configs/<id>`, `networks/<id>`, and lease-bound `alive/<id>` heartbeats.
+ * Each value is `{"w": writer node, "d": document}`, so a node skips its own writes coming back
+ * through the watch. Writes are queued per key (the latest wins) and retried until etcd takes them:
+ * a node cut off from etcd keeps working on its cache and catches up when it is back.
+ */
+import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, retry } from 'cockatiel';
+import { Etcd3, isRecoverableError, type IKeyValue, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
+import { log } from '../../../lib/log.js';
+import { errorMessage } from '../../../lib/errors.js';
+
+export const ETCD_PREFIX = '/berth/swarm/';
+
+export interface EtcdAccess {
+  endpoints: string[];
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export interface Snapshot {
+  entries: Map<string, unknown>;
+  revision: string;
+}
+
+export type ChangeFn = (key: string, doc: unknown | undefined) => void;
+
+export class EtcdState {
+  readonly client: Etcd3;
+  readonly #pending = new Map<string, string | null>();
+  #flushing = false;
+  #closed = false;
+  #watcher: Watcher | undefined;
+  #lease: Lease | undefined;
+  #campaign: Campaign | undefined;
+  #observer: ElectionObserver | undefined;
+
+  constructor(
+    access: EtcdAccess,
+    readonly writer: string,
+    readonly prefix = ETCD_PREFIX,
+  ) {
+    this.client = new Etcd3({
+      hosts: access.endpoints,
+      credentials: { rootCertificate: Buffer.from(access.ca), certChain: Buffer.from(access.cert), privateKey: Buffer.from(access.key) },
+      dialTimeout: 3000,
+      // A member that fails is skipped for a second only, and a broken watch is back within 2 s: a
+      // node whose link returns must catch up in seconds, not after the client's 30 s default.
+      faultHandling: {
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) }),
+        global: retry(handleWhen(isRecoverableError), { maxAttempts: 2 }),
+        watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
+      },
+    });
+  }
+
+  /** Every document under the prefix, with the revision to watch from. */
+  async snapshot(timeoutMs = 10_000): Promise<Snapshot> {
+    const res = await withTimeout(this.client.getAll().prefix(this.prefix).exec(), timeoutMs, 'reading the cluster state from etcd');
+    const entries = new Map<string, unknown>();
+    for (const kv of res.kvs) {
+      const doc = decode(kv);
+      if (doc) entries.set(kv.key.toString().slice(this.prefix.length), doc.d);
+    }
+    return { entries, revision: res.header.revision };
+  }
+
+  /** Follows changes after `revision`; own writes are skipped. */
+  async watch(revision: string, onChange: ChangeFn): Promise<void> {
+    const w = await this.client.watch().prefix(this.prefix).startRevision(String(BigInt(revision) + 1n)).create();
+    this.#watcher = w;
+    w.on('put', (kv) => {
+      const doc = decode(kv);
+      const key = kv.key.toString().slice(this.prefix.length);
+      // Heartbeats are news even from this node: its own comes back once its lease is in place.
+      if (doc && (doc.w !== this.writer || key.startsWith('alive/'))) onChange(key, doc.d);
+    });
+    w.on('delete', (kv) => onChange(kv.key.toString().slice(this.prefix.length), undefined));
+    w.on('error', (err) => log.warn('etcd watch error', { err: errorMessage(err) }));
+  }
+
+  put(key: string, doc: unknown): void {
+    this.#queue(key, JSON.stringify({ w: this.writer, d: doc }));
+  }
+
+  del(key: string): void {
+    this.#queue(key, null);
+  }
+
+  /** Resolves once every queued write reached etcd (or after `timeoutMs`). */
+  async flushed(timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((this.#pending.size || this.#flushing) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  #queue(key: string, value: string | null): void {
+    if (this.#closed) return;
+    this.#pending.delete(key);
+    this.#pending.set(key, value);
+    if (!this.#flushing) void this.#flush();
+  }
+
+  async #flush(): Promise<void> {
+    this.#flushing = true;
+    let failures = 0;
+    try {
+      while (this.#pending.size && !this.#closed) {
+        const [key, value] = this.#pending.entries().next().value as [string, string | null];
+        try {
+          if (value === null) await this.client.delete().key(this.prefix + key).exec();
+          else await this.client.put(this.prefix + key).value(value).exec();
+          failures = 0;
+          // A newer value queued meanwhile stays queued.
+          if (this.#pending.get(key) === value) this.#pending.delete(key);
+        } catch (err) {
+          if (failures++ % 20 === 0) log.warn('etcd write failed; retrying', { key, err: errorMessage(err) });
+          await new Promise((r) => setTimeout(r, Math.min(1000, 100 * failures)));
+        }
+      }
+    } finally {
+      this.#flushing = false;
+    }
+  }
+
+  /** Keeps `alive/<node>` bound to a lease of `ttlSeconds`; a lost lease is replaced. */
+  heartbeat(nodeId: string, ttlSeconds: number): void {
+    if (this.#closed) return;
+    const lease = this.client.lease(ttlSeconds);
+    this.#lease = lease;
+    lease.on('lost', (err) => {
+      if (this.#closed || this.#lease !== lease) return;
+      log.warn('swarm heartbeat lease lost; renewing', { err: errorMessage(err) });
+      setTimeout(() => this.heartbeat(nodeId, ttlSeconds), 500).unref();
+    });
+    lease.put(`${this.prefix}alive/${nodeId}`).value(JSON.stringify({ w: this.writer, d: { at: Date.now() } })).exec().catch((err) => {
+      if (this.#closed || this.#lease !== lease) return;
+      log.warn('swarm heartbeat failed; retrying', { err: errorMessage(err) });
+      lease.revoke().catch(() => undefined);
+      this.#lease = undefined;
+      setTimeout(() => this.heartbeat(nodeId, ttlSeconds), 1000).unref();
+    });
+  }
+
+  /**
+   * Campaigns for leadership (an etcd election on a lease of `ttlSeconds`): `onChange(true)` once
+   * elected, `onChange(false)` when the campaign is lost; then it campaigns again.
+   */
+  campaign(nodeId: string, ttlSeconds: number, onChange: (leader: boolean) => void): void {
+    if (this.#closed) return;
+    const c = this.client.election(`${this.prefix}leader`, ttlSeconds).campaign(nodeId);
+    this.#campaign = c;
+    c.on('elected', () => {
+      if (this.#campaign === c) onChange(true);
+    });
+    c.on('error', (err) => {
+      if (this.#campaign !== c) return;
+      this.#campaign = undefined;
+      log.warn('swarm leader campaign ended', { err: errorMessage(err) });
+      onChange(false);
+      if (!this.#closed) setTimeout(() => this.campaign(nodeId, ttlSeconds, onChange), 500).unref();
+    });
+  }
+
+  /** Stops campaigning (and resigns, when leading). */
+  async resign(): Promise<void> {
+    const c = this.#campaign;
+    this.#campaign = undefined;
+    await c?.resign().catch(() => undefined);
+  }
+
+  /** Calls `onLeader` with the leader's node id whenever it changes. */
+  async observeLeader(onLeader: (id: string | undefined) => void): Promise<void> {
+    const again = () => {
+      if (!this.#closed) setTimeout(() => void this.observeLeader(onLeader).catch(() => again()), 1000).unref();
+    };
+    const o = await this.client.election(`${this.prefix}leader`).observe();
+    this.#observer = o;
+    onLeader(o.leader());
+    o.on('change', (id) => onLeader(id));
+    o.on('error', () => {
+      void o.cancel().catch(() => undefined);
+      again();
+    });
+  }
+
+  /**
+   * Stops watching, campaigning and writing. `leaving`: the heartbeat goes at once (the node is down
+   * for the others now); otherwise it lapses by itself, so a quick restart is no death.
+   */
+  async close(leaving: boolean): Promise<void> {
+    if (this.#closed) return;
+    await this.flushed(2000);
+    this.#closed = true;
+    await this.#watcher?.cancel().catch(() => undefined);
+    await this.#observer?.cancel().catch(() => undefined);
+    await this.resign();
+    if (leaving) await this.#lease?.revoke().catch(() => undefined);
+    else this.#lease?.release();
+    this.client.close();
+  }
+}
+
+function decode(kv: IKeyValue): { w: string; d: unknown } | undefined {
+  try {
+    const v = JSON.parse(kv.value.toString()) as { w?: string; d?: unknown };
+    return typeof v === 'object' && v !== null && 'd' in v ? { w: String(v.w ?? ''), d: v.d } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,187 @@
+/**
+ * Joining, over TLS on the swarm port (2377 by default). The manager serves `POST /join` with its
+ * node certificate and the cluster CA; the joining node trusts the connection only when the CA's
+ * digest is the one in its join token and the manager's certificate is signed by that CA. The token's
+ * secret then tells the manager which role the node joins as; it signs the node's certificate request
+ * and answers with what the node needs to reach etcd.
+ */
+import { createServer, request, type Server } from 'node:https';
+import { X509Certificate } from 'node:crypto';
+import type { TLSSocket } from 'node:tls';
+import { createSocket } from 'node:dgram';
+import { log } from '../../../lib/log.js';
+import { BerthError, errorMessage, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
+import { caDigest } from './pki.js';
+
+export interface JoinAsk {
+  token: string;
+  csr: string;
+  addr: string;
+  hostname: string;
+  architecture: string;
+  ncpu: number;
+  memTotal: number;
+  availability: string;
+  /** Ports the node's etcd member will use, when it joins as a manager. */
+  clientPort?: number;
+  peerPort?: number;
+  listenPort?: number;
+}
+
+export interface JoinAnswer {
+  nodeId: string;
+  role: 'manager' | 'worker';
+  cert: string;
+  ca: string;
+  /** Managers sign later joins: they get the CA key. */
+  caKey?: string;
+  /** base64: the key secrets and configs are sealed with. */
+  dataKey: string;
+  endpoints: string[];
+  /** For a manager with a berth-managed etcd: the members it starts with. */
+  initialCluster?: string;
+  /** The cluster's etcd is external: the node needs its own client settings for it. */
+  externalEtcd?: boolean;
+  cluster: unknown;
+  node: unknown;
+}
+
+/** `SWMTKN-1-<ca digest>-<secret>`: the digest part, or a 400 for anything else. */
+export function tokenDigest(token: string): string {
+  const m = /^SWMTKN-1-([0-9a-z]{50})-([0-9a-z]{25})$/.exec(token.trim());
+  if (!m) throw invalidArgument('invalid join token');
+  return m[1]!;
+}
+
+export class JoinListener {
+  #server: Server | undefined;
+  port = 0;
+
+  constructor(private readonly handle: (ask: JoinAsk) => Promise<JoinAnswer>) {}
+
+  /** Listens on host:port; when `port` is taken and `fallback`, on a free port instead. */
+  async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, fallback: boolean): Promise<number> {
+    const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, minVersion: 'TLSv1.2' }, (req, res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > 1 << 20) req.destroy();
+        else chunks.push(c);
+      });
+      req.on('end', () => {
+        const reply = (status: number, body: unknown) => {
+          res.writeHead(status, { 'Content-Type': 'application/json' });
+          res.end(JSON.stringify(body));
+        };
+        if (req.method !== 'POST' || req.url !== '/join') return reply(404, { message: 'not found' });
+        let ask: JoinAsk;
+        try {
+          ask = JSON.parse(Buffer.concat(chunks).toString('utf8')) as JoinAsk;
+        } catch {
+          return reply(400, { message: 'invalid JSON' });
+        }
+        this.handle(ask).then(
+          (answer) => reply(200, answer),
+          (err) => reply(isKind(err, 'invalid-argument') ? 400 : 503, { message: errorMessage(err) }),
+        );
+      });
+    });
+    server.on('tlsClientError', () => undefined);
+    const tryListen = (p: number) =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(p, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    try {
+      await tryListen(port);
+    } catch (err) {
+      if (!fallback || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      log.warn('swarm port taken; listening on a free port instead', { port });
+      await tryListen(0);
+    }
+    this.#server = server;
+    this.port = (server.address() as { port: number }).port;
+    return this.port;
+  }
+
+  close(): void {
+    this.#server?.close();
+    this.#server?.closeAllConnections();
+    this.#server = undefined;
+  }
+}
+
+/** `host:port` (port 2377 when left out), `[v6]:port`. */
+export function splitRemote(addr: string): { host: string; port: number } {
+  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(addr);
+  if (v6) return { host: v6[1]!, port: Number(v6[2] ?? 2377) };
+  const m = /^([^:]+)(?::(\d+))?$/.exec(addr);
+  if (!m) throw invalidArgument(`invalid remote address ${addr}`);
+  return { host: m[1]!, port: Number(m[2] ?? 2377) };
+}
+
+/** The local address this host would use to reach `host` (no packet is sent). */
+export function sourceAddressFor(host: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    s.on('error', (err) => {
+      s.close();
+      reject(err);
+    });
+    s.connect(port, host, () => {
+      const a = s.address().address;
+      s.close();
+      resolve(a);
+    });
+  });
+}
+
+/** Asks the manager at `remote` to let this node in; the CA is pinned by the token's digest. */
+export function askToJoin(remote: string, ask: JoinAsk, timeoutMs = 20_000): Promise<JoinAnswer> {
+  const digest = tokenDigest(ask.token);
+  const { host, port } = splitRemote(remote);
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify(ask);
+    const req = request(
+      { host, port, method: 'POST', path: '/join', rejectUnauthorized: false, timeout: timeoutMs, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let parsed: { message?: string } & JoinAnswer;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            return reject(unavailable(`the manager at ${remote} gave no answer`));
+          }
+          if (res.statusCode === 200) return resolve(parsed);
+          const err = res.statusCode === 400 ? invalidArgument(parsed.message ?? 'join refused') : unavailable(parsed.message ?? `join refused (${res.statusCode})`);
+          reject(err);
+        });
+      },
+    );
+    req.on('socket', (sock) => {
+      (sock as TLSSocket).once('secureConnect', () => {
+        const problem = pinProblem(sock as TLSSocket, digest);
+        if (problem) req.destroy(unavailable(problem));
+      });
+    });
+    req.on('timeout', () => req.destroy(unavailable(`timeout joining the manager at ${remote}`)));
+    req.on('error', (err) => reject(err instanceof BerthError ? err : unavailable(`could not reach the manager at ${remote}: ${errorMessage(err)}`)));
+    req.end(body);
+  });
+}
+
+/** Why the manager's chain does not prove the token's CA, or undefined when it does. */
+function pinProblem(sock: TLSSocket, digest: string): string | undefined {
+  const leaf = sock.getPeerCertificate(true);
+  const issuer = leaf?.issuerCertificate;
+  if (!leaf?.raw || !issuer?.raw) return "the manager's certificate chain is incomplete";
+  if (caDigest(issuer.raw) !== digest) return "the manager's CA does not match the join token";
+  if (!new X509Certificate(leaf.raw).verify(new X509Certificate(issuer.raw).publicKey)) return "the manager's certificate is not signed by the cluster CA";
+  return undefined;
+}

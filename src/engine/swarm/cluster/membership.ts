@@ -1,0 +1,190 @@
+/**
+ * What makes this node part of a cluster, below the swarm's objects: its certificates and the data
+ * key (files under `<data-root>/swarm/cluster/`), the etcd member it runs (managers, unless the
+ * cluster uses an external etcd), the etcd client, and the join listener on the swarm port.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { log } from '../../../lib/log.js';
+import { errorMessage, unavailable } from '../../../lib/errors.js';
+import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
+import { EtcdMember, clientUrl, freePortOn, peerUrl } from './etcd-member.js';
+import { EtcdState, type EtcdAccess } from './etcd-state.js';
+import { JoinListener, type JoinAnswer, type JoinAsk } from './join-protocol.js';
+import { newDataKey } from './data-key.js';
+import type { ClusterLocal } from '../swarm-model.js';
+
+/** An etcd cluster berthd does not run (daemon.json / flags). */
+export interface ExternalEtcd {
+  endpoints: string[];
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+}
+
+export interface NodeFiles {
+  ca: string;
+  caKey?: string;
+  cert: string;
+  key: string;
+  dataKey: Buffer;
+}
+
+export class Membership {
+  files: NodeFiles | undefined;
+  state: EtcdState | undefined;
+  member: EtcdMember | undefined;
+  readonly listener: JoinListener;
+
+  constructor(
+    /** `<data-root>/swarm/cluster` */
+    readonly dir: string,
+    readonly external: ExternalEtcd | undefined,
+    handleJoin: (ask: JoinAsk) => Promise<JoinAnswer>,
+  ) {
+    this.listener = new JoinListener(handleJoin);
+  }
+
+  get etcdDir(): string {
+    return join(this.dir, 'etcd', 'data');
+  }
+
+  /** A new CA, this node's certificate and a data key: the first manager of a new cluster. */
+  async create(who: NodeIdentity): Promise<NodeFiles> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const ca = await newCa(this.dir);
+    const { key, csr } = await newCsr(this.dir);
+    const cert = await signNode(this.dir, ca, csr, who);
+    const files = { ca: ca.cert, caKey: ca.key, cert, key, dataKey: newDataKey() };
+    await this.#write(files);
+    return files;
+  }
+
+  /** Keeps what a manager handed over at join. */
+  async adopt(answer: JoinAnswer, key: string): Promise<NodeFiles> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const files = { ca: answer.ca, caKey: answer.caKey, cert: answer.cert, key, dataKey: Buffer.from(answer.dataKey, 'base64') };
+    await this.#write(files);
+    return files;
+  }
+
+  /** The files of a node that was in a cluster before a restart. */
+  async load(): Promise<NodeFiles> {
+    const read = (n: string) => readFile(join(this.dir, n), 'utf8');
+    const caKeyPath = join(this.dir, 'ca-key.pem');
+    this.files = {
+      ca: await read('ca.pem'),
+      caKey: existsSync(caKeyPath) ? await read('ca-key.pem') : undefined,
+      cert: await read('node.pem'),
+      key: await read('node-key.pem'),
+      dataKey: Buffer.from(await read('data.key'), 'base64'),
+    };
+    return this.files;
+  }
+
+  async #write(f: NodeFiles): Promise<void> {
+    await writeFile(join(this.dir, 'ca.pem'), f.ca);
+    if (f.caKey) await writeFile(join(this.dir, 'ca-key.pem'), f.caKey, { mode: 0o600 });
+    await writeFile(join(this.dir, 'node.pem'), f.cert);
+    await writeFile(join(this.dir, 'node-key.pem'), f.key, { mode: 0o600 });
+    await writeFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), { mode: 0o600 });
+    this.files = f;
+  }
+
+  newCsr(): Promise<{ key: string; csr: string }> {
+    return mkdir(this.dir, { recursive: true, mode: 0o700 }).then(() => newCsr(this.dir));
+  }
+
+  sign(csr: string, who: NodeIdentity): Promise<string> {
+    const f = this.#need();
+    if (!f.caKey) throw unavailable('this node cannot sign certificates: it has no CA key');
+    return signNode(this.dir, { cert: f.ca, key: f.caKey } as CertPair, csr, who);
+  }
+
+  #need(): NodeFiles {
+    if (!this.files) throw unavailable('this node has no cluster certificates');
+    return this.files;
+  }
+
+  /** Free client and peer ports on the address, for a new member. */
+  async memberPorts(addr: string): Promise<{ clientPort: number; peerPort: number }> {
+    return { clientPort: await freePortOn(addr), peerPort: await freePortOn(addr) };
+  }
+
+  /** Starts (or finds running) this node's etcd member. */
+  async startMember(nodeId: string, addr: string, clusterId: string, m: NonNullable<ClusterLocal['member']>): Promise<void> {
+    this.#need();
+    this.member = new EtcdMember({
+      name: nodeId,
+      dataDir: this.etcdDir,
+      addr,
+      clientPort: m.clientPort,
+      peerPort: m.peerPort,
+      initialCluster: m.initialCluster,
+      initialState: m.initialState,
+      clusterToken: clusterId,
+      caFile: join(this.dir, 'ca.pem'),
+      certFile: join(this.dir, 'node.pem'),
+      keyFile: join(this.dir, 'node-key.pem'),
+    });
+    await this.member.start();
+  }
+
+  /** What a member's first start names as the cluster: `<id>=https://addr:peer`. */
+  static initialCluster(nodeId: string, addr: string, peerPort: number): string {
+    return `${nodeId}=${peerUrl(addr, peerPort)}`;
+  }
+
+  static clientUrl = clientUrl;
+  static peerUrl = peerUrl;
+
+  /** The client to etcd, once it answers (a member just started needs a moment). */
+  async connect(nodeId: string, endpoints: string[], timeoutMs = 20_000): Promise<EtcdState> {
+    const access = await this.#access(endpoints);
+    const state = new EtcdState(access, nodeId);
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await state.client.get('/berth/ping').exec();
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) {
+          state.client.close();
+          throw unavailable(`etcd at ${endpoints.join(', ')} does not answer: ${errorMessage(err)}`);
+        }
+        await new Promise((r) => setTimeout(r, Math.min(500, 50 * (attempt + 1))));
+      }
+    }
+    this.state = state;
+    return state;
+  }
+
+  async #access(endpoints: string[]): Promise<EtcdAccess> {
+    if (this.external) {
+      const [ca, cert, key] = await Promise.all([this.external.caFile, this.external.certFile, this.external.keyFile].map((f) => readFile(f, 'utf8')));
+      return { endpoints: this.external.endpoints, ca: ca!, cert: cert!, key: key! };
+    }
+    const f = this.#need();
+    return { endpoints, ca: f.ca, cert: f.cert, key: f.key };
+  }
+
+  async serveJoins(host: string, port: number, fallback: boolean): Promise<number> {
+    const f = this.#need();
+    return this.listener.listen({ cert: f.cert, ca: f.ca, key: f.key }, host, port, fallback);
+  }
+
+  /** Closes the client and listener; the member keeps running unless `removeAll` (leaving). */
+  async close(removeAll: boolean): Promise<void> {
+    this.listener.close();
+    await this.state?.close(removeAll).catch((err) => log.warn('closing the etcd client failed', { err: errorMessage(err) }));
+    this.state = undefined;
+    if (removeAll) {
+      await this.member?.stop(true);
+      if (!this.member && existsSync(this.etcdDir)) await new EtcdMember({ dataDir: this.etcdDir } as never).stop(true);
+      this.member = undefined;
+      await rm(this.dir, { recursive: true, force: true });
+      this.files = undefined;
+    }
+  }
+}

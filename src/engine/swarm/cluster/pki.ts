@@ -1,0 +1,97 @@
+/**
+ * The cluster's certificate authority and node certificates, made with the openssl tool (P-256 keys:
+ * quick to make). The CA signs each node's certificate at init or join; the certificates serve both the
+ * join listener and etcd's client and peer TLS. The join tokens carry the CA's digest, which a joining
+ * node checks the manager's chain against before it trusts anything the manager says.
+ */
+import { execFile } from 'node:child_process';
+import { createHash, X509Certificate } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+export interface CertPair {
+  cert: string;
+  key: string;
+}
+
+async function inTemp<T>(parent: string, fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(parent, 'pki-'));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  await run('openssl', args, { cwd, timeout: 30_000 });
+}
+
+/** A new root CA (20 years, as swarmkit's), PEM. */
+export function newCa(workDir: string): Promise<CertPair> {
+  return inTemp(workDir, async (dir) => {
+    await openssl(['req', '-x509', ...EC_KEY, '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '7300', '-subj', '/CN=swarm-ca',
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], dir);
+    return { cert: await readFile(join(dir, 'ca.pem'), 'utf8'), key: await readFile(join(dir, 'ca-key.pem'), 'utf8') };
+  });
+}
+
+/** A key and a certificate signing request for a node (made by the node itself: the key never travels). */
+export function newCsr(workDir: string): Promise<{ key: string; csr: string }> {
+  return inTemp(workDir, async (dir) => {
+    await openssl(['req', '-new', ...EC_KEY, '-keyout', 'key.pem', '-out', 'req.csr', '-subj', '/CN=swarm-node'], dir);
+    return { key: await readFile(join(dir, 'key.pem'), 'utf8'), csr: await readFile(join(dir, 'req.csr'), 'utf8') };
+  });
+}
+
+export interface NodeIdentity {
+  nodeId: string;
+  role: 'manager' | 'worker';
+  clusterId: string;
+  /** IP addresses the certificate is valid for (the node's advertised one). */
+  ips: string[];
+  days: number;
+}
+
+/** Signs a node's request: CN the node id, OU its role, O the cluster, usable as TLS server and client. */
+export function signNode(workDir: string, ca: CertPair, csr: string, who: NodeIdentity): Promise<string> {
+  return inTemp(workDir, async (dir) => {
+    await writeFile(join(dir, 'ca.pem'), ca.cert);
+    await writeFile(join(dir, 'ca-key.pem'), ca.key, { mode: 0o600 });
+    await writeFile(join(dir, 'req.csr'), csr);
+    const sans = [...new Set(['127.0.0.1', ...who.ips])].map((ip) => `IP:${ip}`);
+    await writeFile(join(dir, 'ext'), [
+      'basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=serverAuth,clientAuth',
+      `subjectAltName=${sans.join(',')}`,
+    ].join('\n') + '\n');
+    const subj = `/O=${who.clusterId}/OU=swarm-${who.role}/CN=${who.nodeId}`;
+    await openssl(['x509', '-req', '-in', 'req.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'node.pem',
+      '-days', String(Math.max(1, who.days)), '-extfile', 'ext', '-subj', subj], dir).catch(async (err) => {
+      // openssl x509 before 3.0 has no -subj for -req: the request's subject stays.
+      if (!/subj/.test(String((err as { stderr?: string }).stderr))) throw err;
+      await openssl(['x509', '-req', '-in', 'req.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'node.pem', '-days', String(Math.max(1, who.days)), '-extfile', 'ext'], dir);
+    });
+    return readFile(join(dir, 'node.pem'), 'utf8');
+  });
+}
+
+/** The CA's digest as join tokens carry it: SHA-256 of its DER, 50 base-36 digits. */
+export function caDigest(ca: string | Buffer): string {
+  const der = typeof ca === 'string' ? new X509Certificate(ca).raw : ca;
+  return BigInt(`0x${createHash('sha256').update(der).digest('hex')}`).toString(36).padStart(50, '0').slice(0, 50);
+}
+
+/** Facts of a certificate for the API (Node TLSInfo): the issuer's subject and public key, base64 DER. */
+export function tlsInfo(caPem: string): { TrustRoot: string; CertIssuerSubject: string; CertIssuerPublicKey: string } {
+  const ca = new X509Certificate(caPem);
+  // Subject as DER is not exposed by node; the issuer's name in text form stands for it.
+  return {
+    TrustRoot: caPem,
+    CertIssuerSubject: Buffer.from(ca.subject).toString('base64'),
+    CertIssuerPublicKey: ca.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+  };
+}
