@@ -131,7 +131,7 @@ export class SwarmService {
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
-    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => (this.store.cluster ? this.nodes().map((n) => n.addr) : []) }) : undefined;
+    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr) }) : undefined;
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
@@ -147,7 +147,8 @@ export class SwarmService {
     });
     this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
-    const nodes = () => (this.store.cluster ? this.nodes() : []);
+    // Workers too: not nodes(), which is for managers.
+    const nodes = () => [...this.store.nodes.values()];
     this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
     this.#members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask));
   }
@@ -576,6 +577,8 @@ export class SwarmService {
   /** A node joined, left, came back, went down or changed: the leader places tasks again. */
   #nodesChanged(): void {
     this.#reconcileAll('live');
+    // The overlays' vxlan devices flood to every node there is.
+    this.overlay?.sync();
   }
 
   /** This node was promoted or demoted. */
