@@ -48,6 +48,10 @@ export class OverlayNetworks {
   readonly #devices = new Map<string, string>();
   /** container id -> the VIP rules last applied in its namespace. */
   readonly #applied = new Map<string, string>();
+  /** network id -> the peers its device floods to, as last written. */
+  readonly #peers = new Map<string, string>();
+  /** The ARP guard's ports as last written. */
+  #guard = '[]';
   /** network id -> its realisation under way on this node. */
   readonly #realising = new Map<string, Promise<NetworkRecord>>();
   #running: Promise<void> | undefined;
@@ -58,6 +62,8 @@ export class OverlayNetworks {
   constructor(d: OverlayDeps) {
     this.#d = d;
     this.#unsubscribe = d.events.subscribe((ev) => {
+      // Outside a swarm a container start costs nothing here.
+      if (!d.store.cluster && this.#devices.size === 0) return;
       if ((ev.Type === 'container' && ev.Action === 'start') || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
       if (ev.Type === 'container' && ev.Action === 'die') this.#applied.delete(ev.Actor.ID);
     });
@@ -238,6 +244,7 @@ export class OverlayNetworks {
       if (wanted.has(id)) continue;
       await deleteVxlan(hostVxlanTools, device);
       this.#devices.delete(id);
+      this.#peers.delete(id);
     }
     const peers = (this.#d.peers?.() ?? []).filter((p) => p !== c?.node.addr);
     for (const n of wanted.values()) {
@@ -247,9 +254,15 @@ export class OverlayNetworks {
         await ensureVxlan(hostVxlanTools, { name, vni, port: c!.dataPathPort, local: c!.node.addr, bridge: n.bridgeName, mtu: bridgeSettings(n).mtu });
         this.#devices.set(n.id, name);
       }
+      const key = [...peers].sort().join();
+      if (this.#peers.get(n.id) === key) continue;
       await setVxlanPeers(hostVxlanTools, name, peers);
+      this.#peers.set(n.id, key);
     }
-    await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway })));
+    const guard = [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
+    if (JSON.stringify(guard) === this.#guard) return;
+    await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, guard);
+    this.#guard = JSON.stringify(guard);
   }
 
   #dnsRecords(n: NetworkRecord, live: TaskRecord[]): DnsRecord[] {
