@@ -29,7 +29,7 @@ describe('overlay networks with services', () => {
   after(async () => {
     const d = daemon();
     await d.docker(['rm', '-f', 'ovprobe']);
-    await d.docker(['service', 'rm', 'web']);
+    await d.docker(['service', 'rm', 'web', 'rr']);
     await eventually('task containers gone', async () => (await d.request('GET', '/containers/json?all=1&filters=' + encodeURIComponent('{"label":["com.docker.swarm.task"]}'))).json<unknown[]>().length === 0).catch(() => undefined);
     await d.docker(['network', 'rm', 'ovl']);
     await d.docker(['swarm', 'leave', '--force']);
@@ -93,7 +93,7 @@ describe('overlay networks with services', () => {
     assert.equal((await d.docker(['run', '-d', '--name', 'ovprobe', '--network', 'ovl', image, 'sleep', '600'])).code, 0);
     const lookup = async (name: string) => {
       const r = await d.docker(['exec', 'ovprobe', 'nslookup', name]);
-      return [...r.stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((m) => m[1]!).filter((a) => a !== '127.0.0.11').sort();
+      return [...new Set([...r.stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((m) => m[1]!))].filter((a) => a !== '127.0.0.11').sort();
     };
     assert.deepEqual(await eventually('web resolves to its VIP', async () => ((await lookup('web')).join() === vip ? [vip] : undefined)), [vip]);
     await eventually('tasks.web resolves to both tasks', async () => (await lookup('tasks.web')).join() === [...taskIps].sort().join());
@@ -113,6 +113,13 @@ describe('overlay networks with services', () => {
       const r = await d.docker(['exec', 'ovprobe', 'sh', '-c', getWeb(6)]);
       return new Set(r.stdout.trim().split('\n')).size === 3;
     }, 30_000);
+
+    // dnsrr: no VIP; the service name answers with its task's address.
+    assert.equal((await d.docker(['service', 'create', '-d', '--name', 'rr', '--endpoint-mode', 'dnsrr', '--network', 'ovl', image, 'sleep', '600'])).code, 0);
+    const [rr] = await runningTasks(d, 'rr', 1, 60_000);
+    assert.equal((await inspectService(d, 'rr')).Endpoint.VirtualIPs, undefined);
+    const rrIp = (await d.request('GET', `/tasks/${rr!.ID}`)).json().NetworksAttachments[0].Addresses[0].split('/')[0];
+    await eventually('rr resolves to its task', async () => (await lookup('rr')).join() === rrIp);
 
     // The network is in use by the service: it cannot go.
     const rm = await d.docker(['network', 'rm', 'ovl']);
