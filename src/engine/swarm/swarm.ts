@@ -432,6 +432,9 @@ export class SwarmService {
       this.#leaderId = id;
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
     if (manager) state.campaign(self, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
+    // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.#leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
   }
 
   /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
@@ -552,7 +555,14 @@ export class SwarmService {
       case 'taskstatus': {
         if (!doc) return;
         const t = this.store.applyRemoteStatus(id, doc as TaskStatusDoc, json, snapshot);
-        if (t && !snapshot) this.runner.observed(t);
+        if (!t) return;
+        // A task that waited (restart delay, update order) and started on its node wants to run now.
+        if (this.#leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {
+          t.desiredState = 'running';
+          this.store.touch(t);
+          this.store.saveTask(t);
+        }
+        if (!snapshot) this.runner.observed(t);
         return;
       }
       case 'secrets':
@@ -706,16 +716,14 @@ export class SwarmService {
     const managers = [...this.store.nodes.values()].filter((x) => x.spec.Role !== 'worker');
     if (role === 'worker' && n.spec.Role !== 'worker' && managers.length <= 1) throw invalidArgument('attempting to demote the last manager of the swarm');
     if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
+    const before = n.spec.Role;
     n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
     if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
     this.store.touch(n);
     this.store.saveNode(n);
-    if (n.id === this.store.selfId && this.store.clustered && role !== this.#selfRole) this.#roleChanged(role);
-    this.#selfRole = this.store.cluster?.node.spec.Role;
+    if (n.id === this.store.selfId && this.store.clustered && role !== before) this.#roleChanged(role);
     this.#reconcileAll('live');
   }
-
-  #selfRole: string | undefined;
 
   /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
   removeNode(idOrName: string, force = false): void {

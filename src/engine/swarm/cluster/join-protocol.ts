@@ -5,9 +5,10 @@
  * secret then tells the manager which role the node joins as; it signs the node's certificate request
  * and answers with what the node needs to reach etcd.
  */
-import { createServer, request, type Server } from 'node:https';
+import { createServer, type Server } from 'node:https';
+import { request as httpRequest } from 'node:http';
 import { X509Certificate } from 'node:crypto';
-import type { TLSSocket } from 'node:tls';
+import { connect, type TLSSocket } from 'node:tls';
 import { createSocket } from 'node:dgram';
 import { log } from '../../../lib/log.js';
 import { BerthError, errorMessage, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
@@ -140,18 +141,33 @@ export function sourceAddressFor(host: string, port: number): Promise<string> {
   });
 }
 
-/** Asks the manager at `remote` to let this node in; the CA is pinned by the token's digest. */
-export function askToJoin(remote: string, ask: JoinAsk, timeoutMs = 20_000): Promise<JoinAnswer> {
+/**
+ * Asks the manager at `remote` to let this node in. The TLS session is checked against the token's CA
+ * digest before anything (the token included) is sent over it.
+ */
+export async function askToJoin(remote: string, ask: JoinAsk, timeoutMs = 20_000): Promise<JoinAnswer> {
   const digest = tokenDigest(ask.token);
   const { host, port } = splitRemote(remote);
+  const sock = await new Promise<TLSSocket>((resolve, reject) => {
+    const s = connect({ host, port, rejectUnauthorized: false, timeout: timeoutMs });
+    s.once('secureConnect', () => resolve(s));
+    s.once('timeout', () => s.destroy(unavailable(`timeout joining the manager at ${remote}`)));
+    s.once('error', (err) => reject(err instanceof BerthError ? err : unavailable(`could not reach the manager at ${remote}: ${errorMessage(err)}`)));
+  });
+  const problem = pinProblem(sock, digest);
+  if (problem) {
+    sock.destroy();
+    throw unavailable(problem);
+  }
   return new Promise((resolve, reject) => {
     const body = JSON.stringify(ask);
-    const req = request(
-      { host, port, method: 'POST', path: '/join', rejectUnauthorized: false, timeout: timeoutMs, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+    const req = httpRequest(
+      { createConnection: () => sock, method: 'POST', path: '/join', timeout: timeoutMs, headers: { Host: remote, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
+          sock.end();
           let parsed: { message?: string } & JoinAnswer;
           try {
             parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
@@ -159,17 +175,10 @@ export function askToJoin(remote: string, ask: JoinAsk, timeoutMs = 20_000): Pro
             return reject(unavailable(`the manager at ${remote} gave no answer`));
           }
           if (res.statusCode === 200) return resolve(parsed);
-          const err = res.statusCode === 400 ? invalidArgument(parsed.message ?? 'join refused') : unavailable(parsed.message ?? `join refused (${res.statusCode})`);
-          reject(err);
+          reject(res.statusCode === 400 ? invalidArgument(parsed.message ?? 'join refused') : unavailable(parsed.message ?? `join refused (${res.statusCode})`));
         });
       },
     );
-    req.on('socket', (sock) => {
-      (sock as TLSSocket).once('secureConnect', () => {
-        const problem = pinProblem(sock as TLSSocket, digest);
-        if (problem) req.destroy(unavailable(problem));
-      });
-    });
     req.on('timeout', () => req.destroy(unavailable(`timeout joining the manager at ${remote}`)));
     req.on('error', (err) => reject(err instanceof BerthError ? err : unavailable(`could not reach the manager at ${remote}: ${errorMessage(err)}`)));
     req.end(body);

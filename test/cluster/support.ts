@@ -1,0 +1,72 @@
+/** Helpers for the multi-node swarm tests: forming a cluster through the CLI, reading tasks per node. */
+import assert from 'node:assert/strict';
+import type { TestDaemon } from '../harness/index.js';
+import { eventually, tasksOf, type WireTask } from '../swarm/support.js';
+import type { TestCluster } from './harness.js';
+
+export { eventually, tasksOf };
+
+/** Ends promptly on SIGTERM. */
+export const LOOP = 'trap "exit 0" TERM; while :; do sleep 0.2; done';
+
+/**
+ * `swarm init` on node 1 (heartbeat 1 s, so a dead node is down after 3 s), then `swarm join` of the
+ * others: the first `managers` nodes (node 1 included) as managers, the rest as workers.
+ */
+export async function formSwarm(c: TestCluster, managers = 1): Promise<{ workerToken: string; managerToken: string; nodeIds: string[] }> {
+  const d1 = c.node(1).daemon;
+  const init = await d1.docker(['swarm', 'init', '--advertise-addr', c.node(1).addr, '--dispatcher-heartbeat', '1s']);
+  assert.equal(init.code, 0, init.stderr);
+  const workerToken = (await d1.docker(['swarm', 'join-token', '-q', 'worker'])).stdout.trim();
+  const managerToken = (await d1.docker(['swarm', 'join-token', '-q', 'manager'])).stdout.trim();
+  assert.match(workerToken, /^SWMTKN-1-[0-9a-z]{50}-[0-9a-z]{25}$/);
+  for (const n of c.nodes.slice(1)) {
+    const token = n.index <= managers ? managerToken : workerToken;
+    const join = await n.daemon.docker(['swarm', 'join', '--token', token, `${c.node(1).addr}:2377`]);
+    assert.equal(join.code, 0, `node ${n.index}: ${join.stderr}\n${n.daemon.logTail(30)}`);
+    assert.match(join.stdout, n.index <= managers ? /This node joined a swarm as a manager\./ : /This node joined a swarm as a worker\./);
+  }
+  const nodeIds: string[] = [];
+  for (const n of c.nodes) nodeIds.push((await n.daemon.docker(['info', '--format', '{{.Swarm.NodeID}}'])).stdout.trim());
+  return { workerToken, managerToken, nodeIds };
+}
+
+export interface WireNode {
+  ID: string;
+  Spec: { Role: string; Availability: string; Labels?: Record<string, string> };
+  Status: { State: string; Addr: string };
+  ManagerStatus?: { Leader?: boolean; Reachability: string };
+  Version: { Index: number };
+}
+
+export async function nodesOf(d: TestDaemon): Promise<WireNode[]> {
+  const r = await d.request('GET', '/nodes');
+  assert.equal(r.status, 200, r.text());
+  return r.json<WireNode[]>();
+}
+
+/** Running tasks of the service (desired running), counted per node id. */
+export async function spread(d: TestDaemon, service: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const t of await tasksOf(d, service)) {
+    if (t.Status.State !== 'running' || t.DesiredState !== 'running' || !t.NodeID) continue;
+    out.set(t.NodeID, (out.get(t.NodeID) ?? 0) + 1);
+  }
+  return out;
+}
+
+/** Waits until the running tasks, per node, are exactly `want` (node id → count). */
+export async function waitSpread(d: TestDaemon, service: string, want: Record<string, number>, timeoutMs = 60_000): Promise<WireTask[]> {
+  const wanted = JSON.stringify(Object.entries(want).filter(([, n]) => n > 0).sort());
+  return eventually(`tasks of ${service} spread as ${wanted}`, async () => {
+    const got = JSON.stringify([...(await spread(d, service)).entries()].sort());
+    return got === wanted ? tasksOf(d, service) : undefined;
+  }, timeoutMs, 300);
+}
+
+/** How many running containers of the service a node really runs (its own engine's view). */
+export async function runningOn(d: TestDaemon, service: string): Promise<number> {
+  const r = await d.docker(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${service}`]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split('\n').filter(Boolean).length;
+}

@@ -1,0 +1,117 @@
+/**
+ * Three managers (three etcd members): one leads; when its host dies (berthd and its etcd member
+ * killed with SIGKILL) another takes over and the service converges; the dead node comes back and
+ * shuts its stale tasks down; every daemon restarted, the service converges again. Also leave,
+ * demote/promote, node rm and token rotation.
+ */
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { useSeededRegistry } from '../harness/index.js';
+import { startCluster, type TestCluster } from './harness.js';
+import { LOOP, eventually, formSwarm, nodesOf, runningOn, waitSpread } from './support.js';
+
+describe('swarm with three managers', () => {
+  const reg = useSeededRegistry('open');
+  let c: TestCluster & { teardown(): Promise<void> };
+  let ids: string[] = [];
+  const idx = (id: string) => ids.indexOf(id) + 1;
+
+  before(async () => {
+    c = await startCluster(4, reg());
+  });
+  after(async () => {
+    await c?.teardown();
+  });
+
+  async function leaderOf(via: number): Promise<string> {
+    return eventually('a leader', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID, 30_000);
+  }
+
+  it('three managers join; one leads; every manager answers for the cluster', async () => {
+    ids = (await formSwarm({ ...c, nodes: c.nodes.slice(0, 3) }, 3)).nodeIds;
+    for (const i of [1, 2, 3]) {
+      const ns = await eventually(`node ${i} sees three ready managers`, async () => {
+        const list = await nodesOf(c.node(i).daemon);
+        return list.length === 3 && list.every((n) => n.Status.State === 'ready' && n.Spec.Role === 'manager') ? list : undefined;
+      });
+      assert.equal(ns.filter((n) => n.ManagerStatus?.Leader).length, 1);
+    }
+    assert.equal(await leaderOf(2), ids[0]);
+    const info = await c.node(3).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}} {{.Swarm.Nodes}}']);
+    assert.equal(info.stdout.trim(), 'true 3 3');
+    // A service created through a follower is placed by the leader.
+    const r = await c.node(2).daemon.docker(['service', 'create', '-d', '--name', 'web', '--replicas', '6', c.image, 'sh', '-c', LOOP]);
+    assert.equal(r.code, 0, r.stderr);
+    await waitSpread(c.node(3).daemon, 'web', Object.fromEntries(ids.map((id) => [id, 2])));
+  });
+
+  it('rotates the worker token: the old one is refused, the new one works', async () => {
+    const d1 = c.node(1).daemon;
+    const old = (await d1.docker(['swarm', 'join-token', '-q', 'worker'])).stdout.trim();
+    const rot = await d1.docker(['swarm', 'join-token', '--rotate', '-q', 'worker']);
+    assert.equal(rot.code, 0, rot.stderr);
+    const fresh = rot.stdout.trim();
+    assert.notEqual(fresh, old);
+    assert.equal(fresh.split('-')[2], old.split('-')[2], 'the CA digest stays');
+    const refused = await c.node(4).daemon.docker(['swarm', 'join', '--token', old, `${c.node(2).addr}:2377`]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /A valid join token is necessary to join this cluster/);
+    const ok = await c.node(4).daemon.docker(['swarm', 'join', '--token', fresh, `${c.node(2).addr}:2377`]);
+    assert.equal(ok.code, 0, ok.stderr);
+    const id4 = (await c.node(4).daemon.docker(['info', '--format', '{{.Swarm.NodeID}}'])).stdout.trim();
+    await eventually('node 4 ready', async () => (await nodesOf(d1)).find((n) => n.ID === id4)?.Status.State === 'ready');
+    // Promote and demote change the role; a worker leaves; a down worker is removed.
+    assert.equal((await d1.docker(['node', 'promote', id4])).code, 0);
+    await eventually('node 4 a manager', async () => (await c.node(4).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'true');
+    assert.equal((await d1.docker(['node', 'demote', id4])).code, 0);
+    await eventually('node 4 a worker', async () => (await c.node(4).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'false');
+    const rmLive = await d1.docker(['node', 'rm', id4]);
+    assert.notEqual(rmLive.code, 0);
+    assert.match(rmLive.stderr, /is not down and can't be removed/);
+    assert.equal((await c.node(4).daemon.docker(['swarm', 'leave'])).code, 0);
+    assert.equal((await c.node(4).daemon.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'inactive');
+    await eventually('node 4 down', async () => (await nodesOf(d1)).find((n) => n.ID === id4)?.Status.State === 'down');
+    assert.equal((await d1.docker(['node', 'rm', id4])).code, 0);
+    assert.equal((await nodesOf(d1)).length, 3);
+  });
+
+  it('the leader\'s host dies: another manager leads within seconds and the service converges', async () => {
+    const leader = await leaderOf(2);
+    const dead = idx(leader);
+    const d = c.node(dead).daemon;
+    const etcdPid = Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
+    await d.kill9();
+    process.kill(etcdPid, 'SIGKILL');
+    const via = dead === 1 ? 2 : 1;
+    const next = await eventually('a new leader', async () => {
+      const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
+      return l && l !== leader ? l : undefined;
+    }, 30_000);
+    assert.notEqual(next, leader);
+    const others = ids.filter((id) => id !== leader);
+    await waitSpread(c.node(via).daemon, 'web', Object.fromEntries(others.map((id) => [id, 3])), 90_000);
+    // Back again (its etcd member restarted by berthd): it holds no stale task.
+    await d.restart();
+    await eventually('the old leader ready again', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ID === leader)?.Status.State === 'ready', 60_000);
+    await eventually('its stale tasks shut down', async () => (await runningOn(d, 'web')) === 0, 60_000);
+  });
+
+  it('every daemon restarted: the service converges to its replicas', async () => {
+    for (const n of c.nodes.slice(0, 3)) await n.daemon.stop();
+    for (const n of c.nodes.slice(0, 3)) await n.daemon.restart();
+    await leaderOf(1);
+    await eventually('six running tasks', async () => {
+      let sum = 0;
+      for (const n of c.nodes.slice(0, 3)) sum += await runningOn(n.daemon, 'web');
+      return sum === 6;
+    }, 90_000, 500);
+    assert.equal((await c.node(1).daemon.docker(['service', 'rm', 'web'])).code, 0);
+    await eventually('no task container left', async () => {
+      let sum = 0;
+      for (const n of c.nodes.slice(0, 3)) sum += await runningOn(n.daemon, 'web');
+      return sum === 0;
+    }, 60_000);
+  });
+});
