@@ -10,7 +10,8 @@ import { request } from 'node:http';
 import { randomInt } from 'node:crypto';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { useCluster } from './harness.js';
-import { eventually, runningTasks } from '../swarm/support.js';
+import { runningTasks } from '../swarm/support.js';
+import { eventually, formSwarm, nodesOf } from './support.js';
 
 const SERVE = 'mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && exec httpd -f -p 8000 -h /www';
 /** n GETs of http://<host>:8000/ from inside a container, one body line each. */
@@ -46,16 +47,9 @@ describe('overlay networks across nodes', () => {
   it('names, the VIP and the published port work from and on every node', async () => {
     const c = cluster();
     const [m, w2] = [c.node(1).daemon, c.node(2).daemon];
-    await ok(m, ['swarm', 'init', '--advertise-addr', c.node(1).addr]);
-    const token = await ok(m, ['swarm', 'join-token', '-q', 'worker']);
-    for (const i of [2, 3]) await ok(c.node(i).daemon, ['swarm', 'join', '--token', token, '--advertise-addr', c.node(i).addr, `${c.node(1).addr}:2377`]);
-    const ids = await eventually('three ready nodes', async () => {
-      const lines = (await ok(m, ['node', 'ls', '--format', '{{.ID}} {{.Status}}'])).split('\n');
-      return lines.length === 3 && lines.every((l) => l.endsWith('Ready')) ? lines.map((l) => l.split(' ')[0]!) : undefined;
-    }, 90_000);
-    const selfOf = async (d: TestDaemon) => (await d.request('GET', '/info')).json().Swarm.NodeID as string;
-    const node2 = await selfOf(w2);
-    assert.ok(ids.includes(node2));
+    const { nodeIds } = await formSwarm(c);
+    const node2 = nodeIds[1]!;
+    await eventually('three ready nodes', async () => (await nodesOf(m)).filter((n) => n.Status.State === 'ready').length === 3, 90_000);
 
     await ok(m, ['network', 'create', '-d', 'overlay', 'ovl']);
     const published = randomInt(20_000, 30_000);
