@@ -16,6 +16,9 @@ export type { EndpointRequest };
 export interface OverlayPolicy {
   prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec>;
   assertUnused(n: NetworkRecord): void;
+  /** The network exists / is gone here: the rest of the cluster follows. */
+  created(n: NetworkRecord): void;
+  removed(n: NetworkRecord): void;
 }
 
 export class NetworkService {
@@ -45,6 +48,7 @@ export class NetworkService {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
     const n = await this.driver.create(spec.driver === 'overlay' ? (await this.overlay()?.prepareCreate(spec)) ?? spec : spec);
+    if (n.overlay) this.overlay()?.created(n);
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
@@ -59,6 +63,7 @@ export class NetworkService {
       if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
       throw err;
     }
+    if (n.overlay) this.overlay()?.removed(n);
     this.events.publish('network', 'destroy', n.id, { name: n.name, type: shownDriver(n) });
   }
 

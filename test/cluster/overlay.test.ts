@@ -47,11 +47,14 @@ describe('overlay networks across nodes', () => {
   it('names, the VIP and the published port work from and on every node', async () => {
     const c = cluster();
     const [m, w2] = [c.node(1).daemon, c.node(2).daemon];
-    const { nodeIds } = await formSwarm(c);
+    // Node 2 is a second manager: it lists the network created on node 1 and may name it.
+    const { nodeIds } = await formSwarm(c, 2);
     const node2 = nodeIds[1]!;
     await eventually('three ready nodes', async () => (await nodesOf(m)).filter((n) => n.Status.State === 'ready').length === 3, 90_000);
 
     await ok(m, ['network', 'create', '-d', 'overlay', 'ovl']);
+    const overlaysOn = async (d: TestDaemon) => (await ok(d, ['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}}'])).split('\n').filter(Boolean);
+    await eventually('node 2 lists the network', async () => (await overlaysOn(w2)).includes('ovl'), 30_000);
     const published = randomInt(20_000, 30_000);
     await ok(m, ['service', 'create', '-d', '--name', 'web', '--replicas', '3', '--hostname', 'web-{{.Task.Slot}}', '--network', 'ovl', '-p', `${published}:8000`, c.image, 'sh', '-c', SERVE]);
     const tasks = await runningTasks(m, 'web', 3, 120_000);
@@ -59,7 +62,7 @@ describe('overlay networks across nodes', () => {
     assert.equal(spread.size, 3, 'one task per node');
 
     // A task on node 2 asks for the service by name.
-    await ok(m, ['service', 'create', '-d', '--name', 'probe', '--network', 'ovl', '--constraint', `node.id==${node2}`, c.image, 'sleep', '600']);
+    await ok(w2, ['service', 'create', '-d', '--name', 'probe', '--network', 'ovl', '--constraint', `node.id==${node2}`, c.image, 'sleep', '600']);
     const [probe] = await runningTasks(m, 'probe', 1, 120_000);
     assert.equal(probe!.NodeID, node2);
     const probeContainer = probe!.Status.ContainerStatus!.ContainerID;
@@ -87,5 +90,10 @@ describe('overlay networks across nodes', () => {
       }, 60_000);
       assert.deepEqual([...seen].sort(), ['hello from web-1', 'hello from web-2', 'hello from web-3']);
     }
+
+    // Removed on node 1 once its services are gone: node 2 drops its copy too.
+    await ok(m, ['service', 'rm', 'web', 'probe']);
+    await eventually('the network removed on node 1', async () => (await m.docker(['network', 'rm', 'ovl'])).code === 0, 60_000);
+    await eventually('node 2 drops the network', async () => !(await overlaysOn(w2)).includes('ovl'), 60_000);
   });
 });

@@ -42,6 +42,13 @@ export interface TaskContainerNetworks {
 
 const UNDERLAY_MTU = 1500;
 
+/** An overlay network as the cluster shares it (`networks/<id>`) and as each task carries it. */
+export type SharedNetwork = NonNullable<TaskNetwork['network']> & { name: string };
+
+function shared(n: NetworkRecord): SharedNetwork {
+  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal };
+}
+
 export class OverlayNetworks {
   readonly #d: OverlayDeps;
   /** network id -> vxlan device made on this node. */
@@ -52,6 +59,8 @@ export class OverlayNetworks {
   readonly #peers = new Map<string, string>();
   /** The ARP guard's ports as last written. */
   #guard = '[]';
+  /** Networks removed on another manager, still here while containers are on them. */
+  readonly #removed = new Set<string>();
   /** network id -> its realisation under way on this node. */
   readonly #realising = new Map<string, Promise<NetworkRecord>>();
   #running: Promise<void> | undefined;
@@ -121,7 +130,7 @@ export class OverlayNetworks {
     t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
       networkId: net.id,
       networkName: net.name,
-      network: { subnet: net.subnet, gateway: net.gateway, options: net.options, labels: net.labels, attachable: net.attachable, internal: net.internal },
+      network: (({ name: _name, ...rest }) => rest)(shared(net)),
       addresses: [this.#allocate(net, '')],
       ...(aliases.length ? { aliases } : {}),
     }));
@@ -153,6 +162,42 @@ export class OverlayNetworks {
     this.#realising.set(a.networkId, made);
     log.info('overlay network realised on this node', { network: a.networkName, id: a.networkId });
     return made;
+  }
+
+  created(n: NetworkRecord): void {
+    this.#d.store.share(`networks/${n.id}`, shared(n));
+  }
+
+  removed(n: NetworkRecord): void {
+    this.#d.store.share(`networks/${n.id}`, undefined);
+  }
+
+  /**
+   * A network created or removed on another manager: managers list every overlay network, so one
+   * made elsewhere is realised here (its bridge; the vxlan device only once something uses it).
+   * A removed one goes unless containers here are still on it. Workers learn networks from tasks.
+   */
+  applyRemote(id: string, doc: SharedNetwork | undefined): void {
+    const local = this.#d.driver.list().find((n) => n.id === id);
+    if (!doc) {
+      if (local) this.#removed.add(id);
+      this.sync();
+      return;
+    }
+    this.#removed.delete(id);
+    if (local || this.#d.store.cluster?.node.spec.Role !== 'manager') return;
+    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
+      log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
+    );
+  }
+
+  /** Networks removed elsewhere go here once no container here is on them any more. */
+  async #dropRemoved(): Promise<void> {
+    for (const id of this.#removed) {
+      if (this.#d.driver.endpointsOf(id).length) continue;
+      this.#removed.delete(id);
+      await this.#d.driver.remove(id).catch((err) => log.warn('removing a swarm network failed', { network: id, error: errorMessage(err) }));
+    }
   }
 
   /** A network services still use cannot go (dockerd: 403 with this text). */
@@ -223,6 +268,7 @@ export class OverlayNetworks {
   }
 
   async #sync(): Promise<void> {
+    await this.#dropRemoved();
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
     await this.#syncDevices(overlays);
     const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);

@@ -30,7 +30,7 @@ import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator, isCurrent } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
-import { OverlayNetworks } from './overlay-networks.js';
+import { OverlayNetworks, type SharedNetwork } from './overlay-networks.js';
 import { meshPeers } from './mesh-peers.js';
 import type { NetworkDriver } from '../../network/network-driver.js';
 import {
@@ -565,6 +565,9 @@ export class SwarmService {
         if (!snapshot) this.runner.observed(t);
         return;
       }
+      case 'networks':
+        this.overlay?.applyRemote(id, doc as SharedNetwork | undefined);
+        return;
       case 'secrets':
       case 'configs': {
         const blobs = this.blobs[kind === 'secrets' ? 'secret' : 'config'];
