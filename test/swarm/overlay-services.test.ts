@@ -114,6 +114,14 @@ describe('overlay networks with services', () => {
       return new Set(r.stdout.trim().split('\n')).size === 3;
     }, 30_000);
 
+    // A restart of berthd: names and VIP rules are put back for the containers that kept running.
+    await d.restart();
+    await eventually('tasks.web resolves to three tasks after a restart', async () => (await lookup('tasks.web')).length === 3);
+    await eventually('the VIP reaches all three tasks after a restart', async () => {
+      const r = await d.docker(['exec', 'ovprobe', 'sh', '-c', getWeb(6)]);
+      return new Set(r.stdout.trim().split('\n')).size === 3;
+    }, 30_000);
+
     // dnsrr: no VIP; the service name answers with its task's address.
     assert.equal((await d.docker(['service', 'create', '-d', '--name', 'rr', '--endpoint-mode', 'dnsrr', '--network', 'ovl', image, 'sleep', '600'])).code, 0);
     const [rr] = await runningTasks(d, 'rr', 1, 60_000);
