@@ -35,6 +35,7 @@ import { saveLoad } from './workloads/w13-save-load.js';
 import { cp } from './workloads/w14-cp.js';
 import { composeUpDown } from './workloads/w15-compose.js';
 import { listUnderLoad } from './workloads/w16-list-under-load.js';
+import { swarmCluster } from './workloads/w17-swarm-cluster.js';
 
 /**
  * The benchmark suite: one local registry, berthd plus (when installed) dockerd and podman on temp
@@ -43,7 +44,7 @@ import { listUnderLoad } from './workloads/w16-list-under-load.js';
  */
 
 // Memory is taken at rest first; the many-containers workload, which leaves the most behind, runs last.
-const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp, composeUpDown, listUnderLoad];
+const WORKLOADS: Workload[] = [memoryIdle, ping, apiRoundTrip, runRm, crunFloor, coldPull, commit, logs, manyContainers, volumeRun, build, push, saveLoad, cp, composeUpDown, listUnderLoad, swarmCluster];
 
 const log = (msg: string) => process.stderr.write(`${msg}\n`);
 

@@ -29,6 +29,9 @@ export interface Options {
   connections: number;
   /** Clients creating and removing containers while listing is timed (workload 10). */
   writers: number;
+  /** Replicas of the 3-node swarm service, and how many clusters are formed (workload 17). */
+  swarmReplicas: number;
+  swarmIterations: number;
   json?: string;
   berthLogLevel: string;
   quick: boolean;
@@ -57,6 +60,8 @@ Docker-compatible service when they are installed, all on loopback sockets with 
   --rate-seconds S       length of one round (default 3)
   --connections N        concurrent keep-alive clients for request rates (default 8)
   --writers N            clients creating and removing containers in workload 16 (default 200)
+  --swarm-replicas N     replicas of the 3-node swarm service in workload 17 (default 30)
+  --swarm-iterations N   clusters formed and timed in workload 17 (default 3)
   --json PATH            raw figures (default bench/results/<date>.json)
   --berth-log-level L    berthd's --log-level (default info)
   --quick                small counts everywhere, for a smoke run
@@ -94,6 +99,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
       json: { type: 'string' },
       'berth-log-level': { type: 'string' },
       quick: { type: 'boolean' },
+      'swarm-replicas': { type: 'string' },
+      'swarm-iterations': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -108,7 +115,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
   const engines = (values.engines ?? ENGINE_NAMES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const e of engines) if (!ENGINE_NAMES.includes(e as EngineName)) throw new Error(`unknown engine ${e} (berth, dockerd, podman)`);
   const only = values.only?.split(',').map((s) => Number(s.trim()));
-  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) throw new Error(`--only wants workload numbers 1-16, got ${values.only}`);
+  if (only?.some((n) => !Number.isInteger(n) || n < 1 || n > 17)) throw new Error(`--only wants workload numbers 1-17, got ${values.only}`);
   const containers = int('containers', values.containers, 100, 10, 1);
   return {
     engines: engines as EngineName[],
@@ -135,6 +142,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     rateSeconds: int('rate-seconds', values['rate-seconds'], 3, 1, 1),
     connections: int('connections', values.connections, 8, 8, 1),
     writers: int('writers', values.writers, 200, 20, 1),
+    swarmReplicas: int('swarm-replicas', values['swarm-replicas'], 30, 6, 1),
+    swarmIterations: int('swarm-iterations', values['swarm-iterations'], 3, 1, 1),
     json: values.json,
     berthLogLevel: values['berth-log-level'] ?? 'info',
     quick,

@@ -190,6 +190,17 @@ export class SwarmStore {
     }
   }
 
+  /** Sends a task and a service as they are here, whoever decides (a write etcd missed before a crash). */
+  republish(o: { task?: TaskRecord; service?: ServiceRecord }): void {
+    if (!this.#sink) return;
+    if (o.service) this.#out(`services/${o.service.id}`, o.service);
+    if (o.task) {
+      const { main, status } = splitTask(o.task);
+      this.#out(`tasks/${o.task.id}`, main);
+      this.#out(`taskstatus/${o.task.id}`, status);
+    }
+  }
+
   /** A task document from another node: kept in place (callers hold references), status kept. */
   applyRemoteTask(main: Omit<TaskRecord, TaskStatusField>, json: string): TaskRecord {
     this.#seen.set(`tasks/${main.id}`, json);
@@ -208,18 +219,14 @@ export class SwarmStore {
     return t;
   }
 
-  /**
-   * A task status from another node. Ignored for this node's own tasks once they are here (this node
-   * knows better), unless `force` (a fresh snapshot after a restart).
-   */
-  applyRemoteStatus(id: string, doc: TaskStatusDoc, json: string, force: boolean): TaskRecord | undefined {
+  /** A task status from another node (the caller keeps this node's own tasks out). */
+  applyRemoteStatus(id: string, doc: TaskStatusDoc, json: string): TaskRecord | undefined {
     this.#seen.set(`taskstatus/${id}`, json);
     const t = this.tasks.get(id);
     if (!t) {
       this.#earlyStatus.set(id, doc);
       return undefined;
     }
-    if (!force && t.nodeId === this.selfId && this.#sink) return undefined;
     if (t.status.containerId && t.status.containerId !== doc.status.containerId) this.#byContainer.delete(t.status.containerId);
     t.status = doc.status;
     t.runningSince = doc.runningSince;

@@ -125,6 +125,8 @@ export class SwarmService {
   #leaderId: string | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Changes made after a restart before etcd answered (key → document, null: deleted). */
+  readonly #early = new Map<string, unknown>();
 
   constructor(private readonly d: SwarmDeps) {
     this.store = new SwarmStore(d.records);
@@ -167,9 +169,15 @@ export class SwarmService {
       }
     }
     if (!this.store.cluster) return;
-    for (const t of this.store.tasks.values()) if (!t.nodeId || t.nodeId === this.store.selfId) this.runner.syncWithContainers(t);
     if (this.store.cluster.local) {
       // The cluster's state comes from etcd; until this node leads, it only runs its own tasks.
+      // What changes before etcd answers is kept and sent once it does.
+      const self = this.store.cluster.node.id;
+      this.store.attach({ put: (k, d) => this.#early.set(k, d), del: (k) => this.#early.set(k, null), self: () => self, leading: () => this.#leader });
+      for (const b of Object.values(this.blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null));
+    }
+    for (const t of this.store.tasks.values()) if (!t.nodeId || t.nodeId === this.store.selfId) this.runner.syncWithContainers(t);
+    if (this.store.cluster.local) {
       for (const t of this.store.tasks.values()) if (t.nodeId === this.store.selfId) this.runner.advance(t);
       this.#publish();
       void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
@@ -417,8 +425,14 @@ export class SwarmService {
   async #link(state: EtcdState, manager: boolean): Promise<void> {
     const c = this.store.cluster!;
     const self = c.node.id;
+    const dataKey = this.#members.files!.dataKey;
+    for (const [k, d] of this.#early) {
+      if (d === null) state.del(k);
+      else state.put(k, d && typeof d === 'object' && 'sealLater' in d ? seal(dataKey, (d as { sealLater: unknown }).sealLater) : d);
+    }
+    this.#early.clear();
     this.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.#leader });
-    for (const b of Object.values(this.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(this.#members.files!.dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
+    for (const b of Object.values(this.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
@@ -470,9 +484,21 @@ export class SwarmService {
       if (kind in keep) keep[kind as keyof typeof keep].add(id);
       this.#onRemote(key, doc, true);
     }
-    for (const id of [...this.store.services.keys()]) if (!keep.services.has(id)) this.store.deleteService(id, true);
+    // Something here that etcd lacks is either a write that never reached it (this node crashed
+    // first: newer than anything etcd holds) or was deleted meanwhile (older): sent again, or dropped.
+    let newest = 0;
+    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number })?.version ?? 0));
+    for (const s of [...this.store.services.values()]) {
+      if (keep.services.has(s.id)) continue;
+      if (s.version > newest) this.store.republish({ service: s });
+      else this.store.deleteService(s.id, true);
+    }
     for (const t of [...this.store.tasks.values()]) {
       if (keep.tasks.has(t.id)) continue;
+      if (t.version > newest && this.store.services.has(t.serviceId)) {
+        this.store.republish({ task: t });
+        continue;
+      }
       this.store.deleteTask(t.id, true);
       if (t.nodeId === this.store.selfId) void this.runner.removeContainer(t);
     }
@@ -554,7 +580,14 @@ export class SwarmService {
       }
       case 'taskstatus': {
         if (!doc) return;
-        const t = this.store.applyRemoteStatus(id, doc as TaskStatusDoc, json, snapshot);
+        const local = this.store.tasks.get(id);
+        if (local && local.nodeId === this.store.selfId) {
+          // This node is the one that knows its tasks' state; after a restart etcd may lag behind it.
+          this.store.seen(key, json);
+          if (snapshot) this.store.saveTask(local);
+          return;
+        }
+        const t = this.store.applyRemoteStatus(id, doc as TaskStatusDoc, json);
         if (!t) return;
         // A task that waited (restart delay, update order) and started on its node wants to run now.
         if (this.#leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {
