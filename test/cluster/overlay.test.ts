@@ -91,6 +91,19 @@ describe('overlay networks across nodes', () => {
       assert.deepEqual([...seen].sort(), ['hello from web-1', 'hello from web-2', 'hello from web-3']);
     }
 
+    // An attachable network: a plain container on a worker joins it and reaches the task on node 1.
+    await ok(m, ['network', 'create', '-d', 'overlay', '--attachable', 'ovla']);
+    await ok(m, ['service', 'create', '-d', '--name', 'peer', '--hostname', 'peer', '--network', 'ovla', '--constraint', `node.id==${nodeIds[0]}`, c.image, 'sh', '-c', SERVE]);
+    await runningTasks(m, 'peer', 1, 120_000);
+    const w3 = c.node(3).daemon;
+    await eventually('the worker knows the attachable network', async () => (await overlaysOn(w3)).includes('ovla'), 30_000);
+    const fromWorker = await eventually('a container on the worker reaches the service by name', async () => {
+      const r = await w3.docker(['run', '--rm', '--network', 'ovla', c.image, 'sh', '-c', gets('peer', 1)], { timeoutMs: 60_000 });
+      return r.stdout.includes('hello from peer') ? r.stdout.trim() : undefined;
+    }, 60_000);
+    assert.equal(fromWorker, 'hello from peer');
+    await ok(m, ['service', 'rm', 'peer']);
+
     // Removed on node 1 once its services are gone: node 2 drops its copy too.
     await ok(m, ['service', 'rm', 'web', 'probe']);
     await eventually('the network removed on node 1', async () => (await m.docker(['network', 'rm', 'ovl'])).code === 0, 60_000);

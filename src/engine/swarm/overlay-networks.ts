@@ -174,8 +174,9 @@ export class OverlayNetworks {
 
   /**
    * A network created or removed on another manager: managers list every overlay network, so one
-   * made elsewhere is realised here (its bridge; the vxlan device only once something uses it).
-   * A removed one goes unless containers here are still on it. Workers learn networks from tasks.
+   * made elsewhere is realised here (its bridge; the vxlan device only once something uses it), and
+   * so do workers for attachable ones, which their own containers may join. A removed one goes once
+   * no container here is on it. Workers learn other networks from their tasks.
    */
   applyRemote(id: string, doc: SharedNetwork | undefined): void {
     const local = this.#d.driver.list().find((n) => n.id === id);
@@ -185,7 +186,7 @@ export class OverlayNetworks {
       return;
     }
     this.#removed.delete(id);
-    if (local || this.#d.store.cluster?.node.spec.Role !== 'manager') return;
+    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable)) return;
     this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
       log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
     );
