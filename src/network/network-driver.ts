@@ -99,6 +99,8 @@ export class NetworkDriver {
   readonly #pendingNames = new Set<string>();
   /** networkId -> names answered besides the local endpoints' (a swarm's VIPs and remote tasks). */
   readonly #extraDns = new Map<string, DnsRecord[]>();
+  /** networkId -> addresses held elsewhere (containers of other swarm nodes), never given out here. */
+  readonly #reserved = new Map<string, string[]>();
   readonly #removing = new Set<string>();
   readonly #drain: VethDrain;
   readonly #shell = new ToolShell();
@@ -719,6 +721,12 @@ export class NetworkDriver {
     await Promise.all(dnsNets.map((n) => this.#aardvark.update(this.#dnsNetwork(n))));
   }
 
+  /** Sets the addresses of a network that other hosts' containers hold. */
+  setReservedAddresses(networkId: string, addresses: string[]): void {
+    if (addresses.length) this.#reserved.set(networkId, addresses);
+    else this.#reserved.delete(networkId);
+  }
+
   /** Sets the names a network's DNS answers besides those of this node's containers on it. */
   async setExtraDns(networkId: string, records: DnsRecord[]): Promise<void> {
     const before = JSON.stringify(this.#extraDns.get(networkId) ?? []);
@@ -892,7 +900,7 @@ export class NetworkDriver {
       const ip = e && (family === 4 ? e.ipv4 : e.ipv6);
       if (ip) used.add(parseAddress(ip)!.value);
     }
-    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]) {
+    for (const held of [...Object.values(net.auxAddresses ?? {}), ...this.#drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id), ...(this.#reserved.get(net.id) ?? [])]) {
       const a = parseAddress(held);
       if (a?.family === family) used.add(a.value);
     }

@@ -102,6 +102,16 @@ describe('overlay networks across nodes', () => {
       return r.stdout.includes('hello from peer') ? r.stdout.trim() : undefined;
     }, 60_000);
     assert.equal(fromWorker, 'hello from peer');
+    // The address node 3 gave its container is not given out on node 2.
+    const att = await ok(w3, ['run', '-d', '--network', 'ovla', c.image, 'sleep', '300']);
+    const held = (await w3.request('GET', `/containers/${att}/json`)).json().NetworkSettings.Networks.ovla.IPAddress as string;
+    await eventually(`node 2 refuses ${held}, held on node 3`, async () => {
+      const r = await w2.docker(['run', '--rm', '--network', 'ovla', '--ip', held, c.image, 'true'], { timeoutMs: 60_000 });
+      return r.code !== 0 && /already in use/.test(r.stderr);
+    }, 30_000);
+    const other = await ok(w2, ['run', '--rm', '--network', 'ovla', c.image, 'sh', '-c', "ip -4 -o addr show eth0 | awk '{print $4}'"]);
+    assert.notEqual(other.split('/')[0], held);
+    await ok(w3, ['rm', '-f', att]);
     await ok(m, ['service', 'rm', 'peer']);
 
     // Removed on node 1 once its services are gone: node 2 drops its copy too.

@@ -59,6 +59,10 @@ export class OverlayNetworks {
   readonly #peers = new Map<string, string>();
   /** The ARP guard's ports as last written. */
   #guard = '[]';
+  /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
+  readonly #attachments = new Map<string, Record<string, string[]>>();
+  /** What this node last shared of its own containers' addresses. */
+  #sharedAttachments = '{}';
   /** Networks removed on another manager, still here while containers are on them. */
   readonly #removed = new Set<string>();
   /** network id -> its realisation under way on this node. */
@@ -73,8 +77,8 @@ export class OverlayNetworks {
     this.#unsubscribe = d.events.subscribe((ev) => {
       // Outside a swarm a container start costs nothing here.
       if (!d.store.cluster && this.#devices.size === 0) return;
-      if ((ev.Type === 'container' && ev.Action === 'start') || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
       if (ev.Type === 'container' && ev.Action === 'die') this.#applied.delete(ev.Actor.ID);
+      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
     });
   }
 
@@ -192,6 +196,41 @@ export class OverlayNetworks {
     );
   }
 
+  /**
+   * Another node's containers on overlay networks (attachable ones, whose addresses that node chose
+   * itself): their addresses are not given out here, nor by the manager to tasks.
+   */
+  applyRemoteAttachments(nodeId: string, doc: Record<string, string[]> | undefined): void {
+    if (nodeId === this.#d.store.selfId) return;
+    if (doc) this.#attachments.set(nodeId, doc);
+    else this.#attachments.delete(nodeId);
+    this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
+  }
+
+  #reserve(overlays: NetworkRecord[]): void {
+    for (const n of overlays) this.#d.driver.setReservedAddresses(n.id, this.#heldElsewhere(n.id));
+  }
+
+  #heldElsewhere(networkId: string): string[] {
+    return [...this.#attachments.values()].flatMap((a) => a[networkId] ?? []);
+  }
+
+  /** Shares the addresses this node gave its own containers on overlay networks (not tasks': the manager chose those). */
+  #shareAttachments(overlays: NetworkRecord[]): void {
+    const self = this.#d.store.selfId;
+    if (!self || !this.#d.store.clustered) return;
+    const taskIps = new Set([...this.#d.store.tasks.values()].flatMap((t) => (t.networks ?? []).flatMap((a) => a.addresses.map((x) => x.split('/')[0]!))));
+    const mine: Record<string, string[]> = {};
+    for (const n of overlays) {
+      const ips = this.#d.driver.endpointsOf(n.id).map((e) => e.ipAddress).filter((ip) => ip && !taskIps.has(ip)).sort();
+      if (ips.length) mine[n.id] = ips;
+    }
+    const json = JSON.stringify(mine);
+    if (json === this.#sharedAttachments) return;
+    this.#sharedAttachments = json;
+    this.#d.store.share(`attachments/${self}`, Object.keys(mine).length ? mine : undefined);
+  }
+
   /** Networks removed elsewhere go here once no container here is on them any more. */
   async #dropRemoved(): Promise<void> {
     for (const id of this.#removed) {
@@ -237,6 +276,7 @@ export class OverlayNetworks {
     for (const s of this.#d.store.services.values()) if (s.id !== exceptService) for (const v of s.virtualIPs ?? []) if (v.NetworkID === net.id) add(v.Addr);
     for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
     for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
+    this.#heldElsewhere(net.id).forEach(add);
     for (const a of Object.values(net.auxAddresses ?? {})) add(a);
     const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
     if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
@@ -271,6 +311,8 @@ export class OverlayNetworks {
   async #sync(): Promise<void> {
     await this.#dropRemoved();
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
+    this.#shareAttachments(overlays);
+    this.#reserve(overlays);
     await this.#syncDevices(overlays);
     const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);
     await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, this.#dnsRecords(n, live))));

@@ -601,6 +601,9 @@ export class SwarmService {
       case 'networks':
         this.overlay?.applyRemote(id, doc as SharedNetwork | undefined);
         return;
+      case 'attachments':
+        this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined);
+        return;
       case 'secrets':
       case 'configs': {
         const blobs = this.blobs[kind === 'secrets' ? 'secret' : 'config'];
