@@ -8,7 +8,9 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, connect, type Server } from 'node:net';
-import { IngressProxy, type MeshPeers } from '../../src/engine/swarm/ingress-proxy.js';
+import { createSocket } from 'node:dgram';
+import { IngressProxy } from '../../src/engine/swarm/ingress-proxy.js';
+import type { MeshPeers } from '../../src/engine/swarm/mesh-peers.js';
 import type { ServiceRecord } from '../../src/engine/swarm/swarm-model.js';
 import { freePort } from '../harness/index.js';
 
@@ -30,8 +32,36 @@ function fetchFrom(host: string, port: number, localAddress = '127.0.0.1'): Prom
 
 const service = (published: number, target: number): ServiceRecord => ({
   id: 'svc', version: 1, createdAt: '', updatedAt: '', spec: { Name: 'svc' }, templateVersion: 1,
-  ports: [{ Protocol: 'tcp', TargetPort: target, PublishedPort: published, PublishMode: 'ingress' }],
+  ports: [
+    { Protocol: 'tcp', TargetPort: target, PublishedPort: published, PublishMode: 'ingress' },
+    { Protocol: 'udp', TargetPort: target, PublishedPort: published, PublishMode: 'ingress' },
+  ],
 });
+
+/** A UDP "task": answers each datagram with its name. */
+async function udpServer(name: string, port: number, host: string): Promise<() => void> {
+  const s = createSocket('udp4');
+  s.on('message', (_m, from) => s.send(name, from.port, from.address));
+  await new Promise<void>((r) => s.bind(port, host, r));
+  return () => s.close();
+}
+
+/** One datagram from a new socket (a new session), and the answer (bounded wait). */
+function ask(host: string, port: number, localAddress = '127.0.0.1'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = createSocket('udp4');
+    const timer = setTimeout(() => {
+      s.close();
+      reject(new Error(`no UDP answer from ${host}:${port}`));
+    }, 3000);
+    s.on('message', (m) => {
+      clearTimeout(timer);
+      s.close();
+      resolve(m.toString());
+    });
+    s.bind(0, localAddress, () => s.send('hi', port, host));
+  });
+}
 
 describe('routing mesh across nodes', () => {
   const closers: (() => void)[] = [];
@@ -45,6 +75,7 @@ describe('routing mesh across nodes', () => {
     for (const [name, host] of [['a', '127.0.8.1'], ['b', '127.0.8.2']] as const) {
       const s = await namedServer(name, target, host);
       closers.push(() => s.close());
+      closers.push(await udpServer(name, target, host));
     }
     const peersOf = (self: string, other: string): MeshPeers => ({
       isPeer: (addr) => addr === other,
@@ -67,5 +98,15 @@ describe('routing mesh across nodes', () => {
     const fromPeer = new Set<string>();
     for (let i = 0; i < 4; i++) fromPeer.add(await fetchFrom(nodes.n2, published, nodes.n1));
     assert.deepEqual([...fromPeer], ['b']);
+
+    // UDP the same way: each new client is a session with one task, on this node or the other.
+    for (const node of Object.values(nodes)) {
+      const seen = new Set<string>();
+      for (let i = 0; i < 4; i++) seen.add(await ask(node, published));
+      assert.deepEqual([...seen].sort(), ['a', 'b'], `UDP through ${node}`);
+    }
+    const udpFromPeer = new Set<string>();
+    for (let i = 0; i < 4; i++) udpFromPeer.add(await ask(nodes.n2, published, nodes.n1));
+    assert.deepEqual([...udpFromPeer], ['b']);
   });
 });

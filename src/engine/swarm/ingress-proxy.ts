@@ -11,21 +11,13 @@ import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { PortPublisher } from './swarm.js';
 import type { ServiceRecord, TaskRecord } from './swarm-model.js';
+import { UdpIngress } from './udp-ingress.js';
+import { meshTargets, type MeshPeers } from './mesh-peers.js';
 
 /** The addresses of a service's running tasks on this node (empty while none can be reached). */
 export type TaskAddresses = (serviceId: string) => string[];
 
-/** The rest of the cluster, for tasks on other nodes. */
-export interface MeshPeers {
-  /** Whether a connection comes from another node's listener. */
-  isPeer(address: string): boolean;
-  /** The address of the node of each running task of the service elsewhere (one entry per task). */
-  nodesOf(serviceId: string): string[];
-  /** This node's address, the source of connections to other nodes (so they see a peer). */
-  localAddress(): string | undefined;
-}
-
-interface Route {
+export interface Route {
   serviceId: string;
   targetPort: number;
 }
@@ -34,6 +26,7 @@ export class IngressProxy implements PortPublisher {
   readonly #servers = new Map<number, Server>();
   readonly #routes = new Map<number, Route>();
   readonly #sockets = new Set<Socket>();
+  readonly #udp: UdpIngress;
   #next = 0;
 
   constructor(
@@ -41,17 +34,23 @@ export class IngressProxy implements PortPublisher {
     /** Where the listeners bind; dockerd's routing mesh takes every address. */
     private readonly host = '0.0.0.0',
     private readonly peers?: MeshPeers,
-  ) {}
+  ) {
+    this.#udp = new UdpIngress(addresses, host, peers);
+  }
 
   /** Opens listeners for new published ports, retargets changed ones, closes those no service publishes. */
   sync(services: ServiceRecord[], _tasks: TaskRecord[]): void {
     const wanted = new Map<number, Route>();
+    const udp = new Map<number, Route>();
     for (const s of services) {
       for (const p of s.ports) {
-        if (p.PublishMode !== 'ingress' || (p.Protocol ?? 'tcp') !== 'tcp' || !p.PublishedPort || !p.TargetPort) continue;
-        wanted.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
+        if (p.PublishMode !== 'ingress' || !p.PublishedPort || !p.TargetPort) continue;
+        const proto = p.Protocol ?? 'tcp';
+        if (proto === 'tcp') wanted.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
+        else if (proto === 'udp') udp.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
       }
     }
+    this.#udp.sync(udp);
     for (const [port, server] of this.#servers) {
       if (wanted.has(port)) continue;
       server.close();
@@ -65,6 +64,7 @@ export class IngressProxy implements PortPublisher {
   }
 
   close(): void {
+    this.#udp.close();
     for (const server of this.#servers.values()) server.close();
     for (const socket of this.#sockets) socket.destroy();
     this.#servers.clear();
@@ -83,11 +83,7 @@ export class IngressProxy implements PortPublisher {
 
   #forward(port: number, client: Socket): void {
     const route = this.#routes.get(port);
-    const fromPeer = this.peers?.isPeer(unmapped(client.remoteAddress ?? '')) ?? false;
-    const targets = route ? [
-      ...this.addresses(route.serviceId).map((host) => ({ host, port: route.targetPort })),
-      ...(fromPeer ? [] : (this.peers?.nodesOf(route.serviceId) ?? []).map((host) => ({ host, port, localAddress: this.peers!.localAddress() }))),
-    ] : [];
+    const targets = route ? meshTargets(this.addresses, this.peers, route, port, client.remoteAddress ?? '') : [];
     if (!route || targets.length === 0) {
       client.destroy();
       return;
@@ -103,9 +99,4 @@ export class IngressProxy implements PortPublisher {
     client.pipe(upstream);
     upstream.pipe(client);
   }
-}
-
-/** `::ffff:a.b.c.d` as `a.b.c.d`. */
-function unmapped(address: string): string {
-  return address.startsWith('::ffff:') ? address.slice(7) : address;
 }
