@@ -618,9 +618,28 @@ export class SwarmService {
         return;
       }
       default:
-        // networks/ and whatever other parts of Berth keep there.
+        // networks/ and whatever other parts of Berth keep there (watchDocs).
+        this.#docWatchers.get(kind)?.(id, doc);
         return;
     }
+  }
+
+  readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
+
+  /**
+   * Other cluster-wide records kept beside the swarm's (e.g. `networks`, for the overlay driver):
+   * `putDoc` writes `<kind>/<id>` to etcd (undefined deletes; nothing happens outside a cluster),
+   * `watchDocs` hears every such document, from the snapshot at link time and then every change.
+   */
+  putDoc(kind: string, id: string, doc: unknown | undefined): void {
+    const state = this.#members.state;
+    if (!state || !this.store.clustered) return;
+    if (doc === undefined) state.del(`${kind}/${id}`);
+    else state.put(`${kind}/${id}`, doc);
+  }
+
+  watchDocs(kind: string, fn: (id: string, doc: unknown | undefined) => void): void {
+    this.#docWatchers.set(kind, fn);
   }
 
   /** A node joined, left, came back, went down or changed: the leader places tasks again. */

@@ -53,8 +53,7 @@ export class Membership {
   /** A new CA, this node's certificate and a data key: the first manager of a new cluster. */
   async create(who: NodeIdentity): Promise<NodeFiles> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const ca = await newCa(this.dir);
-    const { key, csr } = await newCsr(this.dir);
+    const [ca, { key, csr }] = await Promise.all([newCa(this.dir), newCsr(this.dir)]);
     const cert = await signNode(this.dir, ca, csr, who);
     const files = { ca: ca.cert, caKey: ca.key, cert, key, dataKey: newDataKey() };
     await this.#write(files);
