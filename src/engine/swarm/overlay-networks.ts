@@ -32,6 +32,8 @@ export interface OverlayDeps {
   events: EventBus;
   /** The addresses of the cluster's other nodes (the vxlan devices' peers). */
   peers?: () => string[];
+  /** Writes (undefined: deletes) `<kind>/<id>` in the cluster's store; nothing outside a cluster. */
+  share?: (kind: string, id: string, doc: unknown) => void;
 }
 
 /** What a task's container is created with: its first network as NetworkMode, static addresses. */
@@ -169,11 +171,11 @@ export class OverlayNetworks {
   }
 
   created(n: NetworkRecord): void {
-    this.#d.store.share(`networks/${n.id}`, shared(n));
+    this.#d.share?.('networks', n.id, shared(n));
   }
 
   removed(n: NetworkRecord): void {
-    this.#d.store.share(`networks/${n.id}`, undefined);
+    this.#d.share?.('networks', n.id, undefined);
   }
 
   /**
@@ -228,7 +230,7 @@ export class OverlayNetworks {
     const json = JSON.stringify(mine);
     if (json === this.#sharedAttachments) return;
     this.#sharedAttachments = json;
-    this.#d.store.share(`attachments/${self}`, Object.keys(mine).length ? mine : undefined);
+    this.#d.share?.('attachments', self, Object.keys(mine).length ? mine : undefined);
   }
 
   /** Networks removed elsewhere go here once no container here is on them any more. */

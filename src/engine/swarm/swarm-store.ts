@@ -90,13 +90,6 @@ export class SwarmStore {
     this.#sink!.del(key);
   }
 
-  /** Shares another aggregate's document (an overlay network) with the cluster; nothing outside one. */
-  share(key: string, doc: unknown): void {
-    if (!this.#sink) return;
-    if (doc === undefined) this.#gone(key);
-    else this.#out(key, doc);
-  }
-
   /** Raises the version counter past a version another node gave out. */
   bump(version: number): void {
     if (version > this.#index) this.#index = version;

@@ -133,7 +133,11 @@ export class SwarmService {
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
-    this.overlay = d.network ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr) }) : undefined;
+    this.overlay = d.network
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share: (kind, id, doc) => this.putDoc(kind, id, doc) })
+      : undefined;
+    this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
+    this.watchDocs('attachments', (id, doc) => this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
@@ -598,12 +602,6 @@ export class SwarmService {
         if (!snapshot) this.runner.observed(t);
         return;
       }
-      case 'networks':
-        this.overlay?.applyRemote(id, doc as SharedNetwork | undefined);
-        return;
-      case 'attachments':
-        this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined);
-        return;
       case 'secrets':
       case 'configs': {
         const blobs = this.blobs[kind === 'secrets' ? 'secret' : 'config'];
