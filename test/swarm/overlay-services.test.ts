@@ -135,8 +135,13 @@ describe('overlay networks with services', () => {
     assert.match(rm.stderr, /in use by service/);
   });
 
-  it('refuses a service on a network that is not an overlay, or that does not exist', async () => {
+  it('refuses a service on a network that is not an overlay, or that does not exist; and what overlays lack', async () => {
     const d = daemon();
+    for (const extra of [['--opt', 'encrypted'], ['--ipv6']]) {
+      const r = await d.docker(['network', 'create', '-d', 'overlay', ...extra, 'ovnot']);
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /not supported by Berth yet/);
+    }
     assert.equal((await d.docker(['network', 'create', 'ovlocal'])).code, 0);
     try {
       const local = await d.request('POST', '/services/create', { body: { Name: 'bad', TaskTemplate: { ContainerSpec: { Image: image }, Networks: [{ Target: 'ovlocal' }] } } });

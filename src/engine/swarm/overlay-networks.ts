@@ -12,7 +12,7 @@
  * Node-side work (`sync`) is idempotent and serialized; it runs after every change of services or
  * tasks, when a container starts (an attachable one needs its VIP rules) and when a network goes.
  */
-import { conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
+import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { DnsRecord } from '../../network/aardvark.js';
 import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
@@ -95,6 +95,9 @@ export class OverlayNetworks {
   async prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec> {
     const c = this.#d.store.cluster;
     if (!c) return spec;
+    // Refused rather than ignored: each node would pick its own IPv6 subnet, and nothing encrypts.
+    if (spec.enableIPv6) throw notImplemented('IPv6 on overlay networks is not supported by Berth yet');
+    if (spec.options?.encrypted !== undefined) throw notImplemented('encrypted overlay networks are not supported by Berth yet');
     const networks = this.#d.driver.list();
     const options = { ...(spec.options ?? {}) };
     if (!options[VNI_OPTION]) options[VNI_OPTION] = String(nextVni(new Set(networks.map(vniOf).filter((v): v is number => v !== undefined))));
