@@ -9,22 +9,22 @@
  * name its address, for tasks on every node. The node's driver already answers for its own
  * containers; the rest is handed to it as extra records.
  *
- * Node-side work (`sync`) is idempotent and serialized; it runs after every change of services or
- * tasks, when a container starts (an attachable one needs its VIP rules) and when a network goes.
+ * Node-side work (`sync`, most of it in overlay-node.ts) is idempotent and serialized; it runs after
+ * every change of services, tasks or nodes, when a container starts or dies (an attachable one needs
+ * its VIP rules, and its address is shared) and when a network goes.
  */
 import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
-import type { DnsRecord } from '../../network/aardvark.js';
 import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { hostRoutePrefixes } from '../../network/host-routes.js';
 import type { NetworkCreateSpec, NetworkDriver, NetworkRecord } from '../../network/network-driver.js';
-import { bridgeSettings, forbidden, Option } from '../../network/network-record.js';
-import { applyVipRules, type VipTarget } from '../../network/service-vip.js';
-import { deleteVxlan, ensureVxlan, hostVxlanTools, setVxlanPeers, syncArpGuard, VXLAN_OVERHEAD, vxlanName } from '../../network/vxlan-link.js';
+import { forbidden, Option } from '../../network/network-record.js';
+import { VXLAN_OVERHEAD } from '../../network/vxlan-link.js';
 import type { EventBus } from '../events.js';
 import { allocateFromTop, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
 import type { SwarmStore } from './swarm-store.js';
-import { taskContainerName, type ServiceRecord, type ServiceSpec, type TaskNetwork, type TaskRecord, type VirtualIP } from './swarm-model.js';
+import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
+import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
 
 export interface OverlayDeps {
   store: SwarmStore;
@@ -53,14 +53,6 @@ function shared(n: NetworkRecord): SharedNetwork {
 
 export class OverlayNetworks {
   readonly #d: OverlayDeps;
-  /** network id -> vxlan device made on this node. */
-  readonly #devices = new Map<string, string>();
-  /** container id -> the VIP rules last applied in its namespace. */
-  readonly #applied = new Map<string, string>();
-  /** network id -> the peers its device floods to, as last written. */
-  readonly #peers = new Map<string, string>();
-  /** The ARP guard's ports as last written. */
-  #guard = '[]';
   /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
   readonly #attachments = new Map<string, Record<string, string[]>>();
   /** What this node last shared of its own containers' addresses. */
@@ -73,13 +65,16 @@ export class OverlayNetworks {
   #again = false;
   #closed = false;
   readonly #unsubscribe: () => void;
+  /** What this node makes of the records: devices, names, VIP rules. */
+  readonly #node: OverlayNode;
 
   constructor(d: OverlayDeps) {
     this.#d = d;
+    this.#node = new OverlayNode(d);
     this.#unsubscribe = d.events.subscribe((ev) => {
       // Outside a swarm a container start costs nothing here.
-      if (!d.store.cluster && this.#devices.size === 0) return;
-      if (ev.Type === 'container' && ev.Action === 'die') this.#applied.delete(ev.Actor.ID);
+      if (!d.store.cluster && !this.#node.active) return;
+      if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
       if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
     });
   }
@@ -318,109 +313,6 @@ export class OverlayNetworks {
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
     this.#shareAttachments(overlays);
     this.#reserve(overlays);
-    await this.#syncDevices(overlays);
-    const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);
-    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, this.#dnsRecords(n, live))));
-    await this.#syncVipRules(overlays, live);
+    await this.#node.apply(overlays);
   }
-
-  /**
-   * A vxlan device on this node's bridge, flooding to every other node, for each overlay network
-   * something here is on (a container, or a task this node is to run); it goes with the network.
-   */
-  async #syncDevices(overlays: NetworkRecord[]): Promise<void> {
-    const c = this.#d.store.cluster;
-    const needed = new Set(this.#devices.keys());
-    for (const t of this.#d.store.tasks.values()) if (t.nodeId === c?.node.id && t.desiredState === 'running') for (const a of t.networks ?? []) needed.add(a.networkId);
-    for (const n of overlays) if (this.#d.driver.endpointsOf(n.id).length) needed.add(n.id);
-    const wanted = new Map<string, NetworkRecord>(c ? overlays.filter((n) => vniOf(n) !== undefined && needed.has(n.id)).map((n) => [n.id, n]) : []);
-    for (const [id, device] of this.#devices) {
-      if (wanted.has(id)) continue;
-      await deleteVxlan(hostVxlanTools, device);
-      this.#devices.delete(id);
-      this.#peers.delete(id);
-    }
-    const peers = (this.#d.peers?.() ?? []).filter((p) => p !== c?.node.addr);
-    for (const n of wanted.values()) {
-      const vni = vniOf(n)!;
-      const name = vxlanName(this.#d.driver.prefix, vni);
-      if (!this.#devices.has(n.id)) {
-        await ensureVxlan(hostVxlanTools, { name, vni, port: c!.dataPathPort, local: c!.node.addr, bridge: n.bridgeName, mtu: bridgeSettings(n).mtu });
-        this.#devices.set(n.id, name);
-      }
-      const key = [...peers].sort().join();
-      if (this.#peers.get(n.id) === key) continue;
-      await setVxlanPeers(hostVxlanTools, name, peers);
-      this.#peers.set(n.id, key);
-    }
-    const guard = [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
-    if (JSON.stringify(guard) === this.#guard) return;
-    await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, guard);
-    this.#guard = JSON.stringify(guard);
-  }
-
-  #dnsRecords(n: NetworkRecord, live: TaskRecord[]): DnsRecord[] {
-    const here = this.#d.store.cluster?.node.id;
-    const records: DnsRecord[] = [];
-    const addressOn = (t: TaskRecord) => t.networks!.find((a) => a.networkId === n.id)?.addresses[0]?.split('/')[0];
-    for (const s of this.#d.store.services.values()) {
-      const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);
-      if (vip) records.push({ containerId: `vip-${s.id}`, ipv4: vip.Addr.split('/')[0], names: [s.spec.Name!] });
-      const dnsrr = !vip && networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name);
-      for (const t of live) {
-        if (t.serviceId !== s.id) continue;
-        const ip = addressOn(t);
-        if (!ip) continue;
-        // The node's own task containers already answer to their names.
-        const names = [`tasks.${s.spec.Name}`, ...(t.nodeId !== here ? [taskContainerName(t)] : []), ...(dnsrr ? [s.spec.Name!] : [])];
-        records.push({ containerId: `task-${t.id}`, ipv4: ip, names });
-      }
-    }
-    return records;
-  }
-
-  /** In the namespace of each of this node's containers on an overlay network: its networks' VIPs. */
-  async #syncVipRules(overlays: NetworkRecord[], live: TaskRecord[]): Promise<void> {
-    const byContainer = new Map<string, VipTarget[]>();
-    for (const n of overlays) {
-      const targets: VipTarget[] = [];
-      for (const s of this.#d.store.services.values()) {
-        const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);
-        if (!vip) continue;
-        const backends = live.filter((t) => t.serviceId === s.id).map((t) => t.networks!.find((a) => a.networkId === n.id)?.addresses[0]?.split('/')[0]).filter((x): x is string => !!x);
-        targets.push({ vip: vip.Addr.split('/')[0]!, backends });
-      }
-      for (const e of this.#d.driver.endpointsOf(n.id)) {
-        const list = byContainer.get(e.containerId) ?? [];
-        list.push(...targets);
-        byContainer.set(e.containerId, list);
-      }
-    }
-    for (const id of this.#applied.keys()) if (!byContainer.has(id)) this.#applied.delete(id);
-    await Promise.all(
-      [...byContainer].map(async ([id, targets]) => {
-        const key = JSON.stringify(targets);
-        if (this.#applied.get(id) === key) return;
-        try {
-          await applyVipRules(['nsenter', `--net=${this.#d.driver.netnsPath(id)}`, 'nft'], targets);
-          this.#applied.set(id, key);
-        } catch (err) {
-          // The container may have just ended; its next start syncs again.
-          log.debug('VIP rules not applied', { container: id, error: errorMessage(err) });
-        }
-      }),
-    );
-  }
-}
-
-/** TaskTemplate.Networks, or the deprecated top-level Networks. */
-function networkTargets(spec: ServiceSpec): { Target: string; Aliases?: string[] }[] {
-  const tt = spec.TaskTemplate as { Networks?: { Target?: string; Aliases?: string[] }[] } | undefined;
-  const list = tt?.Networks?.length ? tt.Networks : ((spec as { Networks?: { Target?: string; Aliases?: string[] }[] }).Networks ?? []);
-  return list.filter((x) => !!x?.Target).map((x) => ({ Target: x.Target!, ...(x.Aliases?.length ? { Aliases: x.Aliases } : {}) }));
-}
-
-function vniOf(n: NetworkRecord): number | undefined {
-  const v = Number(n.options[VNI_OPTION]);
-  return n.overlay && Number.isInteger(v) && v > 0 ? v : undefined;
 }
