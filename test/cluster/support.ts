@@ -1,6 +1,8 @@
 /** Helpers for the multi-node swarm tests: forming a cluster through the CLI, reading tasks per node. */
 import assert from 'node:assert/strict';
-import type { TestDaemon } from '../harness/index.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { run, type TestDaemon } from '../harness/index.js';
 import { eventually, tasksOf, type WireTask } from '../swarm/support.js';
 import type { TestCluster } from './harness.js';
 
@@ -69,4 +71,17 @@ export async function runningOn(d: TestDaemon, service: string): Promise<number>
   const r = await d.docker(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${service}`]);
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.split('\n').filter(Boolean).length;
+}
+
+/** etcdctl against the etcd member a node runs, with that node's certificate (`withCert` false: none). */
+export async function etcdctl(d: TestDaemon, args: string[], withCert = true): Promise<{ code: number; stdout: string; stderr: string }> {
+  const dir = join(d.dataRoot, 'swarm', 'cluster');
+  const pid = readFileSync(join(dir, 'etcd', 'etcd.pid'), 'utf8').trim();
+  const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  const endpoint = cmd[cmd.indexOf('--listen-client-urls') + 1]!;
+  const certs = withCert ? ['--cert', join(dir, 'node.pem'), '--key', join(dir, 'node-key.pem')] : [];
+  return run('etcdctl', ['--endpoints', endpoint, '--cacert', join(dir, 'ca.pem'), ...certs, '--dial-timeout', '3s', '--command-timeout', '5s', ...args], {
+    env: { ...process.env, ETCDCTL_API: '3' },
+    timeoutMs: 20_000,
+  });
 }

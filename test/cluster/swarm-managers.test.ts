@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useSeededRegistry } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, eventually, formSwarm, nodesOf, runningOn, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, nodesOf, runningOn, waitSpread } from './support.js';
 
 describe('swarm with three managers', () => {
   const reg = useSeededRegistry('open');
@@ -39,6 +39,13 @@ describe('swarm with three managers', () => {
       assert.equal(ns.filter((n) => n.ManagerStatus?.Leader).length, 1);
     }
     assert.equal(await leaderOf(2), ids[0]);
+    // Each manager runs a voting etcd member (joined as learners, promoted once caught up).
+    const members = await eventually('three voting etcd members', async () => {
+      const r = await etcdctl(c.node(1).daemon, ['member', 'list', '-w', 'json']);
+      const list = (JSON.parse(r.stdout || '{}') as { members?: { name: string; isLearner?: boolean }[] }).members ?? [];
+      return list.length === 3 && list.every((m) => !m.isLearner) ? list : undefined;
+    });
+    assert.deepEqual(members.map((m) => m.name).sort(), [...ids].sort());
     const info = await c.node(3).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}} {{.Swarm.Nodes}}']);
     assert.equal(info.stdout.trim(), 'true 3 3');
     // A service created through a follower is placed by the leader.

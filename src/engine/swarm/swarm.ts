@@ -47,6 +47,7 @@ import {
   type SwarmSpec,
   type TaskRecord,
   type ClusterLocal,
+  SECOND_NS,
 } from './swarm-model.js';
 
 export type { InitRequest } from './cluster.js';
@@ -58,7 +59,6 @@ export const NOT_MANAGER =
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
 const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster';
-const SECOND_NS_ = 1e9;
 const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
 
@@ -103,7 +103,7 @@ function splitKey(key: string): [string, string] {
 
 /** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
 function certDays(c: ClusterRecord): number {
-  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS_) / SECOND_NS_ / 86400));
+  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS) / SECOND_NS / 86400));
 }
 
 export class SwarmService {
@@ -343,10 +343,12 @@ export class SwarmService {
       const local: ClusterLocal = { endpoints: answer.endpoints, listenHost: listen.host, listenPort: listen.port };
       if (answer.role === 'manager' && answer.initialCluster && ports) {
         local.member = { ...ports, initialCluster: answer.initialCluster, initialState: 'existing' };
-        local.endpoints = [Membership.clientUrl(addr, ports.clientPort), ...answer.endpoints];
+        // The new member is a learner until promoted: the others answer first.
+        local.endpoints = [...answer.endpoints, Membership.clientUrl(addr, ports.clientPort)];
         await this.#members.startMember(node.id, addr, cluster.id, local.member);
       }
       const state = await this.#members.connect(node.id, local.endpoints, 30_000);
+      if (local.member) await this.#members.promoteSelf(node.id, 60_000);
       if (answer.role === 'manager') {
         local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
         node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
@@ -386,7 +388,9 @@ export class SwarmService {
       endpoints = members.members.flatMap((m) => m.clientURLs);
       if (role === 'manager') {
         if (!ask.peerPort || !ask.clientPort) throw invalidArgument('malformed join request: no etcd ports');
-        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)] });
+        // As a learner first: it counts for the quorum only once it runs and has caught up (the joiner
+        // promotes itself then), so a join that fails midway never costs the cluster its quorum.
+        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)], isLearner: true });
         initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
       }
     }
@@ -418,6 +422,8 @@ export class SwarmService {
     if (local.member) await this.#members.startMember(c.node.id, c.node.addr, c.id, local.member);
     const state = await this.#members.connect(c.node.id, local.endpoints, 60_000);
     if (this.#closed || this.store.cluster !== c) return;
+    // A join cut short before its member was promoted finishes here.
+    if (local.member && !this.d.externalEtcd) await this.#members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
     if (c.node.spec.Role === 'manager') await this.#members.serveJoins(local.listenHost, local.listenPort, true);
     await this.#link(state, c.node.spec.Role === 'manager');
   }
@@ -445,6 +451,16 @@ export class SwarmService {
     const snap = await state.snapshot();
     this.#applySnapshot(snap.entries);
     await state.watch(snap.revision, (key, doc) => this.#onRemote(key, doc, false));
+    // Members added since this node joined are remembered for its next start (a worker knew only
+    // the members of its join).
+    if (!this.d.externalEtcd && c.local) {
+      const members = await state.client.cluster.memberList({}).catch(() => undefined);
+      const urls = members?.members.flatMap((m) => m.clientURLs) ?? [];
+      if (urls.length) {
+        c.local.endpoints = [...new Set([...c.local.endpoints, ...urls])];
+        this.store.saveCluster(true);
+      }
+    }
     state.heartbeat(self, this.#heartbeatTtl());
     void state.observeLeader((id) => {
       this.#leaderId = id;
@@ -457,7 +473,7 @@ export class SwarmService {
 
   /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
   #heartbeatTtl(): number {
-    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS_) / SECOND_NS_;
+    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
     return Math.max(2, Math.ceil(3 * period));
   }
 

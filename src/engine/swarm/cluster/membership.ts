@@ -168,6 +168,25 @@ export class Membership {
     return { endpoints, ca: f.ca, cert: f.cert, key: f.key };
   }
 
+  /** Makes this node's learner member a voting one, once etcd says it has caught up. */
+  async promoteSelf(nodeId: string, timeoutMs: number): Promise<void> {
+    const client = this.state!.client;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const list = await client.cluster.memberList({});
+        const me = list.members.find((m) => m.name === nodeId);
+        if (me && !me.isLearner) return;
+        if (me) await client.cluster.memberPromote({ ID: me.ID });
+        if (me) return;
+      } catch (err) {
+        if (Date.now() > deadline) throw unavailable(`this node's etcd member could not be promoted: ${errorMessage(err)}`);
+      }
+      if (Date.now() > deadline) throw unavailable("this node's etcd member did not start");
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+
   async serveJoins(host: string, port: number, fallback: boolean): Promise<number> {
     const f = this.#need();
     return this.listener.listen({ cert: f.cert, ca: f.ca, key: f.key }, host, port, fallback);
