@@ -136,7 +136,7 @@ async function main(): Promise<void> {
     processes,
     logOpts: config.logOpts,
   });
-  const networks = new NetworkService(network, containers, events, () => swarm.active === true);
+  const networks = new NetworkService(network, containers, events, () => swarm.active === true, () => swarm.overlay);
   // A renamed container answers to its new name in DNS.
   events.subscribe((e) => {
     if (e.Type === 'container' && e.Action === 'rename') void network.renameContainer(e.Actor.ID, e.Actor.Attributes.name ?? '').catch(() => undefined);
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
   const host = hostFacts();
   const pull: Puller = (ref, o, p) => images.pull(ref, o, p);
   const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host, pull: taskImagePuller(pull),
-    externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined });
+    externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined, network });
   swarm.start();
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), pull, config.dataRoot);
   await builds.cleanWork();

@@ -24,9 +24,11 @@ export function removeNetworkLeftovers(prefix: string): void {
       /* a veth goes with its peer */
     }
   }
-  try {
-    execFileSync('nft', ['delete', 'table', 'inet', prefix], { stdio: 'ignore' });
-  } catch {
-    /* never created */
+  for (const family of ['inet', 'bridge']) {
+    try {
+      execFileSync('nft', ['delete', 'table', family, prefix], { stdio: 'ignore' });
+    } catch {
+      /* never created (the bridge table only with overlay networks) */
+    }
   }
 }

@@ -424,13 +424,14 @@ describe('swarm API', () => {
     await d.request('DELETE', '/services/healthy');
   });
 
-  it('refuses what it cannot run: missing secrets, swarm networks', async () => {
+  it('refuses what it cannot run: missing secrets, missing networks', async () => {
     const d = daemon();
     const secret = await d.request('POST', '/services/create', { body: { Name: 's', TaskTemplate: { ContainerSpec: { Image: image, Secrets: [{ SecretID: 'x', SecretName: 'x', File: { Name: 'x' } }] } } } });
     assert.equal(secret.status, 400, 'a secret that does not exist');
     assert.match(secret.json().message, /secret not found: x/);
     const nets = await d.request('POST', '/services/create', { body: { Name: 'n', TaskTemplate: { ContainerSpec: { Image: image }, Networks: [{ Target: 'overlay1' }] } } });
-    assert.equal(nets.status, 501);
+    assert.equal(nets.status, 404, 'a network that does not exist');
+    assert.match(nets.json().message, /network overlay1 not found/);
     const names = (await d.request('GET', '/services')).json().map((x: { Spec: { Name: string } }) => x.Spec.Name);
     for (const n of ['s', 'n']) assert.ok(!names.includes(n), `${n} was not created`);
   });

@@ -67,7 +67,7 @@ export function serviceJson(s: ServiceRecord, opts: { insertDefaults?: boolean; 
     UpdatedAt: s.updatedAt,
     Spec: spec,
     ...(s.previousSpec ? { PreviousSpec: opts.insertDefaults ? withDefaults(s.previousSpec) : s.previousSpec } : {}),
-    Endpoint: { Spec: endpointSpec, ...(s.ports.length ? { Ports: s.ports } : {}) },
+    Endpoint: { Spec: endpointSpec, ...(s.ports.length ? { Ports: s.ports } : {}), ...(s.virtualIPs?.length ? { VirtualIPs: s.virtualIPs } : {}) },
     ...(s.updateStatus ? { UpdateStatus: s.updateStatus } : {}),
     ...(isJob(s.spec) ? { JobStatus: { JobIteration: { Index: s.templateVersion }, LastExecution: s.updatedAt } } : {}),
     ...(opts.counts ? { ServiceStatus: { RunningTasks: opts.counts.running, DesiredTasks: opts.counts.desired, CompletedTasks: opts.counts.completed } } : {}),
@@ -96,6 +96,7 @@ export function taskJson(t: TaskRecord): Record<string, unknown> {
       PortStatus: hostPorts,
     },
     DesiredState: t.desiredState,
+    ...(t.networks?.length ? { NetworksAttachments: t.networks.map((a) => ({ Network: { ID: a.networkId, Spec: { Name: a.networkName, DriverConfiguration: { Name: 'overlay' }, Scope: 'swarm' } }, Addresses: a.addresses })) } : {}),
     ...(t.jobIteration !== undefined ? { JobIteration: { Index: t.jobIteration } } : {}),
   };
 }

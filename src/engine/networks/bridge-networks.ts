@@ -278,7 +278,7 @@ export class BridgeNetworks {
 
   /** The DNS tables of the networks with names. */
   dnsNetworks(): DnsNetwork[] {
-    return [...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => dnsNetwork(n, this.#table.endpoints.values()));
+    return [...this.#networks.values()].filter((n) => n.dnsEnabled).map((n) => dnsNetwork(n, this.#table.endpoints.values(), this.#table.extraDns.get(n.id)));
   }
 
   /** Runs every hook's `created` or `deleting` for a bridge network, in order. */

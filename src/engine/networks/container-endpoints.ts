@@ -179,7 +179,8 @@ export class ContainerEndpoints {
     this.#assertLive();
     if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
     const nets = spec.networks.map((a) => ({ req: a, net: this.#nets.get(a.network) }));
-    for (const { net } of nets) assertAttachable(net);
+    // A swarm task's container may join an overlay network that is not attachable.
+    for (const { net, req } of nets) if (!req.swarmTask) assertAttachable(net);
     const special = nets.filter((x) => x.net.driver !== 'bridge');
     if (special.length && nets.length > 1) {
       throw invalidArgument(`container cannot be connected to network "${special[0]!.net.name}" and other networks at once`);
@@ -451,7 +452,7 @@ export class ContainerEndpoints {
 
   /** Taken addresses: endpoints, aux addresses, and those held by draining veths and namespaces made ahead. */
   #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
-    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id)]);
+    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id), ...(this.#table.reserved.get(net.id) ?? [])]);
   }
 
   async #rollback(containerId: string, eps: Endpoint[], ports: StoredPort[], dnsNets: NetworkRecord[]): Promise<void> {
@@ -524,7 +525,13 @@ export class ContainerEndpoints {
   }
 
   #dnsNetwork(n: NetworkRecord): DnsNetwork {
-    return dnsNetwork(n, this.#endpoints.values());
+    return dnsNetwork(n, this.#endpoints.values(), this.#table.extraDns.get(n.id));
+  }
+
+  /** Rewrites a network's DNS table (after the names answered for other nodes changed). */
+  async refreshDns(networkId: string): Promise<void> {
+    const n = this.#networks.get(networkId);
+    if (n?.dnsEnabled) await this.#driver.dns.update(this.#dnsNetwork(n));
   }
 
   #assertLive(): void {

@@ -7,6 +7,7 @@ import type { NetworkController, PortBinding, AttachResult } from './network-con
 import type { ContainerRecord } from '../containers/container-model.js';
 import type { ContainerNetworking, NetworkFacts, NetworkPreparation } from '../containers/container-processes.js';
 import { invalidArgument } from '../../lib/errors.js';
+import { TASK_LABELS } from '../swarm/swarm-model.js';
 
 export interface EndpointRequest {
   Aliases?: string[] | null;
@@ -87,7 +88,7 @@ export class ContainerNetworkSetup implements ContainerNetworking {
     const names = configured.length ? configured : ['none'];
     const networks = names.map((n) => {
       const r = endpointRequest(c, n);
-      return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined };
+      return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined, swarmTask: c.config.Labels?.[TASK_LABELS.taskId] !== undefined };
     });
     const ports = names[0] === 'host' || names[0] === 'none' ? [] : portBindings(c);
     const result = await this.controller.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });

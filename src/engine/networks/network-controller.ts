@@ -20,6 +20,7 @@
  * veths go with its namespace (their addresses stay reserved until then, see veth-drain.ts), and a
  * namespace made ahead is unmounted after its link went. A failed attach or connect leaves nothing behind.
  */
+import type { DnsRecord } from '../../network/aardvark.js';
 import type { BridgeDriver } from '../../network/bridge-driver.js';
 import { hostsText, resolvConfText, type HostsOptions } from '../../network/container-files.js';
 import { BridgeNetworks } from './bridge-networks.js';
@@ -222,6 +223,22 @@ export class NetworkController {
    */
   settled(): Promise<void> {
     return this.#endpoints.settled();
+  }
+
+  // ---------------------------------------------------------------- a swarm's overlay networks
+
+  /** Addresses of a network that other nodes' containers hold: never given out here. */
+  setReservedAddresses(networkId: string, addresses: string[]): void {
+    if (addresses.length) this.#table.reserved.set(networkId, addresses);
+    else this.#table.reserved.delete(networkId);
+  }
+
+  /** Names a network's DNS answers besides this node's containers on it (VIPs, other nodes' tasks). */
+  async setExtraDns(networkId: string, records: DnsRecord[]): Promise<void> {
+    const before = JSON.stringify(this.#table.extraDns.get(networkId) ?? []);
+    if (records.length) this.#table.extraDns.set(networkId, records);
+    else this.#table.extraDns.delete(networkId);
+    if (before !== JSON.stringify(records)) await this.#endpoints.refreshDns(networkId);
   }
 
   // ---------------------------------------------------------------- container files

@@ -10,6 +10,7 @@ import type { NetworkRecords, StoredPort } from '../../state/network-records.js'
 import type { NetworkRecord } from './network-record.js';
 import { repairStoredEndpoint, repairStoredNetwork } from './network-repair.js';
 import type { Endpoint } from './network-types.js';
+import type { DnsRecord } from '../../network/aardvark.js';
 
 export class NetworkTable {
   readonly networks = new Map<string, NetworkRecord>();
@@ -17,6 +18,10 @@ export class NetworkTable {
   readonly endpoints = new Map<string, Map<string, Endpoint>>();
   /** containerId -> published ports */
   readonly ports = new Map<string, StoredPort[]>();
+  /** networkId -> names answered besides the local endpoints' (a swarm's VIPs and other nodes' tasks). */
+  readonly extraDns = new Map<string, DnsRecord[]>();
+  /** networkId -> addresses other swarm nodes' containers hold, never given out here. */
+  readonly reserved = new Map<string, string[]>();
   /** Ids and names of stored networks that could not be read: never handed out again. */
   readonly #unreadable = new Set<string>();
   readonly #records: NetworkRecords;

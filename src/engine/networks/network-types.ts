@@ -37,6 +37,8 @@ export interface AttachNetwork {
   ipv4?: string;
   ipv6?: string;
   mac?: string;
+  /** A swarm task's container: may join an overlay network that is not attachable. */
+  swarmTask?: boolean;
 }
 
 export interface PortBinding {

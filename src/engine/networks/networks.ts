@@ -14,6 +14,15 @@ import { configuredNetworks, networkModeOf, toDockerNetwork, type EndpointReques
 
 export type { EndpointRequest };
 
+/** What a swarm adds to overlay networks: a subnet and VXLAN id at create, a refusal while services use one. */
+export interface OverlayPolicy {
+  prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec>;
+  assertUnused(n: NetworkRecord): void;
+  /** The network exists / is gone here: the rest of the cluster follows. */
+  created(n: NetworkRecord): void;
+  removed(n: NetworkRecord): void;
+}
+
 export class NetworkService {
   constructor(
     readonly controller: NetworkController,
@@ -21,6 +30,7 @@ export class NetworkService {
     private readonly events: EventBus,
     /** Whether this node manages a swarm: `overlay` networks need one, as with dockerd. */
     private readonly swarmActive: () => boolean = () => false,
+    private readonly overlay: () => OverlayPolicy | undefined = () => undefined,
   ) {}
 
   list(): NetworkRecord[] {
@@ -39,7 +49,8 @@ export class NetworkService {
     if (spec.driver === 'overlay' && !this.swarmActive()) {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
-    const n = await this.controller.create(spec);
+    const n = await this.controller.create(spec.driver === 'overlay' ? (await this.overlay()?.prepareCreate(spec)) ?? spec : spec);
+    if (n.overlay) this.overlay()?.created(n);
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
@@ -47,12 +58,14 @@ export class NetworkService {
   /** 409 while containers are attached (the issue's contract; dockerd answers 403). */
   async remove(idOrName: string): Promise<void> {
     const n = this.controller.get(idOrName);
+    if (n.overlay) this.overlay()?.assertUnused(n);
     try {
       await this.controller.remove(n.id);
     } catch (err) {
       if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
       throw err;
     }
+    if (n.overlay) this.overlay()?.removed(n);
     this.events.publish('network', 'destroy', n.id, { name: n.name, type: shownDriver(n) });
   }
 

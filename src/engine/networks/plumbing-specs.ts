@@ -3,7 +3,7 @@
  * tables) and into what the engine shows (endpoint info, published ports). Pure functions.
  */
 import type { BridgeSpec } from '../../network/bridge-device.js';
-import type { DnsNetwork } from '../../network/aardvark.js';
+import type { DnsNetwork, DnsRecord } from '../../network/aardvark.js';
 import { parseCidr } from '../../network/cidr.js';
 import type { DnsRoute, PlumbEndpoint, PlumbPlan } from '../../network/endpoint-plumbing.js';
 import type { FirewallNetwork, FirewallPort } from '../../network/firewall.js';
@@ -60,14 +60,15 @@ export function dnsNames(e: Endpoint): string[] {
   return [...new Set([e.containerName, ...e.aliases, e.containerId.slice(0, 12)].filter((x) => !!x))];
 }
 
-/** A network's DNS table from the endpoints on it. */
-export function dnsNetwork(n: NetworkRecord, endpoints: Iterable<Map<string, Endpoint>>): DnsNetwork {
-  const records = [];
+/** A network's DNS table from the endpoints on it, plus names answered for elsewhere (`extra`: a swarm's VIPs and other nodes' tasks). */
+export function dnsNetwork(n: NetworkRecord, endpoints: Iterable<Map<string, Endpoint>>, extra: readonly DnsRecord[] = []): DnsNetwork {
+  const records: DnsRecord[] = [];
   for (const eps of endpoints) {
     const e = eps.get(n.id);
     if (!e) continue;
     records.push({ containerId: e.containerId, ipv4: e.ipv4 || undefined, ipv6: e.ipv6 || undefined, names: dnsNames(e), dnsServers: e.dnsServers });
   }
+  records.push(...extra);
   return { id: n.id, listen: [n.gateway, ...(n.enableIPv6 && n.gateway6 ? [n.gateway6] : [])], records };
 }
 

@@ -1,19 +1,23 @@
 /**
- * The routing mesh of a one-node swarm: every TCP port a service publishes in ingress mode is a
- * listener in berthd, and each connection goes to one of the service's running tasks (round robin),
- * at the task container's address on the port the service targets. Host-mode ports need none of
- * this: they are the task containers' own port bindings.
+ * The routing mesh: every TCP port a service publishes in ingress mode is a listener in berthd on
+ * every node, and each connection goes to one of the service's running tasks (round robin), at the
+ * task container's address on the port the service targets. A task on another node is reached
+ * through that node's own listener (its address, the published port), which, seeing a connection
+ * from a peer node, hands it only to its local tasks: one hop at most, no overlay needed. Host-mode
+ * ports need none of this: they are the task containers' own port bindings.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { PortPublisher } from './swarm.js';
 import type { ServiceRecord, TaskRecord } from './swarm-model.js';
+import { UdpIngress } from './udp-ingress.js';
+import { meshTargets, type MeshPeers } from './mesh-peers.js';
 
-/** The addresses of a service's running tasks (empty while none can be reached). */
+/** The addresses of a service's running tasks on this node (empty while none can be reached). */
 export type TaskAddresses = (serviceId: string) => string[];
 
-interface Route {
+export interface Route {
   serviceId: string;
   targetPort: number;
 }
@@ -22,23 +26,31 @@ export class IngressProxy implements PortPublisher {
   readonly #servers = new Map<number, Server>();
   readonly #routes = new Map<number, Route>();
   readonly #sockets = new Set<Socket>();
+  readonly #udp: UdpIngress;
   #next = 0;
 
   constructor(
     private readonly addresses: TaskAddresses,
     /** Where the listeners bind; dockerd's routing mesh takes every address. */
     private readonly host = '0.0.0.0',
-  ) {}
+    private readonly peers?: MeshPeers,
+  ) {
+    this.#udp = new UdpIngress(addresses, host, peers);
+  }
 
   /** Opens listeners for new published ports, retargets changed ones, closes those no service publishes. */
   sync(services: ServiceRecord[], _tasks: TaskRecord[]): void {
     const wanted = new Map<number, Route>();
+    const udp = new Map<number, Route>();
     for (const s of services) {
       for (const p of s.ports) {
-        if (p.PublishMode !== 'ingress' || (p.Protocol ?? 'tcp') !== 'tcp' || !p.PublishedPort || !p.TargetPort) continue;
-        wanted.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
+        if (p.PublishMode !== 'ingress' || !p.PublishedPort || !p.TargetPort) continue;
+        const proto = p.Protocol ?? 'tcp';
+        if (proto === 'tcp') wanted.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
+        else if (proto === 'udp') udp.set(p.PublishedPort, { serviceId: s.id, targetPort: p.TargetPort });
       }
     }
+    this.#udp.sync(udp);
     for (const [port, server] of this.#servers) {
       if (wanted.has(port)) continue;
       server.close();
@@ -52,6 +64,7 @@ export class IngressProxy implements PortPublisher {
   }
 
   close(): void {
+    this.#udp.close();
     for (const server of this.#servers.values()) server.close();
     for (const socket of this.#sockets) socket.destroy();
     this.#servers.clear();
@@ -70,13 +83,13 @@ export class IngressProxy implements PortPublisher {
 
   #forward(port: number, client: Socket): void {
     const route = this.#routes.get(port);
-    const targets = route ? this.addresses(route.serviceId) : [];
+    const targets = route ? meshTargets(this.addresses, this.peers, route, port, client.remoteAddress ?? '') : [];
     if (!route || targets.length === 0) {
       client.destroy();
       return;
     }
     const target = targets[this.#next++ % targets.length]!;
-    const upstream = connect({ host: target, port: route.targetPort, allowHalfOpen: true });
+    const upstream = connect({ ...target, allowHalfOpen: true });
     for (const s of [client, upstream]) {
       this.#sockets.add(s);
       s.on('close', () => this.#sockets.delete(s));

@@ -31,6 +31,8 @@ export class Orchestrator {
   constructor(
     private readonly store: SwarmStore,
     private readonly runner: TaskRunner,
+    /** Gives a new task its overlay addresses before it is stored. */
+    private readonly attachTask: (s: ServiceRecord, t: TaskRecord) => void = () => {},
   ) {}
 
   /** Asks for a pass over one service; passes are coalesced and run one at a time per service. */
@@ -88,6 +90,7 @@ export class Orchestrator {
       ...(opts.failures ? { failures: opts.failures } : {}),
       ...(isJob(s.spec) ? { jobIteration: s.templateVersion } : {}),
     };
+    this.attachTask(s, t);
     this.store.touch(t);
     this.store.saveTask(t);
     return t;

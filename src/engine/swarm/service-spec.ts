@@ -2,7 +2,7 @@
  * Service specs: validation with swarmkit's messages, the defaults the orchestrator applies to what
  * a spec leaves out, and the published ports the swarm assigns.
  */
-import { invalidArgument, notImplemented } from '../../lib/errors.js';
+import { invalidArgument } from '../../lib/errors.js';
 import {
   SECOND_NS,
   type EndpointSpec,
@@ -76,10 +76,8 @@ export function normalizeServiceSpec(body: unknown): ServiceSpec {
   for (const f of ['Secrets', 'Configs'] as const) {
     if (cs[f] !== undefined && cs[f] !== null && !Array.isArray(cs[f])) throw invalidArgument(`invalid JSON: ContainerSpec.${f} must be a list`);
   }
-  // Swarm networks need overlay networking Berth does not have.
-  for (const [what, v] of [['networks', tt.Networks], ['networks', spec.Networks]] as const) {
-    if (Array.isArray(v) && v.length > 0) throw notImplemented(`services with ${what} are not supported by Berth yet`);
-  }
+  // Networks are checked against the node's networks when the VIPs are chosen (overlay-networks.ts).
+  for (const v of [tt.Networks, spec.Networks]) if (v !== undefined && v !== null && !Array.isArray(v)) throw invalidArgument('invalid JSON: Networks must be a list');
   const max = tt.Placement?.MaxReplicas;
   if (max !== undefined && !isNat(max)) throw invalidArgument('TaskSpec: MaxReplicas cannot be negative');
 

@@ -185,6 +185,25 @@ export interface ServiceRecord extends Meta {
   updateStatus?: UpdateStatus;
   /** X-Registry-Auth given at create or update, for pulling the image; never shown. */
   registryAuth?: string;
+  /** One address per overlay network the service is on (Endpoint.VirtualIPs); none in dnsrr mode. */
+  virtualIPs?: VirtualIP[];
+}
+
+export interface VirtualIP {
+  NetworkID: string;
+  /** address/prefix */
+  Addr: string;
+}
+
+/** A task's address on one overlay network, chosen by the manager (NetworksAttachments). */
+export interface TaskNetwork {
+  networkId: string;
+  networkName: string;
+  /** The network as the manager has it, so the node running the task can realise it (swarmkit carries it likewise). */
+  network?: { subnet: string; gateway: string; options: Record<string, string>; labels: Record<string, string>; attachable: boolean; internal: boolean };
+  /** address/prefix */
+  addresses: string[];
+  aliases?: string[];
 }
 
 export interface TaskStatus {
@@ -223,6 +242,8 @@ export interface TaskRecord extends Meta {
   runningSince?: number;
   /** The container is gone (removed by hand or reaped). */
   containerGone?: boolean;
+  /** Overlay networks the task is on, with its addresses there. */
+  networks?: TaskNetwork[];
 }
 
 /** Labels every task container carries; they override user labels of the same name. */

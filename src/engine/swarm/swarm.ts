@@ -30,6 +30,9 @@ import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator, isCurrent } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
+import { OverlayNetworks, type SharedNetwork } from './overlay-networks.js';
+import { meshPeers } from './mesh-peers.js';
+import type { NetworkController } from '../networks/network-controller.js';
 import {
   TASK_LABELS,
   isGlobal,
@@ -68,6 +71,8 @@ export interface SwarmDeps {
   events: EventBus;
   host: HostFacts;
   pull: PullFn;
+  /** Overlay networks need the node's network driver; without it services take no networks. */
+  network?: NetworkController;
   /** An etcd cluster to keep the swarm in, instead of one berthd runs. */
   externalEtcd?: ExternalEtcd;
 }
@@ -106,6 +111,7 @@ export class SwarmService {
   readonly runner: TaskRunner;
   readonly orchestrator: Orchestrator;
   readonly updater: Updater;
+  readonly overlay: OverlayNetworks | undefined;
   /** Secrets and configs, by kind. */
   readonly blobs: Record<BlobKind, SwarmBlobs>;
   readonly #files: TaskFiles;
@@ -127,6 +133,11 @@ export class SwarmService {
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
+    this.overlay = d.network
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share: (kind, id, doc) => this.putDoc(kind, id, doc) })
+      : undefined;
+    this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
+    this.watchDocs('attachments', (id, doc) => this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
@@ -138,10 +149,13 @@ export class SwarmService {
       elsewhere: (t) => this.#elsewhere(t),
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
+      networks: async (t) => this.overlay?.containerNetworks(t),
     });
-    this.orchestrator = new Orchestrator(this.store, this.runner);
+    this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
     this.updater = new Updater(this.store, this.orchestrator, this.runner, (s, message) => this.#rollback(s, message));
-    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId));
+    // Workers too: not nodes(), which is for managers.
+    const nodes = () => [...this.store.nodes.values()];
+    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
     this.#members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask));
   }
 
@@ -194,6 +208,7 @@ export class SwarmService {
     this.updater.close();
     this.runner.close();
     this.publisher.close();
+    this.overlay?.close();
   }
 
   get active(): boolean {
@@ -644,6 +659,8 @@ export class SwarmService {
   /** A node joined, left, came back, went down or changed: the leader places tasks again. */
   #nodesChanged(): void {
     this.#reconcileAll('live');
+    // The overlays' vxlan devices flood to every node there is.
+    this.overlay?.sync();
   }
 
   /** This node was promoted or demoted. */
@@ -843,8 +860,9 @@ export class SwarmService {
     spec.Name ||= generateName((n) => names.has(n));
     if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
     const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
+    const vips = this.#virtualIPs(spec);
     const now = new Date().toISOString();
-    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}) };
+    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}), ...vips };
     this.store.touch(s);
     s.templateVersion = s.version;
     this.store.saveService(s);
@@ -868,10 +886,12 @@ export class SwarmService {
       if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
     }
     const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    const vips = this.#virtualIPs(spec, s);
     const dirty = templateChanged(s.spec, spec);
     s.previousSpec = s.spec;
     s.spec = spec;
     s.ports = ports;
+    Object.assign(s, vips);
     if (opts.registryAuth) s.registryAuth = opts.registryAuth;
     this.store.touch(s);
     if (dirty) s.templateVersion = s.version;
@@ -934,6 +954,7 @@ export class SwarmService {
     s.spec = s.previousSpec;
     s.previousSpec = current;
     s.ports = resolvePorts(s.spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    Object.assign(s, this.#virtualIPs(s.spec, s));
     this.store.touch(s);
     s.templateVersion = s.version;
     this.store.saveService(s);
@@ -982,5 +1003,13 @@ export class SwarmService {
 
   #publish(): void {
     this.publisher.sync([...this.store.services.values()], [...this.store.tasks.values()]);
+    this.overlay?.sync();
+  }
+
+  /** The service's VIPs for this spec (kept where its networks stay); throws for a network it cannot use. */
+  #virtualIPs(spec: ServiceSpec, s?: ServiceRecord): Pick<ServiceRecord, 'virtualIPs'> {
+    const vips = this.overlay?.virtualIPs(spec, s?.virtualIPs, s?.id) ?? [];
+    if (!this.overlay && (spec.TaskTemplate as { Networks?: unknown[] } | undefined)?.Networks?.length) throw invalidArgument('services with networks need the network driver');
+    return { virtualIPs: vips.length ? vips : undefined };
   }
 }

@@ -5,6 +5,7 @@
 import type { CreateRequest } from '../containers/container-service.js';
 import type { CreateConfig, HostConfig, MountSpec } from '../containers/container-model.js';
 import { stopGraceSeconds } from './service-spec.js';
+import type { TaskContainerNetworks } from './overlay-networks.js';
 import { TASK_LABELS, taskContainerName, type PortConfig, type TaskRecord } from './swarm-model.js';
 
 export interface TemplateContext {
@@ -12,6 +13,8 @@ export interface TemplateContext {
   serviceLabels: Record<string, string>;
   /** Bind mounts of the task's secret and config files. */
   files?: MountSpec[];
+  /** The task's overlay networks and addresses. */
+  networks?: TaskContainerNetworks;
 }
 
 export function taskContainerRequest(t: TaskRecord, ports: PortConfig[], ctx: TemplateContext): CreateRequest {
@@ -73,8 +76,9 @@ export function taskContainerRequest(t: TaskRecord, ports: PortConfig[], ctx: Te
     ...(limits.Pids ? { PidsLimit: limits.Pids } : {}),
     ...(t.spec.LogDriver?.Name ? { LogConfig: { Type: t.spec.LogDriver.Name, Config: t.spec.LogDriver.Options ?? {} } } : {}),
     ...(Object.keys(bindings).length ? { PortBindings: bindings } : {}),
+    ...(ctx.networks ? { NetworkMode: ctx.networks.mode } : {}),
   };
-  return { name, config, hostConfig, networkingConfig: {} };
+  return { name, config, hostConfig, networkingConfig: ctx.networks?.endpoints ?? {} };
 }
 
 /** A hosts(5) line `IP name [aliases...]` as ExtraHosts entries `name:IP`. */

@@ -14,6 +14,7 @@ import { isRunningLike } from '../containers/container-model.js';
 import { tryLookupImage } from '../images/image-lookup.js';
 import { stopGraceSeconds } from './service-spec.js';
 import { taskContainerRequest } from './task-container.js';
+import type { TaskContainerNetworks } from './overlay-networks.js';
 import type { TaskFiles } from './task-files.js';
 import type { HostFacts } from '../system.js';
 import type { SwarmStore } from './swarm-store.js';
@@ -38,6 +39,8 @@ export interface TaskRunnerDeps {
   onChange: (t: TaskRecord) => void;
   /** Secret and config files for task containers. */
   files: TaskFiles;
+  /** The overlay networks of a task's container, with its addresses (undefined: none). */
+  networks?: (t: TaskRecord) => Promise<TaskContainerNetworks | undefined>;
 }
 
 export class TaskRunner {
@@ -199,7 +202,7 @@ export class TaskRunner {
     try {
       const files = await this.d.files.write(t);
       if (store.tasks.get(t.id) !== t || t.status.state !== 'preparing' || isTerminal(t.desiredState)) return;
-      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {}, files });
+      const req = taskContainerRequest(t, service?.ports ?? [], { nodeHostname: this.d.host.name, serviceLabels: service?.spec.Labels ?? {}, files, networks: await this.d.networks?.(t) });
       id = containers.create(req).Id;
     } catch (err) {
       this.#set(t, 'rejected', 'preparing', errorMessage(err));

@@ -1,0 +1,319 @@
+/**
+ * Overlay networks of a swarm: the manager's decisions (a network's subnet and VXLAN id at create,
+ * each service's VIP, each task's address, all kept on the records) and what every node makes of
+ * them (the network's vxlan device flooding to the other nodes, the names its DNS answers, the VIP
+ * rules in the namespaces of its containers on the network).
+ *
+ * Names on an overlay network, as dockerd answers them: the service name gives its VIP (in dnsrr
+ * mode its tasks' addresses), `tasks.<service>` every running task's address, a task's container
+ * name its address, for tasks on every node. The node's driver already answers for its own
+ * containers; the rest is handed to it as extra records.
+ *
+ * Node-side work (`sync`, most of it in overlay-node.ts) is idempotent and serialized; it runs after
+ * every change of services, tasks or nodes, when a container starts or dies (an attachable one needs
+ * its VIP rules, and its address is shared) and when a network goes.
+ */
+import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
+import { hostRoutePrefixes } from '../../network/host-routes.js';
+import type { NetworkController } from '../networks/network-controller.js';
+import type { NetworkCreateSpec, NetworkRecord } from '../networks/network-record.js';
+import { forbidden, Option } from '../networks/network-record.js';
+import { VXLAN_OVERHEAD } from '../../network/vxlan-link.js';
+import type { EventBus } from '../events.js';
+import { allocateFromTop, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
+import type { SwarmStore } from './swarm-store.js';
+import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
+import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
+
+export interface OverlayDeps {
+  store: SwarmStore;
+  driver: NetworkController;
+  events: EventBus;
+  /** The addresses of the cluster's other nodes (the vxlan devices' peers). */
+  peers?: () => string[];
+  /** Writes (undefined: deletes) `<kind>/<id>` in the cluster's store; nothing outside a cluster. */
+  share?: (kind: string, id: string, doc: unknown) => void;
+}
+
+/** What a task's container is created with: its first network as NetworkMode, static addresses. */
+export interface TaskContainerNetworks {
+  mode: string;
+  endpoints: Record<string, { IPAMConfig: { IPv4Address: string }; Aliases: string[] }>;
+}
+
+const UNDERLAY_MTU = 1500;
+
+/** An overlay network as the cluster shares it (`networks/<id>`) and as each task carries it. */
+export type SharedNetwork = NonNullable<TaskNetwork['network']> & { name: string };
+
+function shared(n: NetworkRecord): SharedNetwork {
+  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal };
+}
+
+export class OverlayNetworks {
+  readonly #d: OverlayDeps;
+  /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
+  readonly #attachments = new Map<string, Record<string, string[]>>();
+  /** What this node last shared of its own containers' addresses. */
+  #sharedAttachments = '{}';
+  /** Networks removed on another manager, still here while containers are on them. */
+  readonly #removed = new Set<string>();
+  /** network id -> its realisation under way on this node. */
+  readonly #realising = new Map<string, Promise<NetworkRecord>>();
+  #running: Promise<void> | undefined;
+  #again = false;
+  #closed = false;
+  readonly #unsubscribe: () => void;
+  /** What this node makes of the records: devices, names, VIP rules. */
+  readonly #node: OverlayNode;
+
+  constructor(d: OverlayDeps) {
+    this.#d = d;
+    this.#node = new OverlayNode(d);
+    this.#unsubscribe = d.events.subscribe((ev) => {
+      // Outside a swarm a container start costs nothing here.
+      if (!d.store.cluster && !this.#node.active) return;
+      if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
+      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#unsubscribe();
+  }
+
+  // --- manager: decisions kept on the records ---
+
+  /** `network create -d overlay`: a subnet from the swarm's pool unless given, a VXLAN id, the overlay MTU. */
+  async prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec> {
+    const c = this.#d.store.cluster;
+    if (!c) return spec;
+    // Refused rather than ignored: each node would pick its own IPv6 subnet, and nothing encrypts.
+    if (spec.enableIPv6) throw notImplemented('IPv6 on overlay networks is not supported by Berth yet');
+    if (spec.options?.encrypted !== undefined) throw notImplemented('encrypted overlay networks are not supported by Berth yet');
+    const networks = this.#d.driver.list();
+    const options = { ...(spec.options ?? {}) };
+    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(nextVni(new Set(networks.map(vniOf).filter((v): v is number => v !== undefined))));
+    else if (!(Number(options[VNI_OPTION]) > 0 && Number(options[VNI_OPTION]) <= 0xffffff)) throw invalidArgument(`invalid VXLAN id ${options[VNI_OPTION]}`);
+    if (!options[Option.mtu]) options[Option.mtu] = String(UNDERLAY_MTU - VXLAN_OVERHEAD);
+    let ipam = spec.ipam;
+    if (!ipam?.config?.some((x) => x.subnet && !x.subnet.includes(':'))) {
+      const taken: Cidr[] = [...networks.flatMap((n) => [n.subnet, n.subnet6]).filter((s): s is string => !!s).map((s) => parseCidr(s, false)!), ...(await hostRoutePrefixes())];
+      const subnet = pickOverlaySubnet(c.defaultAddrPool, c.subnetSize, taken);
+      if (!subnet) throw forbidden('could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network');
+      ipam = { ...(ipam ?? {}), config: [{ subnet: formatCidr(subnet) }, ...(ipam?.config ?? [])] };
+    }
+    return { ...spec, options, ipam };
+  }
+
+  /**
+   * The VIPs a service has with this spec: one per overlay network it is on, kept from `previous`
+   * where the network stays. Throws for a network that does not exist or is not an overlay.
+   */
+  virtualIPs(spec: ServiceSpec, previous: readonly VirtualIP[] = [], serviceId = ''): VirtualIP[] {
+    const nets = this.#serviceNetworks(spec);
+    if (spec.EndpointSpec?.Mode === 'dnsrr') return [];
+    const out: VirtualIP[] = [];
+    for (const { net } of nets) {
+      const kept = previous.find((v) => v.NetworkID === net.id);
+      if (kept) {
+        out.push(kept);
+        continue;
+      }
+      out.push({ NetworkID: net.id, Addr: this.#allocate(net, serviceId) });
+    }
+    return out;
+  }
+
+  /** Addresses for a new task on each of its service's overlay networks (on the record, before it is saved). */
+  attachTask(s: ServiceRecord, t: TaskRecord): void {
+    const nets = this.#serviceNetworks(s.spec);
+    if (nets.length === 0) return;
+    t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
+      networkId: net.id,
+      networkName: net.name,
+      network: (({ name: _name, ...rest }) => rest)(shared(net)),
+      addresses: [this.#allocate(net, '')],
+      ...(aliases.length ? { aliases } : {}),
+    }));
+  }
+
+  /**
+   * The create request's networks for a task's container, or undefined for a task on none. A network
+   * this node does not have yet is realised from the task's copy of it, under the cluster's id.
+   */
+  async containerNetworks(t: TaskRecord): Promise<TaskContainerNetworks | undefined> {
+    if (!t.networks?.length) return undefined;
+    const endpoints: TaskContainerNetworks['endpoints'] = {};
+    for (const a of t.networks) {
+      const local = this.#d.driver.list().find((n) => n.id === a.networkId) ?? (await this.#realise(a));
+      endpoints[local.name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
+    }
+    return { mode: Object.keys(endpoints)[0]!, endpoints };
+  }
+
+  async #realise(a: TaskNetwork): Promise<NetworkRecord> {
+    const n = a.network;
+    if (!n) throw notFound(`network ${a.networkName} not found`);
+    // A pending realisation of the same network by a concurrent task start.
+    const pending = this.#realising.get(a.networkId);
+    if (pending) return pending;
+    const made = this.#d.driver
+      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
+      .finally(() => this.#realising.delete(a.networkId));
+    this.#realising.set(a.networkId, made);
+    log.info('overlay network realised on this node', { network: a.networkName, id: a.networkId });
+    return made;
+  }
+
+  created(n: NetworkRecord): void {
+    this.#d.share?.('networks', n.id, shared(n));
+  }
+
+  removed(n: NetworkRecord): void {
+    this.#d.share?.('networks', n.id, undefined);
+  }
+
+  /**
+   * A network created or removed on another manager: managers list every overlay network, so one
+   * made elsewhere is realised here (its bridge; the vxlan device only once something uses it), and
+   * so do workers for attachable ones, which their own containers may join. A removed one goes once
+   * no container here is on it. Workers learn other networks from their tasks.
+   */
+  applyRemote(id: string, doc: SharedNetwork | undefined): void {
+    const local = this.#d.driver.list().find((n) => n.id === id);
+    if (!doc) {
+      if (local) this.#removed.add(id);
+      this.sync();
+      return;
+    }
+    this.#removed.delete(id);
+    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable)) return;
+    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
+      log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
+    );
+  }
+
+  /**
+   * Another node's containers on overlay networks (attachable ones, whose addresses that node chose
+   * itself): their addresses are not given out here, nor by the manager to tasks.
+   */
+  applyRemoteAttachments(nodeId: string, doc: Record<string, string[]> | undefined): void {
+    if (nodeId === this.#d.store.selfId) return;
+    if (doc) this.#attachments.set(nodeId, doc);
+    else this.#attachments.delete(nodeId);
+    this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
+  }
+
+  #reserve(overlays: NetworkRecord[]): void {
+    for (const n of overlays) this.#d.driver.setReservedAddresses(n.id, this.#heldElsewhere(n.id));
+  }
+
+  #heldElsewhere(networkId: string): string[] {
+    return [...this.#attachments.values()].flatMap((a) => a[networkId] ?? []);
+  }
+
+  /** Shares the addresses this node gave its own containers on overlay networks (not tasks': the manager chose those). */
+  #shareAttachments(overlays: NetworkRecord[]): void {
+    const self = this.#d.store.selfId;
+    if (!self || !this.#d.store.clustered) return;
+    const taskIps = new Set([...this.#d.store.tasks.values()].flatMap((t) => (t.networks ?? []).flatMap((a) => a.addresses.map((x) => x.split('/')[0]!))));
+    const mine: Record<string, string[]> = {};
+    for (const n of overlays) {
+      const ips = this.#d.driver.endpointsOf(n.id).map((e) => e.ipAddress).filter((ip) => ip && !taskIps.has(ip)).sort();
+      if (ips.length) mine[n.id] = ips;
+    }
+    const json = JSON.stringify(mine);
+    if (json === this.#sharedAttachments) return;
+    this.#sharedAttachments = json;
+    this.#d.share?.('attachments', self, Object.keys(mine).length ? mine : undefined);
+  }
+
+  /** Networks removed elsewhere go here once no container here is on them any more. */
+  async #dropRemoved(): Promise<void> {
+    for (const id of this.#removed) {
+      if (this.#d.driver.endpointsOf(id).length) continue;
+      this.#removed.delete(id);
+      await this.#d.driver.remove(id).catch((err) => log.warn('removing a swarm network failed', { network: id, error: errorMessage(err) }));
+    }
+  }
+
+  /** A network services still use cannot go (dockerd: 403 with this text). */
+  assertUnused(n: NetworkRecord): void {
+    for (const s of this.#d.store.services.values()) {
+      if (networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name)) {
+        throw conflict(`rpc error: code = FailedPrecondition desc = network ${n.id} is in use by service ${s.id}`);
+      }
+    }
+  }
+
+  #serviceNetworks(spec: ServiceSpec): { net: NetworkRecord; aliases: string[] }[] {
+    const out: { net: NetworkRecord; aliases: string[] }[] = [];
+    for (const x of networkTargets(spec)) {
+      let net: NetworkRecord;
+      try {
+        net = this.#d.driver.get(x.Target);
+      } catch {
+        throw notFound(`network ${x.Target} not found`);
+      }
+      if (!net.overlay) throw invalidArgument(`network ${net.name} is not a swarm-scoped network: services can only use overlay networks`);
+      if (out.some((o) => o.net.id === net.id)) throw invalidArgument(`service cannot be attached to network ${net.name} more than once`);
+      out.push({ net, aliases: x.Aliases ?? [] });
+    }
+    return out;
+  }
+
+  /** A free address of the network, counting every VIP, every task's address and this node's endpoints. */
+  #allocate(net: NetworkRecord, exceptService: string): string {
+    const subnet = parseCidr(net.subnet)!;
+    const used = new Set<bigint>();
+    const add = (a: string | undefined) => {
+      const p = a ? parseAddress(a.split('/')[0]!) : null;
+      if (p) used.add(p.value);
+    };
+    for (const s of this.#d.store.services.values()) if (s.id !== exceptService) for (const v of s.virtualIPs ?? []) if (v.NetworkID === net.id) add(v.Addr);
+    for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
+    for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
+    this.#heldElsewhere(net.id).forEach(add);
+    for (const a of Object.values(net.auxAddresses ?? {})) add(a);
+    const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
+    if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
+    return `${formatAddress(a)}/${subnet.prefix}`;
+  }
+
+  // --- every node: realising the decisions ---
+
+  /** Brings this node in line with the records (in the background; changes arriving meanwhile run once more). */
+  sync(): void {
+    if (this.#closed) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#sync()
+      .catch((err) => log.warn('overlay networking out of step', { error: errorMessage(err) }))
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.sync();
+        }
+      });
+  }
+
+  /** Resolves once no sync is under way (tests, shutdown). */
+  async settled(): Promise<void> {
+    for (let i = 0; i < 100 && this.#running; i++) await this.#running;
+  }
+
+  async #sync(): Promise<void> {
+    await this.#dropRemoved();
+    const overlays = this.#d.driver.list().filter((n) => n.overlay);
+    this.#shareAttachments(overlays);
+    this.#reserve(overlays);
+    await this.#node.apply(overlays);
+  }
+}
