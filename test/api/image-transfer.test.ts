@@ -455,10 +455,13 @@ describe('import', () => {
     assert.equal(piped.code, 0, piped.stderr);
     await docker(d(), ['rm', `${name}-2`]);
     assert.equal((await docker(d(), ['run', '--rm', 'imported/pipe-cli:v3'])).trim(), 'piped');
-    // Bad changes and platforms are refused before the body is read.
-    const badChange = await d().request('POST', `/images/create?fromSrc=-&changes=${encodeURIComponent('FROM busybox')}`, { body: tar });
+    // Bad changes and platforms are refused before the body is read. The body sent is only a head of
+    // the tar: a client still writing megabytes when the refusal closes the connection gets EPIPE
+    // instead of the answer (with dockerd too), which is not what these lines test.
+    const head = tar.subarray(0, 16 * 1024);
+    const badChange = await d().request('POST', `/images/create?fromSrc=-&changes=${encodeURIComponent('FROM busybox')}`, { body: head });
     assert.equal(badChange.status, 400, badChange.text());
-    const badPlatform = await d().request('POST', '/images/create?fromSrc=-&platform=a/b/c/d', { body: tar });
+    const badPlatform = await d().request('POST', '/images/create?fromSrc=-&platform=a/b/c/d', { body: head });
     assert.equal(badPlatform.status, 400, badPlatform.text());
 
     // The same tar from a URL.
