@@ -40,9 +40,10 @@ const TIMESTAMP_QUERY = new Set(['since', 'until']);
 
 /**
  * Enums the spec lists for documentation whose values dockerd checks itself, after decoding, with its own
- * words: log driver names (Berth also takes podman's `k8s-file`, see docs/compat.md).
+ * words: log driver names (Berth also takes podman's `k8s-file`, see docs/compat.md), the cgroup
+ * namespace mode (`invalid cgroup namespace mode: x`).
  */
-const OPEN_ENUMS = new Set(['HostConfig.LogConfig.Type']);
+const OPEN_ENUMS = new Set(['HostConfig.LogConfig.Type', 'HostConfig.CgroupnsMode']);
 
 /** Query parameters whose handler checks them with dockerd's own text (`invalid limit specified`). */
 const OWN_CHECK_QUERY = new Set(['GET /images/search limit']);

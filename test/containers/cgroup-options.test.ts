@@ -135,7 +135,7 @@ describe('cgroup and kernel options', () => {
     assert.equal(iops.json().message, 'invalid option: QoS maximum IOPs configuration is not supported on linux');
     const ns = await create({ CgroupnsMode: 'shared' });
     assert.equal(ns.status, 400);
-    assert.match(ns.json().message, /CgroupnsMode/);
+    assert.equal(ns.json().message, 'invalid cgroup namespace mode: shared');
     const storage = await create({ StorageOpt: { size: '1G' } });
     assert.equal(storage.status, 500);
     assert.equal(storage.json().message, "--storage-opt is supported only for overlay over xfs with 'pquota' mount option");
