@@ -10,7 +10,7 @@ import { log } from '../../../lib/log.js';
 import { errorMessage, unavailable } from '../../../lib/errors.js';
 import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
 import { EtcdMember, clientUrl, freePortOn, peerUrl } from './etcd-member.js';
-import { EtcdState, type EtcdAccess } from './etcd-state.js';
+import type { EtcdState, EtcdAccess } from './etcd-state.js';
 import { JoinListener, type JoinAnswer, type JoinAsk } from './join-protocol.js';
 import { newDataKey } from './data-key.js';
 import type { ClusterLocal } from '../swarm-model.js';
@@ -141,6 +141,9 @@ export class Membership {
   /** The client to etcd, once it answers (a member just started needs a moment). */
   async connect(nodeId: string, endpoints: string[], timeoutMs = 20_000): Promise<EtcdState> {
     const access = await this.#access(endpoints);
+    // Loaded here, not at start-up: the etcd client and gRPC cost ~120 ms and ~25 MiB (RSS) to load,
+    // which a daemon outside any swarm never needs.
+    const { EtcdState } = await import('./etcd-state.js');
     const state = new EtcdState(access, nodeId);
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
