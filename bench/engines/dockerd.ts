@@ -18,7 +18,30 @@ import { createBridge, pickFreeSubnet } from './host-network.js';
  */
 
 export const DOCKERD_BINARY = process.env.BENCH_DOCKERD ?? '/usr/sbin/dockerd';
-const TRUST_KEY = '/etc/docker/key.json';
+export const TRUST_KEY = '/etc/docker/key.json';
+
+/**
+ * The flags every dockerd of the suite gets: everything under `dir` (socket, roots, pidfile, an empty
+ * config so /etc/docker/daemon.json is never read), no firewall changes, its own cgroup parent.
+ */
+export function dockerdArgs(dir: string, cgroupParent: string): string[] {
+  const configFile = join(dir, 'daemon.json');
+  writeFileSync(configFile, '{}\n');
+  return [
+    '-H', `unix://${join(dir, 'docker.sock')}`,
+    '--data-root', join(dir, 'root'),
+    '--exec-root', join(dir, 'run'),
+    '--pidfile', join(dir, 'dockerd.pid'),
+    '--config-file', configFile,
+    '--iptables=false',
+    '--ip-masq=false',
+    '--ip-forward=false',
+    '--exec-opt', 'native.cgroupdriver=cgroupfs',
+    '--cgroup-parent', cgroupParent,
+    '--storage-driver', 'overlay2',
+    '--log-level', 'warn',
+  ];
+}
 
 export async function startDockerd(o: { dockerConfig: string }): Promise<Engine> {
   const dir = makeTempDir('bench-dockerd');
@@ -40,23 +63,7 @@ export async function startDockerd(o: { dockerConfig: string }): Promise<Engine>
   try {
     const net = await pickFreeSubnet();
     bridge = await createBridge('bbd', `${net.gateway}/16`);
-    const configFile = join(dir, 'daemon.json');
-    writeFileSync(configFile, '{}\n');
-    const args = [
-      '-H', `unix://${socket}`,
-      '--data-root', join(dir, 'root'),
-      '--exec-root', join(dir, 'run'),
-      '--pidfile', join(dir, 'dockerd.pid'),
-      '--config-file', configFile,
-      '--bridge', bridge.name,
-      '--iptables=false',
-      '--ip-masq=false',
-      '--ip-forward=false',
-      '--exec-opt', 'native.cgroupdriver=cgroupfs',
-      '--cgroup-parent', cgroupParent,
-      '--storage-driver', 'overlay2',
-      '--log-level', 'warn',
-    ];
+    const args = [...dockerdArgs(dir, cgroupParent), '--bridge', bridge.name];
     proc = spawnDaemon(DOCKERD_BINARY, args, logFile);
     const p = proc;
     await waitForPing(socket, 60_000, () => p.hasExited(), describeLog(logFile));
