@@ -11,6 +11,7 @@ import { errorMessage, unavailable } from '../../../lib/errors.js';
 import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
 import { EtcdMember, clientUrl, freePortOn, peerUrl } from './etcd-member.js';
 import { EtcdState, type EtcdAccess } from './etcd-state.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { JoinListener, type JoinAnswer, type JoinAsk } from './join-protocol.js';
 import { newDataKey } from './data-key.js';
 import type { ClusterLocal } from '../swarm-model.js';
@@ -42,8 +43,9 @@ export class Membership {
     readonly dir: string,
     readonly external: ExternalEtcd | undefined,
     handleJoin: (ask: JoinAsk) => Promise<JoinAnswer>,
+    taskLogs?: (req: IncomingMessage, res: ServerResponse) => void,
   ) {
-    this.listener = new JoinListener(handleJoin);
+    this.listener = new JoinListener(handleJoin, taskLogs);
   }
 
   get etcdDir(): string {
