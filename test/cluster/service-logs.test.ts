@@ -84,4 +84,18 @@ describe('service logs across nodes', () => {
     });
     assert.equal(status, 403);
   });
+
+  it('a node that cannot be reached costs its tasks\' lines only, with an error', async () => {
+    const onNode3 = (await tasksOf(d1(), 'chatty')).find((t) => t.NodeID === ids[2] && t.Status.State === 'running')!.ID;
+    await c.node(3).daemon.kill9();
+    try {
+      const r = await d1().docker(['service', 'logs', '--no-trunc', 'chatty']);
+      assert.match(r.stderr, /Error grabbing logs: could not reach the node/);
+      const others = (await taskIds()).filter((t) => t !== onNode3);
+      for (const t of others) assert.ok(r.stdout.includes(`.${t}@`), r.stdout);
+      assert.ok(!r.stdout.includes(`.${onNode3}@`), r.stdout);
+    } finally {
+      await c.node(3).daemon.restart();
+    }
+  });
 });

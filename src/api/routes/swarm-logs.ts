@@ -70,15 +70,30 @@ async function streamLogs(
     const ok = opts.tty ? res.write(data) : writeFrame(res, rec.stream === 'stdout' ? StreamType.Stdout : StreamType.Stderr, data);
     if (!ok && !res.destroyed) await new Promise((r) => res.once('drain', r));
   };
+  const failed = (err: unknown) => {
+    if (!abort.signal.aborted && !opts.tty && !res.destroyed) writeFrame(res, StreamType.SystemErr, `Error grabbing logs: ${(err as Error).message}\n`);
+  };
+  // A node that cannot be reached ends its tasks' part with an error line; the others go on. Without
+  // follow the error comes last: the CLI stops reading at the first one.
+  const deferred: unknown[] = [];
+  async function* guarded(records: AsyncIterable<LogRecord>): AsyncGenerator<LogRecord> {
+    try {
+      yield* records;
+    } catch (err) {
+      if (follow) failed(err);
+      else deferred.push(err);
+    }
+  }
   const sourceOf = (t: TaskRecord, fromStart = false): Source | undefined => {
     const records = swarm.taskLogRecords(t, fromStart ? { ...query, tail: -1 } : query, abort.signal);
-    return records ? { task: t, records } : undefined;
+    return records ? { task: t, records: guarded(records) } : undefined;
   };
 
   try {
     const sources = opts.tasks().map((t) => sourceOf(t)).filter((s): s is Source => s !== undefined);
     if (!follow) {
       await mergeByTime(sources, emit, abort.signal);
+      for (const err of deferred) failed(err);
     } else {
       const followed = new Set<string>();
       const running: Promise<void>[] = [];
@@ -88,9 +103,7 @@ async function streamLogs(
         running.push(
           (async () => {
             for await (const rec of src.records) await emit(src, rec);
-          })().catch((err) => {
-            if (!abort.signal.aborted && !opts.tty && !res.destroyed) writeFrame(res, StreamType.SystemErr, `Error grabbing logs: ${(err as Error).message}\n`);
-          }),
+          })().catch(failed),
         );
       };
       for (const src of sources) start(src);
@@ -105,7 +118,7 @@ async function streamLogs(
       await Promise.allSettled(running);
     }
   } catch (err) {
-    if (!abort.signal.aborted && !opts.tty && !res.destroyed) writeFrame(res, StreamType.SystemErr, `Error grabbing logs: ${(err as Error).message}\n`);
+    failed(err);
   }
   res.end();
 }
