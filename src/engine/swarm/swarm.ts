@@ -683,6 +683,34 @@ export class SwarmService {
       void state.resign();
       this.#onLeadership(false);
     }
+    // One change at a time, each for the role the node has by then (a quick demote and promote again).
+    this.#membershipChange = this.#membershipChange
+      .then(() => this.#memberFor())
+      .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
+  }
+
+  #membershipChange: Promise<void> = Promise.resolve();
+
+  /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
+  async #memberFor(): Promise<void> {
+    const c = this.store.cluster;
+    const local = c?.local;
+    if (!c || !local || this.d.externalEtcd || this.#closed) return;
+    const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
+    if (role === 'manager' && !local.member) {
+      const { clientUrl, ...member } = await this.#members.becomeMember(c.node.id, c.node.addr, c.id);
+      local.member = member;
+      local.endpoints = [...local.endpoints.filter((e) => e !== clientUrl), clientUrl];
+    } else if (role === 'worker' && local.member) {
+      const own = Membership.clientUrl(c.node.addr, local.member.clientPort);
+      await this.#members.leaveMember(c.node.id);
+      local.member = undefined;
+      local.endpoints = local.endpoints.filter((e) => e !== own);
+    } else {
+      return;
+    }
+    this.store.saveCluster(true);
+    log.info('this node\'s etcd membership changed', { role, endpoints: local.endpoints });
   }
 
   /** For a manager's join: this host's facts as the node's description. */
