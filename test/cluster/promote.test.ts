@@ -5,11 +5,9 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { useSeededRegistry } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, etcdctl, eventually, formSwarm, nodesOf, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, waitSpread } from './support.js';
 
 /** The names (node ids) of etcd's voting members and of its learners, as node `via`'s etcd sees them. */
 async function members(c: TestCluster, via: number): Promise<{ voting: string[]; learners: string[] }> {
@@ -55,14 +53,8 @@ describe('node promote and demote change etcd membership', () => {
     const leader = await eventually('a leader', async () => (await nodesOf(c.node(2).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID, 30_000);
     const dead = ids.indexOf(leader) + 1;
     const d = c.node(dead).daemon;
-    const etcdPid = Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
-    await d.kill9();
-    process.kill(etcdPid, 'SIGKILL');
     const via = dead === 3 ? 2 : 3;
-    const next = await eventually('a new leader', async () => {
-      const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
-      return l && l !== leader ? l : undefined;
-    }, 30_000);
+    const next = await killLeaderHost(c, leader, dead, via);
     assert.notEqual(next, leader);
     const others = ids.filter((id) => id !== leader);
     await waitSpread(c.node(via).daemon, 'web', Object.fromEntries(others.map((id) => [id, 2])), 90_000);
