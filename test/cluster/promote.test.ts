@@ -7,7 +7,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useSeededRegistry } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, tasksOf, waitSpread } from './support.js';
 
 /** The names (node ids) of etcd's voting members and of its learners, as node `via`'s etcd sees them. */
 async function members(c: TestCluster, via: number): Promise<{ voting: string[]; learners: string[] }> {
@@ -49,7 +49,7 @@ describe('node promote and demote change etcd membership', () => {
   it('the old leader\'s host dies: the two others keep the quorum, one leads, the service converges', async () => {
     const r = await c.node(1).daemon.docker(['service', 'create', '-d', '--name', 'web', '--replicas', '4', c.image, 'sh', '-c', LOOP]);
     assert.equal(r.code, 0, r.stderr);
-    await waitSpread(c.node(1).daemon, 'web', Object.fromEntries(ids.map((id) => [id, (id === ids[2] ? 2 : 1)])), 90_000).catch(() => undefined);
+    await eventually('four tasks running', async () => (await tasksOf(c.node(1).daemon, 'web')).filter((t) => t.Status.State === 'running').length === 4, 90_000, 300);
     const leader = await eventually('a leader', async () => (await nodesOf(c.node(2).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID, 30_000);
     const dead = ids.indexOf(leader) + 1;
     const d = c.node(dead).daemon;
