@@ -85,3 +85,18 @@ export async function etcdctl(d: TestDaemon, args: string[], withCert = true): P
     timeoutMs: 20_000,
   });
 }
+
+/**
+ * The leader's host dies: its berthd and etcd member killed with SIGKILL. Answers the leader that
+ * manager node `via` sees next (a different one, within 30 s).
+ */
+export async function killLeaderHost(c: TestCluster, leader: string, dead: number, via: number): Promise<string> {
+  const d = c.node(dead).daemon;
+  const etcdPid = Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
+  await d.kill9();
+  process.kill(etcdPid, 'SIGKILL');
+  return eventually('a new leader', async () => {
+    const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
+    return l && l !== leader ? l : undefined;
+  }, 30_000);
+}

@@ -6,11 +6,9 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { useSeededRegistry } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, etcdctl, eventually, formSwarm, nodesOf, runningOn, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, runningOn, waitSpread } from './support.js';
 
 describe('swarm with three managers', () => {
   const reg = useSeededRegistry('open');
@@ -88,14 +86,8 @@ describe('swarm with three managers', () => {
     const leader = await leaderOf(2);
     const dead = idx(leader);
     const d = c.node(dead).daemon;
-    const etcdPid = Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
-    await d.kill9();
-    process.kill(etcdPid, 'SIGKILL');
     const via = dead === 1 ? 2 : 1;
-    const next = await eventually('a new leader', async () => {
-      const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
-      return l && l !== leader ? l : undefined;
-    }, 30_000);
+    const next = await killLeaderHost(c, leader, dead, via);
     assert.notEqual(next, leader);
     const others = ids.filter((id) => id !== leader);
     await waitSpread(c.node(via).daemon, 'web', Object.fromEntries(others.map((id) => [id, 3])), 90_000);

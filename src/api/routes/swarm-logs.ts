@@ -9,16 +9,15 @@ import { queryBool, queryString, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
 import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { SwarmService } from '../../engine/swarm/swarm.js';
-import { isRunningLike } from '../../engine/containers/container-model.js';
-import type { TaskRecord } from '../../engine/swarm/swarm-model.js';
-import { formatLogTimestamp, type ContainerLogReader, type LogRecord } from '../../engine/containers/log-reader.js';
+import type { TaskLogQuery, TaskRecord } from '../../engine/swarm/swarm-model.js';
+import { formatLogTimestamp, type LogRecord } from '../../engine/containers/log-reader.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 
 export function swarmLogRoutes(r: Router, swarm: SwarmService, containers: ContainerService): void {
   r.on('GET', '/services/:id/logs', (ctx) => {
     const s = swarm.service(ctx.params.id!);
-    return streamLogs(ctx, swarm, containers, {
+    return streamLogs(ctx, swarm, {
       tty: !!s.spec.TaskTemplate?.ContainerSpec?.TTY,
       tasks: () => swarm.store.tasksOf(s.id),
       serviceId: s.id,
@@ -26,20 +25,18 @@ export function swarmLogRoutes(r: Router, swarm: SwarmService, containers: Conta
   });
   r.on('GET', '/tasks/:id/logs', (ctx) => {
     const t = swarm.task(ctx.params.id!);
-    return streamLogs(ctx, swarm, containers, { tty: !!t.spec.ContainerSpec?.TTY, tasks: () => (swarm.store.tasks.has(t.id) ? [t] : []) });
+    return streamLogs(ctx, swarm, { tty: !!t.spec.ContainerSpec?.TTY, tasks: () => (swarm.store.tasks.has(t.id) ? [t] : []) });
   });
 }
 
 interface Source {
   task: TaskRecord;
-  log: ContainerLogReader;
-  containerId: string;
+  records: AsyncIterable<LogRecord>;
 }
 
 async function streamLogs(
   ctx: RequestContext,
   swarm: SwarmService,
-  containers: ContainerService,
   opts: { tty: boolean; tasks: () => TaskRecord[]; serviceId?: string },
 ): Promise<void> {
   const q = ctx.query;
@@ -62,7 +59,7 @@ async function streamLogs(
   const abort = new AbortController();
   res.on('close', () => abort.abort());
 
-  const wanted = (rec: LogRecord) => (rec.stream === 'stdout' ? stdout : stderr) && (since === undefined || rec.timeNs > since);
+  const query: TaskLogQuery = { stdout, stderr, follow, tail, ...(since !== undefined ? { since } : {}) };
   const emit = async (src: Source, rec: LogRecord) => {
     const parts: Buffer[] = [];
     if (timestamps) parts.push(Buffer.from(formatLogTimestamp(rec.timeNs) + ' '));
@@ -73,36 +70,55 @@ async function streamLogs(
     const ok = opts.tty ? res.write(data) : writeFrame(res, rec.stream === 'stdout' ? StreamType.Stdout : StreamType.Stderr, data);
     if (!ok && !res.destroyed) await new Promise((r) => res.once('drain', r));
   };
-  const sourceOf = (t: TaskRecord): Source | undefined => {
-    const c = t.status.containerId ? containers.find(t.status.containerId) : undefined;
-    return c ? { task: t, log: containers.logReaderOf(c), containerId: c.id } : undefined;
+  const failed = (err: unknown) => {
+    if (!abort.signal.aborted && !opts.tty && !res.destroyed) writeFrame(res, StreamType.SystemErr, `Error grabbing logs: ${(err as Error).message}\n`);
+  };
+  // A node that cannot be reached ends its tasks' part with an error line; the others go on. Without
+  // follow the error comes last: the CLI stops reading at the first one.
+  const deferred: unknown[] = [];
+  async function* guarded(records: AsyncIterable<LogRecord>): AsyncGenerator<LogRecord> {
+    try {
+      yield* records;
+    } catch (err) {
+      if (follow) failed(err);
+      else deferred.push(err);
+    }
+  }
+  const sourceOf = (t: TaskRecord, fromStart = false): Source | undefined => {
+    const records = swarm.taskLogRecords(t, fromStart ? { ...query, tail: -1 } : query, abort.signal);
+    return records ? { task: t, records: guarded(records) } : undefined;
   };
 
   try {
-    const sources = opts.tasks().map(sourceOf).filter((s): s is Source => s !== undefined);
+    const sources = opts.tasks().map((t) => sourceOf(t)).filter((s): s is Source => s !== undefined);
     if (!follow) {
-      await mergeByTime(sources, tail, wanted, emit, abort.signal);
+      await mergeByTime(sources, emit, abort.signal);
+      for (const err of deferred) failed(err);
     } else {
       const followed = new Set<string>();
       const running: Promise<void>[] = [];
-      const start = (src: Source, fromStart: boolean) => {
-        if (followed.has(src.containerId)) return;
-        followed.add(src.containerId);
-        running.push(followOne(src, fromStart ? -1 : tail, containers, wanted, emit, abort.signal));
+      const start = (src: Source) => {
+        if (followed.has(src.task.id + '/' + (src.task.status.containerId ?? ''))) return;
+        followed.add(src.task.id + '/' + (src.task.status.containerId ?? ''));
+        running.push(
+          (async () => {
+            for await (const rec of src.records) await emit(src, rec);
+          })().catch(failed),
+        );
       };
-      for (const src of sources) start(src, false);
+      for (const src of sources) start(src);
       // Tasks that start later are followed from their first line.
       const stop = swarm.runner.onTaskChange((t) => {
         if (t.serviceId !== opts.serviceId || t.status.state !== 'running') return;
-        const src = sourceOf(t);
-        if (src) start(src, true);
+        const src = sourceOf(t, true);
+        if (src) start(src);
       });
       await new Promise<void>((resolve) => (abort.signal.aborted ? resolve() : abort.signal.addEventListener('abort', () => resolve())));
       stop();
       await Promise.allSettled(running);
     }
   } catch (err) {
-    if (!abort.signal.aborted && !opts.tty && !res.destroyed) writeFrame(res, StreamType.SystemErr, `Error grabbing logs: ${(err as Error).message}\n`);
+    failed(err);
   }
   res.end();
 }
@@ -117,26 +133,11 @@ function contextDetails(t: TaskRecord): string {
   return pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join(',');
 }
 
-/** The last `tail` wanted records of one log (all with -1), holding only those in memory. */
-async function* tailRecords(log: ContainerLogReader, tail: number, wanted: (r: LogRecord) => boolean, signal: AbortSignal): AsyncGenerator<LogRecord> {
-  if (tail < 0) {
-    for await (const rec of log.liveRecords({ signal })) if (wanted(rec)) yield rec;
-    return;
-  }
-  const ring: LogRecord[] = [];
-  for await (const rec of log.liveRecords({ signal })) {
-    if (!wanted(rec)) continue;
-    ring.push(rec);
-    if (ring.length > tail) ring.shift();
-  }
-  yield* ring;
-}
-
 /** A k-way merge of the sources' records by time. */
-async function mergeByTime(sources: Source[], tail: number, wanted: (r: LogRecord) => boolean, emit: (s: Source, r: LogRecord) => Promise<void>, signal: AbortSignal): Promise<void> {
+async function mergeByTime(sources: Source[], emit: (s: Source, r: LogRecord) => Promise<void>, signal: AbortSignal): Promise<void> {
   const heads = await Promise.all(
     sources.map(async (src) => {
-      const it = tailRecords(src.log, tail, wanted, signal);
+      const it = src.records[Symbol.asyncIterator]();
       const first = await it.next();
       return { src, it, rec: first.done ? undefined : first.value };
     }),
@@ -148,21 +149,6 @@ async function mergeByTime(sources: Source[], tail: number, wanted: (r: LogRecor
     await emit(best.src, best.rec!);
     const next = await best.it.next();
     best.rec = next.done ? undefined : next.value;
-  }
-}
-
-/** One container's log: the tail, then whatever it writes until it exits or the client leaves. */
-async function followOne(src: Source, tail: number, containers: ContainerService, wanted: (r: LogRecord) => boolean, emit: (s: Source, r: LogRecord) => Promise<void>, signal: AbortSignal): Promise<void> {
-  let last = -1n;
-  for await (const rec of tailRecords(src.log, tail, wanted, signal)) {
-    await emit(src, rec);
-    last = rec.timeNs;
-  }
-  const c = containers.find(src.containerId);
-  if (!c || !isRunningLike(c.state) || signal.aborted) return;
-  const exited = containers.waiters.add(c.id, 'next-exit');
-  for await (const rec of src.log.liveRecords({ follow: true, until: exited, signal })) {
-    if (rec.timeNs > last && wanted(rec)) await emit(src, rec);
   }
 }
 

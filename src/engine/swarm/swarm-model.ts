@@ -137,6 +137,8 @@ export interface NodeRecord extends Meta {
   addr: string;
   /** host:port managers would be reached at ('' for a worker). */
   managerAddr: string;
+  /** host:port of the node's swarm port, where managers ask for its tasks' logs (older records: none). */
+  peerAddr?: string;
   /** What the node told at join (this node's own host facts otherwise). */
   description?: { hostname: string; architecture: string; ncpu: number; memTotal: number };
 }
@@ -278,4 +280,15 @@ export function modeName(spec: ServiceSpec): 'replicated' | 'global' | 'replicat
 
 export function replicas(spec: ServiceSpec): number {
   return spec.Mode?.Replicated?.Replicas ?? 1;
+}
+
+/** What a reader of a task's log wants of it (GET /services/{id}/logs, and node to node). */
+export interface TaskLogQuery {
+  stdout: boolean;
+  stderr: boolean;
+  follow: boolean;
+  /** Last records per task; -1: all. */
+  tail: number;
+  /** Only records after this time (ns since the epoch). */
+  since?: bigint;
 }

@@ -32,6 +32,8 @@ import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
 import { OverlayNetworks, type SharedNetwork } from './overlay-networks.js';
 import { meshPeers } from './mesh-peers.js';
+import { containerRecords, remoteTaskRecords, serveTaskLogs } from './task-logs.js';
+import type { LogRecord } from '../containers/log-reader.js';
 import type { NetworkController } from '../networks/network-controller.js';
 import {
   TASK_LABELS,
@@ -46,6 +48,7 @@ import {
   type ServiceSpec,
   type SwarmSpec,
   type TaskRecord,
+  type TaskLogQuery,
   type ClusterLocal,
   SECOND_NS,
 } from './swarm-model.js';
@@ -156,7 +159,11 @@ export class SwarmService {
     // Workers too: not nodes(), which is for managers.
     const nodes = () => [...this.store.nodes.values()];
     this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
-    this.#members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask));
+    this.#members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) =>
+      void serveTaskLogs(req, res, (id) => {
+        const t = this.store.tasks.get(id);
+        return t && t.nodeId === this.store.selfId ? t.status.containerId : undefined;
+      }, d.containers));
   }
 
   /** Loads the swarm, catches up with what the containers did meanwhile, and takes over again. */
@@ -286,6 +293,7 @@ export class SwarmService {
       const port = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
       local.listenPort = port;
       node.managerAddr = `${node.addr.includes(':') ? `[${node.addr}]` : node.addr}:${port}`;
+      node.peerAddr = node.managerAddr;
       cluster.local = local;
       this.store.touch(cluster);
       this.store.touch(node);
@@ -349,10 +357,10 @@ export class SwarmService {
       }
       const state = await this.#members.connect(node.id, local.endpoints, 30_000);
       if (local.member) await this.#members.promoteSelf(node.id, 60_000);
-      if (answer.role === 'manager') {
-        local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
-        node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
-      }
+      // Workers listen too: managers ask them for their tasks' logs there.
+      local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      if (answer.role === 'manager') node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
+      node.peerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
       cluster.local = local;
       this.store.cluster = cluster;
       this.store.nodes.clear();
@@ -400,6 +408,7 @@ export class SwarmService {
       spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
       addr: ask.addr,
       managerAddr: role === 'manager' ? `${ask.addr}:${ask.listenPort || 2377}` : '',
+      peerAddr: `${ask.addr.includes(':') ? `[${ask.addr}]` : ask.addr}:${ask.listenPort || 2377}`,
       description: { hostname: String(ask.hostname), architecture: String(ask.architecture), ncpu: Number(ask.ncpu) || 1, memTotal: Number(ask.memTotal) || 0 },
     };
     this.store.touch(node);
@@ -424,7 +433,7 @@ export class SwarmService {
     if (this.#closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
     if (local.member && !this.d.externalEtcd) await this.#members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
-    if (c.node.spec.Role === 'manager') await this.#members.serveJoins(local.listenHost, local.listenPort, true);
+    await this.#members.serveJoins(local.listenHost, local.listenPort, true);
     await this.#link(state, c.node.spec.Role === 'manager');
   }
 
@@ -674,6 +683,34 @@ export class SwarmService {
       void state.resign();
       this.#onLeadership(false);
     }
+    // One change at a time, each for the role the node has by then (a quick demote and promote again).
+    this.#membershipChange = this.#membershipChange
+      .then(() => this.#memberFor())
+      .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
+  }
+
+  #membershipChange: Promise<void> = Promise.resolve();
+
+  /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
+  async #memberFor(): Promise<void> {
+    const c = this.store.cluster;
+    const local = c?.local;
+    if (!c || !local || this.d.externalEtcd || this.#closed) return;
+    const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
+    if (role === 'manager' && !local.member) {
+      const { clientUrl, ...member } = await this.#members.becomeMember(c.node.id, c.node.addr, c.id);
+      local.member = member;
+      local.endpoints = [...local.endpoints.filter((e) => e !== clientUrl), clientUrl];
+    } else if (role === 'worker' && local.member) {
+      const own = Membership.clientUrl(c.node.addr, local.member.clientPort);
+      await this.#members.leaveMember(c.node.id);
+      local.member = undefined;
+      local.endpoints = local.endpoints.filter((e) => e !== own);
+    } else {
+      return;
+    }
+    this.store.saveCluster(true);
+    log.info('this node\'s etcd membership changed', { role, endpoints: local.endpoints });
   }
 
   /** For a manager's join: this host's facts as the node's description. */
@@ -939,6 +976,18 @@ export class SwarmService {
   tasks(): TaskRecord[] {
     this.cluster();
     return [...this.store.tasks.values()];
+  }
+
+  /**
+   * A task's log records: from its container here, or streamed from the node running it (over the
+   * swarm port, with this node's certificate). Empty when the task has no container.
+   */
+  taskLogRecords(t: TaskRecord, q: TaskLogQuery, signal: AbortSignal): AsyncIterable<LogRecord> | undefined {
+    if (!t.nodeId || t.nodeId === this.store.selfId) return t.status.containerId && this.d.containers.find(t.status.containerId) ? containerRecords(this.d.containers, t.status.containerId, q, signal) : undefined;
+    const node = this.store.nodes.get(t.nodeId);
+    const files = this.#members.files;
+    if (!node?.peerAddr || !files || !t.status.containerId) return undefined;
+    return remoteTaskRecords(node.peerAddr, files, t.id, q, signal);
   }
 
   task(id: string): TaskRecord {

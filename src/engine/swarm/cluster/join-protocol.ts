@@ -6,7 +6,7 @@
  * and answers with what the node needs to reach etcd.
  */
 import { createServer, type Server } from 'node:https';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { X509Certificate } from 'node:crypto';
 import { connect, type TLSSocket } from 'node:tls';
 import { createSocket } from 'node:dgram';
@@ -58,11 +58,17 @@ export class JoinListener {
   #server: Server | undefined;
   port = 0;
 
-  constructor(private readonly handle: (ask: JoinAsk) => Promise<JoinAnswer>) {}
+  constructor(
+    private readonly handle: (ask: JoinAsk) => Promise<JoinAnswer>,
+    /** `GET /task-logs/...`: other nodes asking for a task's log (they show a node certificate). */
+    private readonly taskLogs?: (req: IncomingMessage, res: ServerResponse) => void,
+  ) {}
 
   /** Listens on host:port; when `port` is taken and `fallback`, on a free port instead. */
   async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, fallback: boolean): Promise<number> {
-    const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, minVersion: 'TLSv1.2' }, (req, res) => {
+    // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
+    const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
+      if (req.method === 'GET' && req.url?.startsWith('/task-logs/') && this.taskLogs) return this.taskLogs(req, res);
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {

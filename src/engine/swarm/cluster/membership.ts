@@ -11,6 +11,7 @@ import { errorMessage, unavailable } from '../../../lib/errors.js';
 import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
 import { EtcdMember, clientUrl, freePortOn, peerUrl } from './etcd-member.js';
 import type { EtcdState, EtcdAccess } from './etcd-state.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { JoinListener, type JoinAnswer, type JoinAsk } from './join-protocol.js';
 import { newDataKey } from './data-key.js';
 import type { ClusterLocal } from '../swarm-model.js';
@@ -42,8 +43,9 @@ export class Membership {
     readonly dir: string,
     readonly external: ExternalEtcd | undefined,
     handleJoin: (ask: JoinAsk) => Promise<JoinAnswer>,
+    taskLogs?: (req: IncomingMessage, res: ServerResponse) => void,
   ) {
-    this.listener = new JoinListener(handleJoin);
+    this.listener = new JoinListener(handleJoin, taskLogs);
   }
 
   get etcdDir(): string {
@@ -193,6 +195,40 @@ export class Membership {
   async serveJoins(host: string, port: number, fallback: boolean): Promise<number> {
     const f = this.#need();
     return this.listener.listen({ cert: f.cert, ca: f.ca, key: f.key }, host, port, fallback);
+  }
+
+  /**
+   * A promoted worker's own etcd member: added as a learner through the client it already has,
+   * started, then promoted once caught up (as a joining manager's is). Answers what to keep in ClusterLocal.
+   */
+  async becomeMember(nodeId: string, addr: string, clusterId: string): Promise<NonNullable<ClusterLocal['member']> & { clientUrl: string }> {
+    const client = this.state!.client;
+    const ports = await this.memberPorts(addr);
+    const added = await client.cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
+    const initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
+    const member = { ...ports, initialCluster, initialState: 'existing' as const };
+    try {
+      await this.startMember(nodeId, addr, clusterId, member);
+      await this.promoteSelf(nodeId, 60_000);
+    } catch (err) {
+      // A member that never came up must not stay in the list: it would count against the quorum once promoted.
+      await client.cluster.memberRemove({ ID: added.member.ID }).catch(() => undefined);
+      await this.member?.stop(true);
+      this.member = undefined;
+      throw err;
+    }
+    return { ...member, clientUrl: clientUrl(addr, ports.clientPort) };
+  }
+
+  /** A demoted manager's member leaves the etcd cluster; its data goes. */
+  async leaveMember(nodeId: string): Promise<void> {
+    const client = this.state!.client;
+    const list = await client.cluster.memberList({});
+    const me = list.members.find((m) => m.name === nodeId);
+    if (me) await client.cluster.memberRemove({ ID: me.ID });
+    await this.member?.stop(true);
+    if (!this.member && existsSync(this.etcdDir)) await new EtcdMember({ dataDir: this.etcdDir } as never).stop(true);
+    this.member = undefined;
   }
 
   /** Closes the client and listener; the member keeps running unless `removeAll` (leaving). */
