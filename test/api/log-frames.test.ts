@@ -2,9 +2,9 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { frameLogChunk, type FrameOptions } from './log-frames.js';
-import { parseLogLine, readLogChunks, readLogRecords } from '../runtime/log-file.js';
-import { removeDir, tempDir } from '../../test/fixtures/runtime.js';
+import { frameLogChunk, type FrameOptions } from '../../src/api/log-frames.js';
+import { parseLogLine, readLogChunks, readLogRecords } from '../../src/runtime/log-file.js';
+import { removeDir, tempDir } from '../fixtures/runtime.js';
 
 const dirs: string[] = [];
 after(async () => {
