@@ -97,10 +97,14 @@ describe('overlay networks across nodes', () => {
     await runningTasks(m, 'peer', 1, 120_000);
     const w3 = c.node(3).daemon;
     await eventually('the worker knows the attachable network', async () => (await overlaysOn(w3)).includes('ovla'), 30_000);
+    let lastTry = '';
     const fromWorker = await eventually('a container on the worker reaches the service by name', async () => {
-      const r = await w3.docker(['run', '--rm', '--network', 'ovla', c.image, 'sh', '-c', gets('peer', 1)], { timeoutMs: 60_000 });
-      return r.stdout.includes('hello from peer') ? r.stdout.trim() : undefined;
-    }, 60_000);
+      const r = await w3.docker(['run', '--rm', '--network', 'ovla', c.image, 'sh', '-c', `nslookup peer; ${gets('peer', 1)}`], { timeoutMs: 60_000 });
+      lastTry = `exit ${r.code}\n${r.stdout}\n${r.stderr}`;
+      return r.stdout.includes('hello from peer') ? r.stdout.slice(r.stdout.indexOf('hello from peer')).trim() : undefined;
+    }, 60_000).catch((err) => {
+      throw new Error(`${(err as Error).message}\nlast try: ${lastTry}\nnode 3:\n${w3.logTail(40)}`);
+    });
     assert.equal(fromWorker, 'hello from peer');
     // The address node 3 gave its container is not given out on node 2.
     const att = await ok(w3, ['run', '-d', '--network', 'ovla', c.image, 'sleep', '300']);

@@ -60,10 +60,15 @@ export async function spread(d: TestDaemon, service: string): Promise<Map<string
 /** Waits until the running tasks, per node, are exactly `want` (node id → count). */
 export async function waitSpread(d: TestDaemon, service: string, want: Record<string, number>, timeoutMs = 60_000): Promise<WireTask[]> {
   const wanted = JSON.stringify(Object.entries(want).filter(([, n]) => n > 0).sort());
+  let got = '';
   return eventually(`tasks of ${service} spread as ${wanted}`, async () => {
-    const got = JSON.stringify([...(await spread(d, service)).entries()].sort());
+    got = JSON.stringify([...(await spread(d, service)).entries()].sort());
     return got === wanted ? tasksOf(d, service) : undefined;
-  }, timeoutMs, 300);
+  }, timeoutMs, 300).catch(async (err) => {
+    const tasks = await tasksOf(d, service).catch(() => []);
+    const states = tasks.map((t) => `${t.ID.slice(0, 8)} slot ${t.Slot} on ${(t.NodeID ?? "-").slice(0, 8)}: ${t.Status.State}/${t.DesiredState}`);
+    throw new Error(`${(err as Error).message}\nlast spread: ${got}\n${states.join('\n')}\n${d.logTail(40)}`);
+  });
 }
 
 /** How many running containers of the service a node really runs (its own engine's view). */

@@ -252,15 +252,28 @@ export class Orchestrator {
     return [...recent.slice(-100), now];
   }
 
-  /** Surplus slots go entirely: tasks not running first, then the highest slot numbers. */
+  /**
+   * Surplus slots go entirely: slots whose task is not running first, then one at a time from the node
+   * running the most of the service (highest slot first there), so what stays is spread as evenly as
+   * placement would have spread it. Slot numbers alone are no guide once tasks were moved by a failover.
+   */
   #scaleDown(current: TaskRecord[], surplus: number, all: TaskRecord[]): void {
     const bySlot = new Map<number, TaskRecord>();
     for (const t of current) if (!bySlot.has(t.slot) || t.status.state === 'running') bySlot.set(t.slot, t);
-    const victims = [...bySlot.values()]
-      .sort((a, b) => Number(a.status.state === 'running') - Number(b.status.state === 'running') || b.slot - a.slot)
-      .slice(0, surplus)
-      .map((t) => t.slot);
-    for (const t of all) if (victims.includes(t.slot)) this.retire(t, 'remove');
+    const slots = [...bySlot.values()].sort((a, b) => b.slot - a.slot);
+    const victims = new Set<number>();
+    for (const t of slots) if (t.status.state !== 'running' && victims.size < surplus) victims.add(t.slot);
+    const running = slots.filter((t) => t.status.state === 'running');
+    const perNode = new Map<string, number>();
+    for (const t of running) perNode.set(t.nodeId, (perNode.get(t.nodeId) ?? 0) + 1);
+    while (victims.size < surplus && running.length > 0) {
+      let pick = 0;
+      for (let i = 1; i < running.length; i++) if (perNode.get(running[i]!.nodeId)! > perNode.get(running[pick]!.nodeId)!) pick = i;
+      const [t] = running.splice(pick, 1);
+      victims.add(t!.slot);
+      perNode.set(t!.nodeId, perNode.get(t!.nodeId)! - 1);
+    }
+    for (const t of all) if (victims.has(t.slot)) this.retire(t, 'remove');
   }
 
   /** Keeps at most TaskHistoryRetentionLimit tasks per slot; the oldest finished ones go first. */
