@@ -106,6 +106,12 @@ describe('overlay networks across nodes', () => {
       throw new Error(`${(err as Error).message}\nlast try: ${lastTry}\nnode 3:\n${w3.logTail(40)}`);
     });
     assert.equal(fromWorker, 'hello from peer');
+    // Once the names are known, every short-lived container reaches the VIP at once: its namespace
+    // gets the VIP rules before its process starts, not after.
+    for (let i = 0; i < 3; i++) {
+      const r = await w3.docker(['run', '--rm', '--network', 'ovla', c.image, 'sh', '-c', gets('peer', 1)], { timeoutMs: 60_000 });
+      assert.equal(r.stdout.trim(), 'hello from peer', `short-lived container ${i + 1}: exit ${r.code} ${r.stderr}`);
+    }
     // The address node 3 gave its container is not given out on node 2.
     const att = await ok(w3, ['run', '-d', '--network', 'ovla', c.image, 'sleep', '300']);
     const held = (await w3.request('GET', `/containers/${att}/json`)).json().NetworkSettings.Networks.ovla.IPAddress as string;

@@ -36,6 +36,8 @@ export interface ContainerEndpointsOptions {
   live: () => boolean;
   /** Network namespaces kept ready, for the default bridge and with only loopback, each. */
   readyNamespaces: number;
+  /** Awaited once a container's endpoints on overlay networks are plumbed, before its process starts. */
+  overlayJoined: (containerId: string) => Promise<void>;
 }
 
 export class ContainerEndpoints {
@@ -45,6 +47,7 @@ export class ContainerEndpoints {
   readonly #driver: BridgeDriver;
   readonly #nets: BridgeNetworks;
   readonly #live: () => boolean;
+  readonly #overlayJoined: (containerId: string) => Promise<void>;
   /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
   readonly #ready: ReadyPool;
   readonly #readyBare: ReadyPool;
@@ -56,6 +59,7 @@ export class ContainerEndpoints {
     this.#driver = opts.driver;
     this.#nets = opts.networks;
     this.#live = opts.live;
+    this.#overlayJoined = opts.overlayJoined;
     this.#ready = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(true));
     this.#readyBare = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(false));
   }
@@ -258,6 +262,7 @@ export class ContainerEndpoints {
       if (adopted) await this.#driver.netns.remove(adopted.name).catch(() => {});
       throw failed.reason;
     }
+    if (nets.some(({ net }) => net.overlay)) await this.#overlayJoined(spec.containerId);
     return this.containerNetworks(spec.containerId);
   }
 
@@ -293,6 +298,7 @@ export class ContainerEndpoints {
       await this.#rollback(spec.containerId, [ep], [], net.dnsEnabled ? [net] : []);
       throw failed.reason;
     }
+    if (net.overlay) await this.#overlayJoined(spec.containerId);
     return endpointInfo(ep, net);
   }
 

@@ -20,6 +20,8 @@
  * veths go with its namespace (their addresses stay reserved until then, see veth-drain.ts), and a
  * namespace made ahead is unmounted after its link went. A failed attach or connect leaves nothing behind.
  */
+import { errorMessage } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
 import type { DnsRecord } from '../../network/aardvark.js';
 import type { BridgeDriver } from '../../network/bridge-driver.js';
 import { hostsText, resolvConfText, type HostsOptions } from '../../network/container-files.js';
@@ -40,6 +42,7 @@ export class NetworkController {
   readonly #table: NetworkTable;
   readonly #networks: BridgeNetworks;
   readonly #endpoints: ContainerEndpoints;
+  readonly #overlayListeners = new Set<(containerId: string) => Promise<void>>();
   #initialized = false;
 
   constructor(opts: NetworkControllerOptions) {
@@ -56,7 +59,10 @@ export class NetworkController {
       subnetLockPath: opts.subnetLockPath,
       hooks: opts.bridgeHooks,
     });
-    this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live, readyNamespaces: opts.readyNamespaces ?? 2 });
+    this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live,
+      readyNamespaces: opts.readyNamespaces ?? 2,
+      overlayJoined: (id) => this.#overlayJoined(id),
+    });
   }
 
   // ---------------------------------------------------------------- start-up and recovery
@@ -226,6 +232,23 @@ export class NetworkController {
   }
 
   // ---------------------------------------------------------------- a swarm's overlay networks
+
+  /**
+   * Has `listener` awaited each time a container joins an overlay network, after its endpoint is
+   * plumbed and before its process starts: the swarm makes the network's vxlan device and the VIP rules
+   * in the container's namespace then, so a short-lived container does not race them. Returns the
+   * unsubscribe.
+   */
+  onOverlayJoin(listener: (containerId: string) => Promise<void>): () => void {
+    this.#overlayListeners.add(listener);
+    return () => this.#overlayListeners.delete(listener);
+  }
+
+  async #overlayJoined(containerId: string): Promise<void> {
+    for (const l of this.#overlayListeners) {
+      await l(containerId).catch((err) => log.warn('overlay set-up for a container failed', { container: containerId, error: errorMessage(err) }));
+    }
+  }
 
   /** Addresses of a network that other nodes' containers hold: never given out here. */
   setReservedAddresses(networkId: string, addresses: string[]): void {

@@ -66,6 +66,7 @@ export class OverlayNetworks {
   #again = false;
   #closed = false;
   readonly #unsubscribe: () => void;
+  readonly #unjoin: () => void;
   /** What this node makes of the records: devices, names, VIP rules. */
   readonly #node: OverlayNode;
 
@@ -78,11 +79,17 @@ export class OverlayNetworks {
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
       if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
     });
+    // A container's process must find its network's device and its VIP rules there when it starts.
+    this.#unjoin = d.driver.onOverlayJoin(async () => {
+      this.sync();
+      await this.settled();
+    });
   }
 
   close(): void {
     this.#closed = true;
     this.#unsubscribe();
+    this.#unjoin();
   }
 
   // --- manager: decisions kept on the records ---
