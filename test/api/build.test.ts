@@ -644,6 +644,14 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     assert.equal(hostile.status, 400, hostile.text());
     assert.match((hostile.json() as { message: string }).message, /invalid build context: refusing context entry/);
     assert.equal(existsSync(outside), false);
+    // Both of the CLI's prunes empty the context cache.
+    for (const prune of [['builder', 'prune', '-f'], ['system', 'prune', '-f']]) {
+      assert.ok(cachedContexts().length > 0);
+      const r = await d().docker(prune, { timeoutMs: 60_000 });
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(cachedContexts(), [], prune.join(' '));
+      await d().docker(['build', '-q', dir], { env: legacy, timeoutMs: 120_000 });
+    }
   });
 
   it('reads a Dockerfile that .dockerignore excludes and leaves it out of COPY .; the rest of the filtering is the client\'s, as with dockerd', async () => {
