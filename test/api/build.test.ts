@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import { createHash, randomBytes } from 'node:crypto';
 import tarStream from 'tar-stream';
 import { makeTempDir, removeDir, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
@@ -60,6 +61,9 @@ describe('build', () => {
     }
     return dir;
   }
+
+  /** The context cache's files (engine/build/context-cache.ts). */
+  const cachedContexts = (): string[] => (existsSync(join(d().dataRoot, 'build', 'contexts')) ? readdirSync(join(d().dataRoot, 'build', 'contexts')) : []);
 
   async function inspect(ref: string): Promise<Record<string, any>> {
     const r = await d().request('GET', `/images/${ref}/json`);
@@ -310,7 +314,9 @@ CMD ["cat /app/run.txt"]
     const tar = await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN echo cached > /c.txt\nENV K=v\n` }]);
     const first = records((await d().request('POST', '/build', { body: tar })).text());
     const id = (first.find((m) => m.aux) as { aux: { ID: string } }).aux.ID;
+    assert.ok(cachedContexts().length > 0, 'the context was kept');
     await d().restart();
+    assert.deepEqual(cachedContexts(), [], 'start-up empties the context cache');
     const again = records((await d().request('POST', '/build', { body: tar })).text());
     assert.equal((again.find((m) => m.aux) as { aux: { ID: string } }).aux.ID, id);
     assert.equal(again.filter((m) => m.stream === ' ---> Using cache\n').length, 2);
@@ -326,6 +332,7 @@ CMD ["cat /app/run.txt"]
     assert.ok((body.CachesDeleted ?? []).length >= 2, prune.text());
     assert.ok(body.SpaceReclaimed > 0, prune.text());
     assert.equal((await d().request('GET', `/images/${id}/json`)).status, 404);
+    assert.deepEqual(cachedContexts(), [], 'prune empties the context cache');
     const cold = records((await d().request('POST', '/build', { body: tar })).text());
     assert.equal(cold.filter((m) => m.stream === ' ---> Using cache\n').length, 0);
     const empty = await d().request('POST', '/build/prune?filters=' + encodeURIComponent('{"until":["1h"]}'));
@@ -357,7 +364,7 @@ CMD ["cat /app/run.txt"]
     const { readdirSync } = await import('node:fs');
     let work: string[] = [];
     for (let i = 0; i < 50; i++) {
-      work = readdirSync(join(d().dataRoot, 'build'));
+      work = readdirSync(join(d().dataRoot, 'build')).filter((n) => n !== 'contexts'); // the context cache's own dir
       if (work.length === 0) break;
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -601,6 +608,52 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     }
   });
 
+  it('takes an unchanged context from the context cache; a changed file misses it and is copied as sent; a hostile tail is refused', async () => {
+    // more than one 1 MiB block before the file that changes, so the miss reads the kept prefix back
+    const big = randomBytes(2 * 1024 * 1024 + 12345);
+    const dir = context('ctx-cache', {
+      Dockerfile: `FROM ${busybox}\nCOPY . /ctx/\nRUN sha256sum /ctx/big.bin > /sum && cat /ctx/late.txt > /late\nCMD ["cat", "/sum", "/late"]\n`,
+      '.dockerignore': 'ignored.txt\n',
+      'ignored.txt': 'never sent',
+      'late.txt': 'one',
+    });
+    writeFileSync(join(dir, 'big.bin'), big);
+    const sum = createHash('sha256').update(big).digest('hex');
+    const build = async () => {
+      const r = await d().docker(['build', '-t', 'built/ctx-cache', dir], { env: legacy, timeoutMs: 120_000 });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      return { hits: (r.stdout.match(/Using cache/g) ?? []).length, out: (await d().docker(['run', '--rm', 'built/ctx-cache'])).stdout };
+    };
+    const first = await build();
+    assert.equal(first.out, `${sum}  /ctx/big.bin\none`);
+    const kept = cachedContexts().length;
+    assert.ok(kept > 0, 'the context was kept');
+    assert.deepEqual(await build(), { hits: 3, out: first.out });
+    assert.equal(cachedContexts().length, kept, 'an unchanged context is not kept twice');
+    writeFileSync(join(dir, 'late.txt'), 'two');
+    const changed = await build();
+    assert.equal(changed.hits, 0, 'a changed file misses the COPY step');
+    assert.equal(changed.out, `${sum}  /ctx/big.bin\ntwo`);
+    assert.equal((await d().docker(['run', '--rm', 'built/ctx-cache', 'ls', '/ctx'])).stdout.split('\n').includes('ignored.txt'), false);
+    // A tar that starts as a kept one and then escapes is refused as any hostile tar.
+    const outside = join(ctx, 'escaped-late');
+    const head = [{ name: 'Dockerfile', body: `FROM ${busybox}\nCOPY . /x/\n` }, { name: 'big.bin', body: big }];
+    const benign = await d().request('POST', '/build', { body: await tarOf([...head, { name: 'ok.txt', body: 'ok' }]) });
+    assert.ok(records(benign.text()).some((m) => m.aux), benign.text());
+    const hostile = await d().request('POST', '/build', { body: await tarOf([...head, { name: '../../../../../../../../' + outside.slice(1), body: 'x' }]) });
+    assert.equal(hostile.status, 400, hostile.text());
+    assert.match((hostile.json() as { message: string }).message, /invalid build context: refusing context entry/);
+    assert.equal(existsSync(outside), false);
+    // Both of the CLI's prunes empty the context cache.
+    for (const prune of [['builder', 'prune', '-f'], ['system', 'prune', '-f']]) {
+      assert.ok(cachedContexts().length > 0);
+      const r = await d().docker(prune, { timeoutMs: 60_000 });
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(cachedContexts(), [], prune.join(' '));
+      await d().docker(['build', '-q', dir], { env: legacy, timeoutMs: 120_000 });
+    }
+  });
+
   it('reads a Dockerfile that .dockerignore excludes and leaves it out of COPY .; the rest of the filtering is the client\'s, as with dockerd', async () => {
     const dir = context('ignore-all', { Dockerfile: `FROM ${busybox}\nCOPY . /ctx/\nRUN ls -A /ctx > /listing\nCMD ["cat", "/listing"]\n`, '.dockerignore': '*\n!keep*\n!sub/**/*.txt\n', 'keep.me': 'k', 'drop.me': 'd', 'sub/a/b.txt': 'b', 'sub/a/c.log': 'c' });
     const r = await d().docker(['build', '-t', 'built/ignore-all', dir], { env: legacy, timeoutMs: 120_000 });
@@ -608,15 +661,19 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
     // the CLI filtered the context (a directory excluded whole unless an exception reaches into it)
     assert.equal((await d().docker(['run', '--rm', 'built/ignore-all'])).stdout, 'keep.me\n');
     // A client that sends everything: the daemon takes out only the Dockerfile and .dockerignore it names.
-    const raw = await d().request('POST', '/build?t=built/ignore-raw', {
-      body: await tarOf([
-        { name: 'Dockerfile', body: `FROM ${busybox}\nCOPY . /ctx/\nRUN ls -A /ctx > /listing\nCMD ["cat", "/listing"]\n` },
-        { name: '.dockerignore', body: 'Dockerfile\n.dockerignore\nsecret\n' },
-        { name: 'secret', body: 's' },
-        { name: 'kept', body: 'k' },
-      ]),
-    });
+    const rawTar = await tarOf([
+      { name: 'Dockerfile', body: `FROM ${busybox}\nCOPY . /ctx/\nRUN ls -A /ctx > /listing\nCMD ["cat", "/listing"]\n` },
+      { name: '.dockerignore', body: 'Dockerfile\n.dockerignore\nsecret\n' },
+      { name: 'secret', body: 's' },
+      { name: 'kept', body: 'k' },
+    ]);
+    const raw = await d().request('POST', '/build?t=built/ignore-raw', { body: rawTar });
     assert.ok(records(raw.text()).some((m) => m.aux), raw.text());
     assert.equal((await d().docker(['run', '--rm', 'built/ignore-raw'])).stdout, 'kept\nsecret\n');
+    // Sent again, the context comes from the context cache, filtered the same way.
+    const rawAgain = await d().request('POST', '/build?t=built/ignore-raw2', { body: rawTar });
+    const again = records(rawAgain.text());
+    assert.equal(again.filter((m) => m.stream === ' ---> Using cache\n').length, 3, rawAgain.text());
+    assert.equal((await d().docker(['run', '--rm', 'built/ignore-raw2'])).stdout, 'kept\nsecret\n');
   });
 });

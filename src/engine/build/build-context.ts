@@ -1,21 +1,25 @@
 /**
- * The build context: the request body (a tar, plain or gzip/bzip2/xz) unpacked as it streams into
- * a directory of its own under the data root, by the layer unpacker, which refuses hostile entries
+ * The build context: the request body (a tar, plain or gzip/bzip2/xz). A body seen before, byte
+ * for byte, takes its unpacked tree from the ContextCache (context-cache.ts says how it is matched
+ * as it streams in); otherwise it is written to a file, which is unpacked into a directory of its
+ * own under the data root by the layer unpacker, which refuses hostile entries
  * (`..`, escaping links, devices), each file hashed on the way (ContextDigests) so COPY's cache key
  * needs no second read. Then the Dockerfile is read.
  */
-import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
 import { decompressArchive } from '../../images/decompress.js';
 import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
+import { writeBatched } from '../../lib/batched-write.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { ContextDigests } from './context-digests.js';
+import { BODY_BLOCK, BlockDigests, type ContextCache, type HeldContext, type UnpackedContext } from './context-cache.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { httpGet } from './http-get.js';
 
@@ -26,18 +30,114 @@ export interface BuildContext {
   dockerfileName: string;
   /** Digests of the context's files, hashed as they were unpacked. */
   digests: ContextDigests;
-  /** Removes the context from disk. */
+  /** Removes the context from disk, or hands it back to the cache. */
   dispose(): Promise<void>;
 }
 
-export async function receiveContext(workDir: string, body: Readable, dockerfileName: string | undefined): Promise<BuildContext> {
+/** Read size of the body file when it is unpacked or read back: big chunks cost the tar parser least. */
+const FILE_READ = 1024 * 1024;
+
+export async function receiveContext(workDir: string, body: Readable, dockerfileName: string | undefined, cache?: ContextCache): Promise<BuildContext> {
+  const held = cache?.candidates(dockerfileName) ?? [];
+  let kept: HeldContext | undefined;
+  try {
+    const blocks = new BlockDigests();
+    const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    // While some entry matches every block so far, the bytes of the current block wait here.
+    let matching = held;
+    let lastMatched = held;
+    let pending: Buffer[] = [];
+    let pendingAt = 0;
+    let ended = false;
+    let checked = 0;
+    const same = (h: HeldContext, from: number, to: number): boolean => {
+      for (let i = from; i < to; i++) if (h.ctx.blocks[i] !== blocks.digests[i]) return false;
+      return true;
+    };
+    const check = (): void => {
+      lastMatched = matching;
+      const n = blocks.digests.length;
+      matching = matching.filter((h) => same(h, checked, n));
+      checked = n;
+      if (matching.length === 0) return;
+      lastMatched = matching;
+      // the confirmed blocks' bytes are the entries' own: drop them
+      for (const end = n * BODY_BLOCK; pending.length > 0 && pendingAt + pending[0]!.length <= end; ) pendingAt += pending.shift()!.length;
+      if (pending.length > 0 && pendingAt < n * BODY_BLOCK) {
+        pending[0] = pending[0]!.subarray(n * BODY_BLOCK - pendingAt);
+        pendingAt = n * BODY_BLOCK;
+      }
+    };
+    while (matching.length > 0) {
+      const r = await it.next();
+      if (r.done) {
+        ended = true;
+        blocks.finish();
+        const n = blocks.digests.length;
+        const hit = matching.find((h) => h.ctx.blocks.length === n && same(h, checked, n));
+        if (hit) {
+          kept = hit;
+          return { ...hit.ctx, dispose: hit.release };
+        }
+        break;
+      }
+      const before = blocks.digests.length;
+      blocks.update(r.value);
+      pending.push(r.value);
+      if (blocks.digests.length > before) check();
+    }
+    // A miss: the body goes to a file (the matched prefix read back from an entry's), then is unpacked.
+    const prefix = lastMatched[0];
+    const prefixBytes = prefix ? pendingAt : 0;
+    async function* bytes(): AsyncGenerator<Buffer> {
+      if (prefix && prefixBytes > 0) yield* createReadStream(prefix.ctx.body, { start: 0, end: prefixBytes - 1, highWaterMark: FILE_READ }) as AsyncIterable<Buffer>;
+      const rest = pending;
+      pending = [];
+      yield* rest;
+      if (ended) return;
+      for (let r = await it.next(); !r.done; r = await it.next()) {
+        blocks.update(r.value);
+        yield r.value;
+      }
+      blocks.finish();
+    }
+    const file = join(workDir, `ctx-${randomBytes(8).toString('hex')}.tar`);
+    try {
+      const size = await writeFile(file, bytes());
+      const ctx = await unpackContext(workDir, createReadStream(file, { highWaterMark: FILE_READ }), dockerfileName);
+      kept = await cache?.adopt(dockerfileName, { ...ctx, body: file, blocks: blocks.digests, bytes: size });
+      if (kept) return { ...kept.ctx, dispose: kept.release };
+      rm(file, { force: true }).catch(() => undefined);
+      return ctx;
+    } catch (err) {
+      await rm(file, { force: true });
+      throw err;
+    }
+  } finally {
+    for (const h of held) if (h !== kept) await h.release();
+  }
+}
+
+/** Writes the chunks to a new file in order, a batch at a time; returns the bytes written. */
+async function writeFile(path: string, chunks: AsyncIterable<Buffer>): Promise<number> {
+  let size = 0;
+  const fh = await open(path, 'wx', 0o600);
+  try {
+    await writeBatched(fh.fd, chunks, (c) => (size += c.length));
+  } finally {
+    await fh.close();
+  }
+  return size;
+}
+
+async function unpackContext(workDir: string, tar: Readable, dockerfileName: string | undefined): Promise<BuildContext & UnpackedContext> {
   const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });
   const digests = new ContextDigests();
   try {
     try {
-      await unpackLayer(decompressArchive('build context', body), dir, { onFileDigest: (st, digest) => digests.add(st, digest) });
+      await unpackLayer(decompressArchive('build context', tar), dir, { onFileDigest: (st, digest) => digests.add(st, digest) });
     } catch (err) {
       if (err instanceof BerthError) throw invalidArgument(`invalid build context: ${err.message.replace(/layer entry/, 'context entry')}`);
       throw err;
@@ -87,12 +187,12 @@ const GIT_URL = /^(git:\/\/|git@|github\.com\/)|\.git(#.*)?$/;
  * fetched is taken as the Dockerfile of an otherwise empty context, as dockerd does. Git URLs are
  * not supported.
  */
-export async function receiveRemoteContext(workDir: string, url: string, dockerfileName: string | undefined, signal: AbortSignal): Promise<BuildContext> {
+export async function receiveRemoteContext(workDir: string, url: string, dockerfileName: string | undefined, signal: AbortSignal, cache?: ContextCache): Promise<BuildContext> {
   if (GIT_URL.test(url)) throw notImplemented(`git build contexts (remote=${url}) are not supported: send the context as the request body`);
   if (!/^https?:\/\//.test(url)) throw invalidArgument(`remote context ${url} is not an http(s) URL`);
   const { body } = await httpGet(url, signal);
   const { head, rest } = await peek(body, 512);
-  if (isArchiveHead(head)) return receiveContext(workDir, rest, dockerfileName);
+  if (isArchiveHead(head)) return receiveContext(workDir, rest, dockerfileName, cache);
   const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });

@@ -17,6 +17,7 @@ import type { ImageService } from '../images/image-service.js';
 import type { ProgressSink } from '../images/progress.js';
 import type { PullResult } from '../images/pull-image.js';
 import { receiveContext, receiveRemoteContext } from './build-context.js';
+import { ContextCache } from './context-cache.js';
 import { Builder, BuildError, type BuildSettings, type Emit } from './builder.js';
 
 export type Puller = (ref: Reference, opts: { auth?: AuthConfig; platform?: Platform; signal?: AbortSignal }, progress: ProgressSink) => Promise<PullResult>;
@@ -41,6 +42,8 @@ export interface CacheUsage {
 
 export class BuildService {
   readonly #work: string;
+  /** Unpacked contexts by the digest of their body: an unchanged context is not unpacked again. */
+  readonly #contexts: ContextCache;
 
   constructor(
     private readonly containers: ContainerService,
@@ -50,6 +53,7 @@ export class BuildService {
     dataRoot: string,
   ) {
     this.#work = join(dataRoot, 'build');
+    this.#contexts = new ContextCache(join(this.#work, 'contexts'));
   }
 
   /** Removes what a killed daemon's builds left in the work dir. */
@@ -61,6 +65,7 @@ export class BuildService {
       .filter((m) => m.startsWith(this.#work + '/'))
       .sort((a, b) => b.length - a.length);
     for (const m of mounts) await unmount(m, { lazy: true }).catch(() => undefined);
+    await this.#contexts.clear();
     await rm(this.#work, { recursive: true, force: true });
     await mkdir(this.#work, { recursive: true, mode: 0o700 });
   }
@@ -77,7 +82,7 @@ export class BuildService {
     });
     const auths = parseRegistryConfig(req.registryConfig);
     await mkdir(this.#work, { recursive: true, mode: 0o700 });
-    const ctx = req.remote ? await receiveRemoteContext(this.#work, req.remote, req.dockerfile, req.signal) : await receiveContext(this.#work, req.context, req.dockerfile);
+    const ctx = req.remote ? await receiveRemoteContext(this.#work, req.remote, req.dockerfile, req.signal, this.#contexts) : await receiveContext(this.#work, req.context, req.dockerfile, this.#contexts);
     try {
       const builder = new Builder(
         this.containers,
@@ -128,6 +133,8 @@ export class BuildService {
    * `all`. A step's image goes with it when nothing else needs it (children, containers, names).
    */
   async prune(opts: { all: boolean; keepStorage: number; until?: number; filters: Map<string, string[]> }): Promise<{ CachesDeleted: string[]; SpaceReclaimed: number }> {
+    // Unpacked contexts are kept to spare an unchanged rebuild's unpacking: no cache a user sees, but a prune empties it.
+    await this.#contexts.clear();
     const entries = this.cache.all();
     let kept = entries.reduce((n, e) => n + this.#sizeOf(e.imageId), 0);
     const chosen: typeof entries = [];
