@@ -15,6 +15,11 @@ fi
 mapfile -t files < <(find dist/src dist/test -name '*.test.js' | sort)
 if [ "$#" -gt 0 ]; then
   mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E "$1")
+  # With no file, node --test would look for tests everywhere and run them all.
+  if [ "${#files[@]}" -eq 0 ]; then
+    echo "test: no test file matches '$1'" >&2
+    exit 1
+  fi
 fi
 # The full run also fails when a route of berthd's answered no test (test/harness/README.md).
 coverage=""

@@ -8,6 +8,8 @@ export interface StoredVolume {
   name: string;
   createdAt: number;
   data: unknown;
+  /** Set when the row's JSON does not parse (data is then undefined); the engine repairs the record. */
+  unreadable?: string;
 }
 
 export class VolumeRecords {
@@ -22,7 +24,13 @@ export class VolumeRecords {
   }
 
   loadAll(): StoredVolume[] {
-    return this.#all.all().map((r) => ({ name: r.name, createdAt: r.created_at, data: JSON.parse(r.data) }));
+    return this.#all.all().map((r) => {
+      try {
+        return { name: r.name, createdAt: r.created_at, data: JSON.parse(r.data) as unknown };
+      } catch (err) {
+        return { name: r.name, createdAt: r.created_at, data: undefined, unreadable: (err as Error).message };
+      }
+    });
   }
 
   save(v: StoredVolume): void {

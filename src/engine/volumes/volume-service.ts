@@ -13,6 +13,7 @@ import type { LocalDriver } from './local-driver.js';
 import { ANONYMOUS_LABEL, isAnonymous, type MountPointRecord, type VolumeRecord } from './volume-model.js';
 import { resolveMountPoints, type MountRequest } from './mount-points.js';
 import { copyUp } from './copy-up.js';
+import { repairVolumeRow } from './volume-record-repair.js';
 
 export interface VolumeCreateRequest {
   name?: string;
@@ -48,8 +49,9 @@ export class VolumeService {
   constructor(deps: VolumeServiceDeps) {
     this.#deps = deps;
     for (const row of deps.records.loadAll()) {
-      const v = row.data as VolumeRecord;
-      this.#volumes.set(v.name, v);
+      const { volume, problem } = repairVolumeRow(row);
+      if (problem) log.warn('a stored volume record was damaged; read what could be', { volume: row.name, problem });
+      this.#volumes.set(volume.name, volume);
     }
   }
 
