@@ -1,6 +1,6 @@
 /**
  * One queue of operations per container (start vs remove, stop vs kill...), and the releases of
- * exits still under way, which those operations wait for (container-exits.ts makes them).
+ * exits still under way, which those operations wait for (exit-handling.ts makes them).
  */
 
 /** An exit's release under way: `now()` has the unmount start at once, and resolves once all is released. */

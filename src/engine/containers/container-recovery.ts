@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { log } from '../../lib/log.js';
 import type { ContainerIntents } from '../intents/container-intents.js';
 import { sweepOrphans } from '../intents/orphans.js';
-import type { ContainerExits } from './container-exits.js';
+import type { ExitHandling } from './exit-handling.js';
 import type { ContainerLocks } from './container-locks.js';
 import type { RuntimeProcesses } from './container-processes.js';
 import type { ContainerRemoval } from './container-removal.js';
@@ -22,7 +22,7 @@ export interface RecoveryDeps {
   locks: ContainerLocks;
   processes: RuntimeProcesses;
   starter: ContainerStarter;
-  exits: ContainerExits;
+  exits: ExitHandling;
   removal: ContainerRemoval;
   intents: ContainerIntents;
   trash: Trash;
@@ -55,7 +55,7 @@ export async function recoverContainers(d: RecoveryDeps): Promise<void> {
         } else if (c.state.status === 'removing') {
           await d.removal.remove(c.id, { force: true, volumes: false });
         } else {
-          // Exited while the previous daemon still meant to unmount its rootfs (container-exits.ts): do it now.
+          // Exited while the previous daemon still meant to unmount its rootfs (exit-handling.ts): do it now.
           await unmountRootfs(rootfsPaths(d.containerDir(c.id)));
         }
       } catch (err) {

@@ -4,7 +4,7 @@
  * size, commit), and the attach, exec and archive services it builds. Behind it, each in its
  * module and built here: the records in memory and in SQLite (container-table.ts), per-container
  * locks (container-locks.ts), the start path (container-start.ts), stop and kill
- * (container-stop.ts), exits with restart policies and auto-remove (container-exits.ts), removal
+ * (container-stop.ts), exits with restart policies and auto-remove (exit-handling.ts), removal
  * (container-removal.ts), rename (container-rename.ts) and start-up recovery (container-recovery.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -30,7 +30,7 @@ import { Trash } from './container-trash.js';
 import { ContainerTable } from './container-table.js';
 import { ContainerLocks } from './container-locks.js';
 import { ContainerStarter } from './container-start.js';
-import { ContainerExits } from './container-exits.js';
+import { ExitHandling } from './exit-handling.js';
 import { ContainerRemoval, type RemoveOptions } from './container-removal.js';
 import { recoverContainers } from './container-recovery.js';
 import { ContainerStopper, type StopOptions } from './container-stop.js';
@@ -76,7 +76,7 @@ export class ContainerService {
   readonly #trash: Trash;
   readonly #starter: ContainerStarter;
   readonly #removal: ContainerRemoval;
-  readonly #exits: ContainerExits;
+  readonly #exits: ExitHandling;
   readonly #stopper: ContainerStopper;
   readonly records: ContainerRecords;
   readonly images: ImageService;
@@ -116,7 +116,7 @@ export class ContainerService {
     this.#starter = new ContainerStarter({ ...common, images: this.images });
     this.#removal = new ContainerRemoval({ ...common, locks: this.#locks, waiters: this.waiters, intents: this.intents, trash: this.#trash });
     this.#stopper = new ContainerStopper({ table: this.#table, waiters: this.waiters, processes: this.processes, events: this.events });
-    this.#exits = new ContainerExits({ ...common, locks: this.#locks, waiters: this.waiters, starter: this.#starter, removal: this.#removal });
+    this.#exits = new ExitHandling({ ...common, locks: this.#locks, waiters: this.waiters, starter: this.#starter, removal: this.#removal });
   }
 
   /** The exec sessions of a container (inspect's ExecIDs). */
@@ -231,7 +231,7 @@ export class ContainerService {
     });
   }
 
-  /** Called by the process watcher when a container's process has exited (container-exits.ts). */
+  /** Called by the process watcher when a container's process has exited (exit-handling.ts). */
   handleExit(id: string, exit: ExitStatus): Promise<void> {
     return this.#exits.handleExit(id, exit);
   }

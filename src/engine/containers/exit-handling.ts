@@ -19,7 +19,7 @@ import { rootfsPaths, unmountRootfs } from './rootfs-mount.js';
 /** How long an exited container's rootfs stays mounted when nothing asks for its unmount (#release). */
 const UNMOUNT_GRACE_MS = 2_000;
 
-export interface ContainerExitsDeps {
+export interface ExitHandlingDeps {
   table: ContainerTable;
   locks: ContainerLocks;
   waiters: Waiters;
@@ -31,10 +31,10 @@ export interface ContainerExitsDeps {
   containerDir: (id: string) => string;
 }
 
-export class ContainerExits {
-  readonly #d: ContainerExitsDeps;
+export class ExitHandling {
+  readonly #d: ExitHandlingDeps;
 
-  constructor(deps: ContainerExitsDeps) {
+  constructor(deps: ExitHandlingDeps) {
     this.#d = deps;
   }
 
