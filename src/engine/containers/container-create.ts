@@ -1,10 +1,12 @@
 /**
  * Turns a create request into a container's stored config: validates what Berth supports, refuses
- * with a 400 what it does not, and merges the image config in as dockerd does.
+ * with a 400 what it does not, merges the image config in as dockerd does, and makes the new record.
  */
+import { join } from 'node:path';
 import { invalidArgument } from '../../lib/errors.js';
 import type { ImageConfig } from '../../lib/oci.js';
-import type { CreateConfig, HostConfig } from './container-model.js';
+import type { MountPointRecord } from '../volumes/volume-model.js';
+import { ZERO_TIME, type ContainerRecord, type CreateConfig, type HostConfig } from './container-model.js';
 import { LOG_DRIVERS, validateOptionFields } from './container-options.js';
 import { validateCgroupOptions } from './cgroup-options.js';
 
@@ -100,4 +102,41 @@ export function generateName(taken: (n: string) => boolean): string {
     if (!taken(name)) return name;
   }
   return `berth_${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
+}
+
+/** A new container's record, `created`, with its files in `dir`; `config` and `hostConfig` as merged and normalized. */
+export function newContainerRecord(f: {
+  id: string;
+  name: string;
+  imageId: string;
+  config: CreateConfig;
+  hostConfig: HostConfig;
+  networkingConfig: Record<string, unknown>;
+  mountPoints: MountPointRecord[];
+  dir: string;
+  defaultRuntime: 'crun' | 'runc';
+}): ContainerRecord {
+  const c: ContainerRecord = {
+    id: f.id,
+    name: f.name,
+    created: new Date().toISOString(),
+    imageId: f.imageId,
+    config: f.config,
+    hostConfig: f.hostConfig,
+    networkingConfig: f.networkingConfig,
+    state: { status: 'created', pid: 0, exitCode: 0, error: '', oomKilled: false, startedAt: ZERO_TIME, finishedAt: ZERO_TIME },
+    runtime: (f.hostConfig.Runtime as 'crun' | 'runc' | undefined) || f.defaultRuntime,
+    restartCount: 0,
+    manuallyStopped: false,
+    network: { endpoints: {}, ports: {}, sandboxKey: '' },
+    logPath: join(f.dir, 'ctr.log'),
+    hostnamePath: join(f.dir, 'hostname'),
+    hostsPath: join(f.dir, 'hosts'),
+    resolvConfPath: join(f.dir, 'resolv.conf'),
+    mountPoints: f.mountPoints,
+  };
+  if (f.config.Healthcheck?.Test?.length && f.config.Healthcheck.Test[0] !== 'NONE') {
+    c.state.health = { status: 'starting', failingStreak: 0, log: [] };
+  }
+  return c;
 }

@@ -57,6 +57,14 @@ export interface ContainerRecord {
 
 export const shortId = (id: string) => id.slice(0, 12);
 
+/** Go's zero time, as dockerd shows a time never set (StartedAt before a start, FinishedAt while running). */
+export const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/** Event attributes dockerd sends for a container: image, name and labels. */
+export function eventAttrs(c: ContainerRecord, extra: Record<string, string> = {}): Record<string, string> {
+  return { ...(c.config.Labels ?? {}), image: c.config.Image ?? '', name: c.name, ...extra };
+}
+
 export function isRunningLike(s: ContainerState): boolean {
   return s.status === 'running' || s.status === 'paused' || s.status === 'restarting';
 }

@@ -9,9 +9,8 @@
 import { join } from 'node:path';
 import { repairToDefinition } from '../../lib/engine-api-schema.js';
 import { log } from '../../lib/log.js';
-import type { ContainerRecord, ContainerState } from './container-model.js';
+import { ZERO_TIME, type ContainerRecord, type ContainerState } from './container-model.js';
 
-const ZERO_TIME = '0001-01-01T00:00:00Z';
 const STATUSES: ContainerState['status'][] = ['created', 'running', 'paused', 'restarting', 'removing', 'exited', 'dead'];
 
 /** The row a record came from: its columns are still right when the JSON is not. */

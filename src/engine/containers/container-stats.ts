@@ -8,10 +8,9 @@ import { join } from 'node:path';
 import { cpus, totalmem } from 'node:os';
 import { controllerDir } from '../../runtime/cgroups.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
-import type { ContainerRecord } from './container-model.js';
+import { ZERO_TIME, type ContainerRecord } from './container-model.js';
 import type { BlkioEntry, CpuStats, NetStats, StatsJson } from '../../lib/docker-api-types.js';
 
-const ZERO_TIME = '0001-01-01T00:00:00Z';
 /** USER_HZ, the unit of /proc/stat and cpuacct.stat: 100 on every Linux port Berth runs on. */
 const CLOCK_TICKS = 100;
 const NS_PER_TICK = 1e9 / CLOCK_TICKS;

@@ -1,0 +1,77 @@
+/**
+ * `docker stop` (the stop signal, then SIGKILL once the timeout passes) and `docker kill`; both
+ * publish dockerd's kill and stop events. A stop opts out of the restart policy.
+ */
+import { conflict, invalidArgument, notModified } from '../../lib/errors.js';
+import type { EventBus } from '../events.js';
+import { eventAttrs, isRunningLike } from './container-model.js';
+import type { RuntimeProcesses } from './container-processes.js';
+import type { ContainerTable } from './container-table.js';
+import type { Waiters } from './container-waiters.js';
+import { signalNumber } from './signals.js';
+
+/** `timeout` in seconds (negative: wait for ever), `signal` instead of the container's StopSignal. */
+export interface StopOptions {
+  timeout?: number;
+  signal?: string;
+}
+
+export interface ContainerStopperDeps {
+  table: ContainerTable;
+  waiters: Waiters;
+  processes: RuntimeProcesses;
+  events: EventBus;
+}
+
+export class ContainerStopper {
+  readonly #d: ContainerStopperDeps;
+
+  constructor(deps: ContainerStopperDeps) {
+    this.#d = deps;
+  }
+
+  async stop(idOrName: string, opts: StopOptions): Promise<void> {
+    const c = this.#d.table.get(idOrName);
+    if (!isRunningLike(c.state)) throw notModified();
+    c.manuallyStopped = true;
+    if (c.state.status === 'restarting') {
+      c.state.status = 'exited';
+      this.#d.table.save(c);
+      this.#d.events.publish('container', 'stop', c.id, eventAttrs(c));
+      return;
+    }
+    this.#d.table.save(c);
+    const timeout = opts.timeout ?? c.config.StopTimeout ?? 10;
+    const signal = opts.signal || c.config.StopSignal || 'SIGTERM';
+    const exited = this.#d.waiters.add(c.id, 'next-exit');
+    if (c.state.status === 'paused') await this.#d.processes.resume(c).catch(() => undefined);
+    await this.#d.processes.kill(c, signal).catch(() => undefined);
+    this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: signalNumber(signal) }));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = timeout < 0 ? new Promise<never>(() => undefined) : new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeout * 1000)));
+    const first = await Promise.race([exited, timedOut]);
+    if (timer) clearTimeout(timer);
+    if (first === 'timeout') {
+      await this.#d.processes.kill(c, 'SIGKILL').catch(() => undefined);
+      this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: '9' }));
+      await exited;
+    }
+    this.#d.events.publish('container', 'stop', c.id, eventAttrs(c));
+  }
+
+  async kill(idOrName: string, signal: string | undefined): Promise<void> {
+    const c = this.#d.table.get(idOrName);
+    if (!isRunningLike(c.state) || c.state.status === 'restarting') {
+      throw conflict(`cannot kill container: ${idOrName}: container ${c.id} is not running`);
+    }
+    const sig = signal || 'SIGKILL';
+    const num = signalNumber(sig);
+    if (num === '') throw invalidArgument(`Invalid signal: ${sig}`);
+    if (num === '9' || num === '15') c.manuallyStopped = c.manuallyStopped || false;
+    const exited = num === '9' ? this.#d.waiters.add(c.id, 'next-exit') : undefined;
+    await this.#d.processes.kill(c, sig);
+    this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: num }));
+    // dockerd returns from a SIGKILL only once the process is gone.
+    if (exited) await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000).unref())]);
+  }
+}
