@@ -144,7 +144,12 @@ async function main(): Promise<void> {
   containers.load();
   await containers.recover();
   await volumes.adopt(containers.all().filter((c) => isRunningLike(c.state)));
-  await network.sweepContainers((id) => containers.find(id) !== undefined);
+  // A container that is not running holds no network: a kill -9 between an exit and its release
+  // leaves endpoints, ports and a namespace that the next start would trip on.
+  await network.sweepContainers((id) => {
+    const c = containers.find(id);
+    return c !== undefined && isRunningLike(c.state);
+  });
   const host = hostFacts();
   const pull: Puller = (ref, o, p) => images.pull(ref, o, p);
   const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host, pull: taskImagePuller(pull),

@@ -165,11 +165,12 @@ export class NetworkController {
   }
 
   /**
-   * After a restart: endpoints, published ports and namespaces of containers the engine no longer
-   * knows (`known` says which it does) are released. Ready-pool namespaces are the pool's own.
+   * After a restart: endpoints, published ports and namespaces of containers that hold no network
+   * now (unknown to the engine, or not running; `holding` says which do) are released. Ready-pool
+   * namespaces are the pool's own.
    */
-  sweepContainers(known: (containerId: string) => boolean): Promise<string[]> {
-    return this.#endpoints.sweepContainers(known);
+  sweepContainers(holding: (containerId: string) => boolean): Promise<string[]> {
+    return this.#endpoints.sweepContainers(holding);
   }
 
   /**
