@@ -16,6 +16,7 @@ import { sharedCluster } from './swarm-store.js';
 import { serveTaskLogs } from './task-logs.js';
 import { NOT_MANAGER, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
+import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
 import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec } from './swarm-model.js';
 
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
@@ -34,6 +35,8 @@ export class SwarmMembership {
   readonly members: Membership;
   /** The store kept as a cache of etcd. */
   readonly sync: SwarmSync;
+  /** The CA key every manager can sign with. */
+  readonly #keys: ManagerKeys;
   #graceTimer: NodeJS.Timeout | undefined;
   #joining = false;
 
@@ -45,6 +48,8 @@ export class SwarmMembership {
         return t && t.nodeId === store.selfId ? t.status.containerId : undefined;
       }, d.containers));
     this.sync = new SwarmSync(core, this.members, (role) => this.roleChanged(role));
+    this.#keys = new ManagerKeys(this.members);
+    this.sync.watchDocs(KEYS_KIND, (id, doc) => this.#keys.heard(id, doc));
   }
 
   // The shared parts under their short names.
@@ -207,6 +212,7 @@ export class SwarmMembership {
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
     const nodeId = newSwarmId();
+    await this.#keys.ensureCaKey();
     const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
     const state = this.members.state!;
     let endpoints = c.local?.endpoints ?? [];
@@ -269,6 +275,7 @@ export class SwarmMembership {
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
+    if (manager) this.#keys.share(state, before.entries);
     if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
     await state.flushed();
     const snap = await state.snapshot();
@@ -329,6 +336,7 @@ export class SwarmMembership {
     } else {
       void state.resign();
       this.#onLeadership(false);
+      void this.#keys.drop().catch((err) => log.warn('dropping the CA key failed', { err: errorMessage(err) }));
     }
     // One change at a time, each for the role the node has by then (a quick demote and promote again).
     this.#membershipChange = this.#membershipChange

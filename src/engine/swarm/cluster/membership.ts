@@ -93,6 +93,19 @@ export class Membership {
     this.files = f;
   }
 
+  /** A manager without the CA key (a promoted one) keeps the cluster's copy. */
+  async keepCaKey(caKey: string): Promise<void> {
+    const f = this.#need();
+    await writeFile(join(this.dir, 'ca-key.pem'), caKey, { mode: 0o600 });
+    f.caKey = caKey;
+  }
+
+  /** A demoted manager signs no more. */
+  async dropCaKey(): Promise<void> {
+    if (this.files) this.files.caKey = undefined;
+    await rm(join(this.dir, 'ca-key.pem'), { force: true });
+  }
+
   newCsr(): Promise<{ key: string; csr: string }> {
     return mkdir(this.dir, { recursive: true, mode: 0o700 }).then(() => newCsr(this.dir));
   }
