@@ -1,16 +1,34 @@
 /**
  * The keys only managers hold. A worker promoted to manager can sign joins (the CA key reaches it
- * sealed in etcd), so a node joins through it; demoted, it holds the key no more.
+ * sealed in etcd), so a node joins through it; demoted, it holds the key no more. Workers never hold
+ * the data key: a task's secrets reach its worker opened by a manager, over mutual TLS, and only
+ * that worker gets them.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { join } from 'node:path';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { eventually, nodesOf } from './support.js';
+import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
 
 const keyFile = (d: TestDaemon, name: string) => join(d.dataRoot, 'swarm', 'cluster', name);
+
+/** GET on a node's swarm port with node `as`'s certificate: status and body. */
+function asNode(as: TestDaemon, addr: string, path: string): Promise<{ status: number; body: string }> {
+  const f = (n: string) => readFileSync(keyFile(as, n), 'utf8');
+  return new Promise((resolve, reject) => {
+    const req = request({ host: addr, port: 2377, path, ca: f('ca.pem'), cert: f('node.pem'), key: f('node-key.pem'), checkServerIdentity: () => undefined, timeout: 10_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe('manager keys', () => {
   const reg = useSeededRegistry('open');
@@ -48,5 +66,31 @@ describe('manager keys', () => {
     const d = await c.node(1).daemon.docker(['node', 'demote', ids[1]!]);
     assert.equal(d.code, 0, d.stderr);
     await eventually('node 2 a worker without the CA key', async () => !existsSync(keyFile(d2, 'ca-key.pem')) && (await d2.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'false', 60_000, 300);
+    await eventually('node 2 without the data key', async () => !existsSync(keyFile(d2, 'data.key')), 30_000, 300);
+  });
+
+  it('a worker holds no data key; its task gets its secret from a manager, and no other task\'s', async () => {
+    const d1 = c.node(1).daemon;
+    const d3 = c.node(3).daemon;
+    assert.equal(existsSync(keyFile(d1, 'data.key')), true);
+    assert.equal(existsSync(keyFile(d3, 'data.key')), false, 'a joined worker holds no data key');
+    assert.equal((await d1.docker(['secret', 'create', 'pw', '-'], { input: 'on-the-worker' })).code, 0);
+    for (const [name, node] of [['sec3', ids[2]!], ['sec1', ids[0]!]] as const) {
+      const r = await d1.docker(['service', 'create', '-d', '--name', name, '--secret', 'pw', '--constraint', `node.id==${node}`, c.image, 'sh', '-c', LOOP]);
+      assert.equal(r.code, 0, r.stderr);
+    }
+    const running = (name: string) => eventually(`${name} running`, async () => (await tasksOf(d1, name)).find((t) => t.Status.State === 'running'), 90_000, 300);
+    const [t3, t1] = [await running('sec3'), await running('sec1')];
+    const cid = (await d3.docker(['ps', '-q', '--filter', 'label=com.docker.swarm.service.name=sec3'])).stdout.trim();
+    const cat = await d3.docker(['exec', cid, 'cat', '/run/secrets/pw']);
+    assert.equal(cat.stdout, 'on-the-worker', cat.stderr);
+    // Node 3's certificate: its own task's secret, not node 1's task's, and no keys.
+    const own = await asNode(d3, c.node(1).addr, `/task-secrets/${t3.ID}`);
+    assert.equal(own.status, 200, own.body);
+    assert.equal(Buffer.from(Object.values(JSON.parse(own.body).secret as Record<string, string>)[0]!, 'base64').toString(), 'on-the-worker');
+    assert.equal((await asNode(d3, c.node(1).addr, `/task-secrets/${t1.ID}`)).status, 404);
+    assert.equal((await asNode(d3, c.node(1).addr, '/manager-keys')).status, 403);
+    assert.equal(existsSync(keyFile(d3, 'data.key')), false);
+    for (const name of ['sec3', 'sec1']) assert.equal((await d1.docker(['service', 'rm', name])).code, 0);
   });
 });

@@ -13,7 +13,7 @@ import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import type { NetworkController } from '../networks/network-controller.js';
 import { join } from 'node:path';
 import { SwarmBlobs, type BlobKind } from './secrets.js';
-import { TaskFiles } from './task-files.js';
+import { TaskFiles, type BlobData } from './task-files.js';
 import { unavailable } from '../../lib/errors.js';
 import { schedule } from './placement.js';
 import type { ExternalEtcd } from './cluster/membership.js';
@@ -72,11 +72,13 @@ export class SwarmCore {
     share: (kind: string, id: string, doc: unknown) => void,
     /** A service rolls back on its own (its update failed). */
     rollback: (s: ServiceRecord, message: string) => void,
+    /** A task's secrets and configs (SwarmPeers.taskData). */
+    taskData: (t: TaskRecord) => Promise<BlobData>,
   ) {
     this.store = new SwarmStore(d.records);
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
-    this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
+    this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
     this.overlay = d.network
       ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share })
       : undefined;

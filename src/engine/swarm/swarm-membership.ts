@@ -13,11 +13,12 @@ import { caDigest } from './cluster/pki.js';
 import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
-import { serveTaskLogs } from './task-logs.js';
+import { SwarmPeers } from './swarm-peers.js';
+import type { BlobData } from './task-files.js';
 import { NOT_MANAGER, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
-import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec } from './swarm-model.js';
+import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
 
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -37,18 +38,17 @@ export class SwarmMembership {
   readonly sync: SwarmSync;
   /** The CA key every manager can sign with. */
   readonly #keys: ManagerKeys;
+  /** Requests between nodes: task logs and secrets, managers' keys. */
+  readonly #peers: SwarmPeers;
   #graceTimer: NodeJS.Timeout | undefined;
   #joining = false;
 
   constructor(private readonly core: SwarmCore) {
-    const { d, store } = core;
-    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) =>
-      void serveTaskLogs(req, res, (id) => {
-        const t = store.tasks.get(id);
-        return t && t.nodeId === store.selfId ? t.status.containerId : undefined;
-      }, d.containers));
+    const { d } = core;
+    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.sync = new SwarmSync(core, this.members, (role) => this.roleChanged(role));
     this.#keys = new ManagerKeys(this.members);
+    this.#peers = new SwarmPeers(core, this.members, this.#keys);
     this.sync.watchDocs(KEYS_KIND, (id, doc) => this.#keys.heard(id, doc));
   }
 
@@ -243,7 +243,7 @@ export class SwarmMembership {
     log.info('node joined', { node: nodeId, role, addr: ask.addr });
     return {
       nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
-      dataKey: files.dataKey.toString('base64'), endpoints, ...(initialCluster ? { initialCluster } : {}),
+      ...(role === 'manager' && files.dataKey ? { dataKey: files.dataKey.toString('base64') } : {}), endpoints, ...(initialCluster ? { initialCluster } : {}),
       ...(this.d.externalEtcd ? { externalEtcd: true } : {}),
       cluster: sharedCluster(c), node,
     };
@@ -276,6 +276,7 @@ export class SwarmMembership {
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
     if (manager) this.#keys.share(state, before.entries);
+    else await this.#dropKeys();
     if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
     await state.flushed();
     const snap = await state.snapshot();
@@ -336,15 +337,44 @@ export class SwarmMembership {
     } else {
       void state.resign();
       this.#onLeadership(false);
-      void this.#keys.drop().catch((err) => log.warn('dropping the CA key failed', { err: errorMessage(err) }));
     }
     // One change at a time, each for the role the node has by then (a quick demote and promote again).
     this.#membershipChange = this.#membershipChange
+      .then(() => this.#keysFor().catch((err) => log.error('changing this node\'s keys failed', { role, err: errorMessage(err) })))
       .then(() => this.#memberFor())
       .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
   }
 
   #membershipChange: Promise<void> = Promise.resolve();
+
+  /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
+  async #keysFor(): Promise<void> {
+    const c = this.store.cluster;
+    const state = this.members.state;
+    if (!c || !state || this.core.closed) return;
+    if (c.node.spec.Role === 'worker') return this.#dropKeys();
+    // The other managers may hear of the promotion a moment after this node does.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (await this.#keys.adopt(this.#peers.managerAddrs())) await this.sync.openBlobs(state);
+        return;
+      } catch (err) {
+        if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** A worker holds neither the data key nor the CA key, nor any secret or config. */
+  async #dropKeys(): Promise<void> {
+    await this.#keys.drop();
+    for (const b of Object.values(this.blobs)) b.clear();
+  }
+
+  /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */
+  taskData(t: TaskRecord): Promise<BlobData> {
+    return this.#peers.taskData(t);
+  }
 
   /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
   async #memberFor(): Promise<void> {

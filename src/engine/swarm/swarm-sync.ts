@@ -40,14 +40,27 @@ export class SwarmSync {
 
   /** Local changes go to etcd from now on, those held back first. */
   attach(state: EtcdState, self: string): void {
-    const dataKey = this.members.files!.dataKey;
     for (const [k, d] of this.#early) {
       if (d === null) state.del(k);
-      else state.put(k, d && typeof d === 'object' && 'sealLater' in d ? seal(dataKey, (d as { sealLater: unknown }).sealLater) : d);
+      else if (d && typeof d === 'object' && 'sealLater' in d) this.#putSealed(state, k, (d as { sealLater: unknown }).sealLater);
+      else state.put(k, d);
     }
     this.#early.clear();
     this.core.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
-    for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? state.put(`${b.kind}s/${id}`, seal(dataKey, rec)) : state.del(`${b.kind}s/${id}`)));
+    for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? this.#putSealed(state, `${b.kind}s/${id}`, rec) : state.del(`${b.kind}s/${id}`)));
+  }
+
+  /** Secrets and configs are only written by managers, which hold the data key (a promoted one once it has it). */
+  #putSealed(state: EtcdState, key: string, doc: unknown): void {
+    const dataKey = this.members.files?.dataKey;
+    if (dataKey) state.put(key, seal(dataKey, doc));
+    else log.warn('a secret or config was not shared: this node holds no data key', { key });
+  }
+
+  /** A node that just got the data key opens the secrets and configs etcd holds. */
+  async openBlobs(state: EtcdState): Promise<void> {
+    const snap = await state.snapshot();
+    for (const [key, doc] of snap.entries) if (key.startsWith('secrets/') || key.startsWith('configs/')) this.onRemote(key, doc, true);
   }
 
   /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
@@ -179,8 +192,11 @@ export class SwarmSync {
       case 'configs': {
         const blobs = this.core.blobs[kind === 'secrets' ? 'secret' : 'config'];
         if (!doc) return blobs.applyRemote(id, undefined);
+        // A worker holds no data key: managers open its tasks' secrets and configs for it.
+        const dataKey = this.members.files?.dataKey;
+        if (!dataKey) return;
         try {
-          const rec = unseal<BlobRecord>(this.members.files!.dataKey, doc as Sealed);
+          const rec = unseal<BlobRecord>(dataKey, doc as Sealed);
           store.bump(rec.version);
           blobs.applyRemote(id, rec);
         } catch (err) {

@@ -32,7 +32,7 @@ export class SwarmService {
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
-    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message));
+    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t));
     this.#membership = new SwarmMembership(this.#core);
     this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roleChanged(role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
