@@ -10,10 +10,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { SWARM_LOCKED } from '../../src/engine/swarm/swarm.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
 
 const keyFile = (d: TestDaemon, name: string) => join(d.dataRoot, 'swarm', 'cluster', name);
+/** A sealed key file holds JSON; a plain one a PEM or base64 text. */
+const sealed = (d: TestDaemon, name: string) => readFileSync(keyFile(d, name), 'utf8').startsWith('{');
 
 /** GET on a node's swarm port with node `as`'s certificate: status and body. */
 function asNode(as: TestDaemon, addr: string, path: string): Promise<{ status: number; body: string }> {
@@ -92,5 +95,46 @@ describe('manager keys', () => {
     assert.equal((await asNode(d3, c.node(1).addr, '/manager-keys')).status, 403);
     assert.equal(existsSync(keyFile(d3, 'data.key')), false);
     for (const name of ['sec3', 'sec1']) assert.equal((await d1.docker(['service', 'rm', name])).code, 0);
+  });
+
+  it('auto-lock: a restarted manager is locked until unlocked with the current key; off, the key files are plain again', async () => {
+    const d1 = c.node(1).daemon;
+    assert.equal(sealed(d1, 'data.key'), false);
+    const on = await d1.docker(['swarm', 'update', '--autolock=true']);
+    assert.equal(on.code, 0, on.stderr);
+    const first = /SWMKEY-1-\S+/.exec(on.stdout)?.[0];
+    assert.ok(first, on.stdout);
+    assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), first);
+    const rot = await d1.docker(['swarm', 'unlock-key', '--rotate', '-q']);
+    assert.equal(rot.code, 0, rot.stderr);
+    const key = rot.stdout.trim();
+    assert.match(key, /^SWMKEY-1-\S+$/);
+    assert.notEqual(key, first);
+    assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem'), 'the key files are sealed');
+    assert.equal(readFileSync(keyFile(d1, 'data.key'), 'utf8').includes(key), false);
+
+    await d1.restart();
+    const ls = await d1.docker(['node', 'ls']);
+    assert.notEqual(ls.code, 0);
+    assert.ok(ls.stderr.includes(SWARM_LOCKED), ls.stderr);
+    assert.equal((await d1.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'locked');
+    assert.equal((await d1.request('GET', '/_ping')).headers['swarm'], 'locked');
+    const wrong = await d1.docker(['swarm', 'unlock'], { input: first });
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
+    const malformed = await d1.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } });
+    assert.equal(malformed.status, 400, malformed.text());
+    const ok = await d1.docker(['swarm', 'unlock'], { input: key });
+    assert.equal(ok.code, 0, ok.stderr);
+    await eventually('node 1 serves the swarm again', async () => (await d1.docker(['node', 'ls', '-q'])).stdout.trim().split('\n').length === 3, 60_000, 300);
+    assert.equal((await d1.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
+    const again = await d1.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
+    assert.equal(again.status, 409);
+    assert.equal(again.json<{ message: string }>().message, 'swarm is not locked');
+
+    const off = await d1.docker(['swarm', 'update', '--autolock=false']);
+    assert.equal(off.code, 0, off.stderr);
+    assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), '');
+    assert.ok(!sealed(d1, 'data.key') && !sealed(d1, 'ca-key.pem'), 'the key files are plain again');
   });
 });

@@ -26,6 +26,7 @@ import { OverlayNetworks } from './overlay-networks.js';
 import { meshPeers } from './mesh-peers.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
 
+export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
 export const NOT_MANAGER =
   'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 
@@ -65,6 +66,8 @@ export class SwarmCore {
   leader = false;
   leaderId: string | undefined;
   closed = false;
+  /** A manager of an auto-locked swarm after a restart, until `docker swarm unlock`. */
+  locked = false;
 
   constructor(
     readonly d: SwarmDeps,
@@ -104,6 +107,7 @@ export class SwarmCore {
 
   /** The cluster, or dockerd's 503 for a node outside any swarm. */
   cluster(): ClusterRecord {
+    if (this.locked) throw unavailable(SWARM_LOCKED);
     const c = this.store.cluster;
     if (!c || c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
     return c;

@@ -23,6 +23,7 @@ import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
 const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster';
+const LEAVE_LOCKED = 'Swarm is encrypted and locked. Please unlock it first or use `--force` to ignore this message.';
 const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
 
@@ -36,8 +37,8 @@ export class SwarmMembership {
   readonly members: Membership;
   /** The store kept as a cache of etcd. */
   readonly sync: SwarmSync;
-  /** The CA key every manager can sign with. */
-  readonly #keys: ManagerKeys;
+  /** The keys only managers hold (the CA key, the data key, the unlock key). */
+  readonly keys: ManagerKeys;
   /** Requests between nodes: task logs and secrets, managers' keys. */
   readonly #peers: SwarmPeers;
   #graceTimer: NodeJS.Timeout | undefined;
@@ -47,9 +48,9 @@ export class SwarmMembership {
     const { d } = core;
     this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.sync = new SwarmSync(core, this.members, (role) => this.roleChanged(role));
-    this.#keys = new ManagerKeys(this.members);
-    this.#peers = new SwarmPeers(core, this.members, this.#keys);
-    this.sync.watchDocs(KEYS_KIND, (id, doc) => this.#keys.heard(id, doc));
+    this.keys = new ManagerKeys(this.members);
+    this.#peers = new SwarmPeers(core, this.members, this.keys);
+    this.sync.watchDocs(KEYS_KIND, (id, doc) => this.keys.heard(id, doc));
   }
 
   // The shared parts under their short names.
@@ -76,10 +77,13 @@ export class SwarmMembership {
   /** After a restart in a cluster: changes wait for etcd, which is reached in the background. */
   resume(): void {
     this.sync.holdBack(this.store.cluster!.node.id);
+    // A manager of an auto-locked swarm: its keys stay sealed until `docker swarm unlock`.
+    if (this.members.lockedOnDisk()) this.core.locked = true;
   }
 
   /** Reconnects to etcd after a restart (once the store is loaded and the node's own tasks are synced). */
   reconnect(): void {
+    if (this.core.locked) return void log.info('the swarm is locked: this manager waits for "docker swarm unlock"');
     void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
   }
 
@@ -212,7 +216,7 @@ export class SwarmMembership {
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
     const nodeId = newSwarmId();
-    await this.#keys.ensureCaKey();
+    await this.keys.ensureCaKey();
     const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
     const state = this.members.state!;
     let endpoints = c.local?.endpoints ?? [];
@@ -271,16 +275,20 @@ export class SwarmMembership {
   async #link(state: EtcdState, manager: boolean): Promise<void> {
     const c = this.store.cluster!;
     const self = c.node.id;
+    // An unlock key (init --autolock) goes to etcd sealed, never plain in the cluster's record.
+    const unlockKey = manager ? c.unlockKey : '';
+    c.unlockKey = '';
     this.sync.attach(state, self);
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
-    if (manager) this.#keys.share(state, before.entries);
+    if (manager) this.keys.share(state, before.entries);
     else await this.#dropKeys();
     if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
     await state.flushed();
     const snap = await state.snapshot();
     this.sync.applySnapshot(snap.entries);
+    if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
     await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
     // Members added since this node joined are remembered for its next start (a worker knew only
     // the members of its join).
@@ -356,7 +364,7 @@ export class SwarmMembership {
     // The other managers may hear of the promotion a moment after this node does.
     for (let attempt = 0; ; attempt++) {
       try {
-        if (await this.#keys.adopt(this.#peers.managerAddrs())) await this.sync.openBlobs(state);
+        if (await this.keys.adopt(this.#peers.managerAddrs())) await this.sync.openBlobs(state);
         return;
       } catch (err) {
         if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;
@@ -367,7 +375,7 @@ export class SwarmMembership {
 
   /** A worker holds neither the data key nor the CA key, nor any secret or config. */
   async #dropKeys(): Promise<void> {
-    await this.#keys.drop();
+    await this.keys.drop();
     for (const b of Object.values(this.blobs)) b.clear();
   }
 
@@ -409,7 +417,9 @@ export class SwarmMembership {
   async leave(force: boolean): Promise<void> {
     const c = this.store.cluster;
     if (!c) throw unavailable(NOT_IN_SWARM);
+    if (!force && this.core.locked) throw unavailable(LEAVE_LOCKED);
     if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);
+    this.core.locked = false;
     this.updater.close();
     const state = this.members.state;
     if (c.local && state) {

@@ -13,6 +13,7 @@ import { serveTaskLogs } from './task-logs.js';
 import type { SwarmCore } from './swarm-core.js';
 import type { TaskRecord } from './swarm-model.js';
 import type { BlobData } from './task-files.js';
+import { unavailable } from '../../lib/errors.js';
 
 /** On the wire: kind → id → base64 data. */
 type WireBlobs = Record<BlobKind, Record<string, string>>;
@@ -48,9 +49,10 @@ export class SwarmPeers {
   /** The secrets and configs of task `t`: this node's own when it holds the data key, else a manager's answer. */
   async taskData(t: TaskRecord): Promise<BlobData> {
     const { store, blobs } = this.core;
-    const f = this.members.files;
+    // Right after a restart, before the link to etcd loaded them, the certificates are read here.
+    const f = this.members.files ?? (store.clustered ? await this.members.load() : undefined);
     if (!store.clustered || f?.dataKey) return (kind, id) => blobs[kind].data(id);
-    if (!f) throw new Error('this node has no cluster certificates');
+    if (!f) throw unavailable('this node has no cluster certificates');
     const wire = await askAny(this.managerAddrs(), (addr) => peerGetJson<WireBlobs>(addr, f, `${TASK_SECRETS}${encodeURIComponent(t.id)}`));
     return (kind, id) => {
       const b64 = wire[kind]?.[id];

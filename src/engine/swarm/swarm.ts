@@ -9,11 +9,12 @@ import type { BlobKind, BlobRecord } from './secrets.js';
 import { conflict } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { withSwarmDefaults, type InitRequest } from './cluster.js';
-import { joinToken, newUnlockKey, tokenCaPart } from './swarm-ids.js';
+import { joinToken, tokenCaPart } from './swarm-ids.js';
 import { SwarmCore, type SwarmDeps } from './swarm-core.js';
 import { SwarmMembership } from './swarm-membership.js';
 import { SwarmNodes } from './swarm-nodes.js';
 import { SwarmServices, type ServiceCounts } from './swarm-services.js';
+import { SwarmLock } from './swarm-lock.js';
 import type { SharedNetwork } from './overlay-networks.js';
 import type { LogRecord } from '../containers/log-reader.js';
 import { TASK_LABELS, type ClusterRecord, type NodeRecord, type NodeSpec, type ServiceRecord, type SwarmSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
@@ -21,7 +22,7 @@ import { TASK_LABELS, type ClusterRecord, type NodeRecord, type NodeSpec, type S
 export type { InitRequest } from './cluster.js';
 export { tlsInfo } from './cluster/pki.js';
 export type { PullFn } from './task-runner.js';
-export { NOT_MANAGER, type SwarmDeps, type PortPublisher } from './swarm-core.js';
+export { NOT_MANAGER, SWARM_LOCKED, type SwarmDeps, type PortPublisher } from './swarm-core.js';
 export type { ServiceCounts } from './swarm-services.js';
 
 export class SwarmService {
@@ -29,6 +30,7 @@ export class SwarmService {
   readonly #membership: SwarmMembership;
   readonly #nodes: SwarmNodes;
   readonly #services: SwarmServices;
+  readonly #lock: SwarmLock;
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
@@ -36,6 +38,7 @@ export class SwarmService {
     this.#membership = new SwarmMembership(this.#core);
     this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roleChanged(role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
+    this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
     this.watchDocs('attachments', (id, doc) => this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
   }
@@ -151,28 +154,33 @@ export class SwarmService {
     return this.#membership.leave(force);
   }
 
-  update(version: number, spec: SwarmSpec, rotate: { workerToken: boolean; managerToken: boolean; unlockKey: boolean }): void {
+  /** Settles once this node's key files are sealed as auto-lock now says. */
+  async update(version: number, spec: SwarmSpec, rotate: { workerToken: boolean; managerToken: boolean; unlockKey: boolean }): Promise<void> {
     const c = this.cluster();
     if (version !== c.version) throw conflict('update out of sequence');
     const next = withSwarmDefaults(spec);
-    const autolock = !!next.EncryptionConfig?.AutoLockManagers;
-    if (!autolock) c.unlockKey = '';
-    else if (!c.unlockKey || rotate.unlockKey) c.unlockKey = newUnlockKey();
+    const sealed = this.#lock.update(!!next.EncryptionConfig?.AutoLockManagers, rotate.unlockKey);
     const ca = tokenCaPart(c.joinTokens.worker);
     if (rotate.workerToken) c.joinTokens.worker = joinToken(ca);
     if (rotate.managerToken) c.joinTokens.manager = joinToken(ca);
     c.spec = next;
     this.store.touch(c);
     this.store.saveCluster();
+    await sealed;
   }
 
   unlockKey(): string {
-    return this.cluster().unlockKey;
+    return this.#lock.unlockKey();
   }
 
-  unlock(): never {
-    this.cluster();
-    throw conflict('swarm is not locked!');
+  /** `docker swarm unlock` of a locked manager. */
+  unlock(unlockKey: unknown): Promise<void> {
+    return this.#lock.unlock(unlockKey);
+  }
+
+  /** A manager of an auto-locked swarm, restarted and not unlocked yet. */
+  get locked(): boolean {
+    return this.#core.locked;
   }
 
   /**

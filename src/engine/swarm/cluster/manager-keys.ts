@@ -30,7 +30,7 @@ export class ManagerKeys {
   /** `keys/unlock` as etcd holds it. */
   #sealedUnlock: Sealed | undefined;
   /** The unlock key the key files are sealed under ('' when auto-lock is off, or not known to this node). */
-  unlockKey = '';
+  #filesKey = '';
   #locking: Promise<void> = Promise.resolve();
 
   constructor(private readonly members: Membership) {}
@@ -44,14 +44,23 @@ export class ManagerKeys {
     }
   }
 
-  /** Auto-lock on or rotated (a new key), or off (''): etcd first, then this node's files. */
-  async setUnlockKey(state: EtcdState, unlockKey: string): Promise<void> {
+  /** The swarm's unlock key ('' when auto-lock is off). */
+  unlockKey(): string {
+    const dataKey = this.members.files?.dataKey;
+    return dataKey && this.#sealedUnlock ? unseal<{ key: string }>(dataKey, this.#sealedUnlock).key : '';
+  }
+
+  /**
+   * Auto-lock on or rotated (a new key), or off (''): etcd at once (unlockKey() answers the new key
+   * from now on), then this node's files; the other managers seal theirs as they hear of it.
+   */
+  setUnlockKey(state: EtcdState, unlockKey: string): Promise<void> {
     const dataKey = this.members.files?.dataKey;
     if (!dataKey) throw unavailable('this node holds no data key');
     this.#sealedUnlock = unlockKey ? seal(dataKey, { key: unlockKey }) : undefined;
     if (this.#sealedUnlock) state.put(`${KEYS_KIND}/unlock`, this.#sealedUnlock);
     else state.del(`${KEYS_KIND}/unlock`);
-    await this.applyLock();
+    return this.applyLock();
   }
 
   /** Seals this manager's key files under the unlock key etcd holds (plain without one); one change at a time. */
@@ -59,10 +68,10 @@ export class ManagerKeys {
     this.#locking = this.#locking.then(async () => {
       const dataKey = this.members.files?.dataKey;
       if (!dataKey) return;
-      const key = this.#sealedUnlock ? unseal<{ key: string }>(dataKey, this.#sealedUnlock).key : '';
-      if (key === this.unlockKey) return;
+      const key = this.unlockKey();
+      if (key === this.#filesKey) return;
       await this.members.setLockKey(key ? lockKeyOf(key) : undefined);
-      this.unlockKey = key;
+      this.#filesKey = key;
     }).catch((err) => log.warn('sealing the key files under the unlock key failed', { err: errorMessage(err) }));
     return this.#locking;
   }
@@ -107,7 +116,7 @@ export class ManagerKeys {
   /** Demoted: both keys go. */
   async drop(): Promise<void> {
     await this.#locking;
-    this.unlockKey = '';
+    this.#filesKey = '';
     await this.members.dropManagerKeys();
   }
 }
