@@ -97,38 +97,42 @@ describe('manager keys', () => {
     for (const name of ['sec3', 'sec1']) assert.equal((await d1.docker(['service', 'rm', name])).code, 0);
   });
 
-  it('auto-lock: a restarted manager is locked until unlocked with the current key; off, the key files are plain again', async () => {
-    const d1 = c.node(1).daemon;
-    assert.equal(sealed(d1, 'data.key'), false);
+  it('auto-lock: every manager seals its keys; a restarted one is locked until unlocked with the current key; off, they are plain again', async () => {
+    const [d1, d2] = [c.node(1).daemon, c.node(2).daemon];
+    assert.equal((await d1.docker(['node', 'promote', ids[1]!])).code, 0);
+    await eventually('node 2 a manager with the data key', async () => existsSync(keyFile(d2, 'data.key')) && (await d2.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'true', 60_000, 300);
+    assert.equal(sealed(d2, 'data.key'), false);
     const on = await d1.docker(['swarm', 'update', '--autolock=true']);
     assert.equal(on.code, 0, on.stderr);
     const first = /SWMKEY-1-\S+/.exec(on.stdout)?.[0];
     assert.ok(first, on.stdout);
     assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), first);
+    assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem'), 'the key files of the manager that turned it on are sealed');
+    const sealedOnce = await eventually('node 2 seals its data key', async () => sealed(d2, 'data.key') && readFileSync(keyFile(d2, 'data.key'), 'utf8'), 30_000, 200);
     const rot = await d1.docker(['swarm', 'unlock-key', '--rotate', '-q']);
     assert.equal(rot.code, 0, rot.stderr);
     const key = rot.stdout.trim();
     assert.match(key, /^SWMKEY-1-\S+$/);
     assert.notEqual(key, first);
-    assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem'), 'the key files are sealed');
-    assert.equal(readFileSync(keyFile(d1, 'data.key'), 'utf8').includes(key), false);
+    await eventually('node 2 seals its data key again, under the new key', async () => sealed(d2, 'data.key') && readFileSync(keyFile(d2, 'data.key'), 'utf8') !== sealedOnce, 30_000, 200);
+    assert.equal(readFileSync(keyFile(d2, 'data.key'), 'utf8').includes(key), false);
 
-    await d1.restart();
-    const ls = await d1.docker(['node', 'ls']);
+    await d2.restart();
+    const ls = await d2.docker(['node', 'ls']);
     assert.notEqual(ls.code, 0);
     assert.ok(ls.stderr.includes(SWARM_LOCKED), ls.stderr);
-    assert.equal((await d1.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'locked');
-    assert.equal((await d1.request('GET', '/_ping')).headers['swarm'], 'locked');
-    const wrong = await d1.docker(['swarm', 'unlock'], { input: first });
+    assert.equal((await d2.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'locked');
+    assert.equal((await d2.request('GET', '/_ping')).headers['swarm'], 'locked');
+    const wrong = await d2.docker(['swarm', 'unlock'], { input: first });
     assert.notEqual(wrong.code, 0);
     assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
-    const malformed = await d1.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } });
+    const malformed = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } });
     assert.equal(malformed.status, 400, malformed.text());
-    const ok = await d1.docker(['swarm', 'unlock'], { input: key });
+    const ok = await d2.docker(['swarm', 'unlock'], { input: key });
     assert.equal(ok.code, 0, ok.stderr);
-    await eventually('node 1 serves the swarm again', async () => (await d1.docker(['node', 'ls', '-q'])).stdout.trim().split('\n').length === 3, 60_000, 300);
-    assert.equal((await d1.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
-    const again = await d1.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
+    await eventually('node 2 serves the swarm again', async () => (await d2.docker(['node', 'ls', '-q'])).stdout.trim().split('\n').length === 3, 60_000, 300);
+    assert.equal((await d2.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
+    const again = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
     assert.equal(again.status, 409);
     assert.equal(again.json<{ message: string }>().message, 'swarm is not locked');
 
@@ -136,5 +140,6 @@ describe('manager keys', () => {
     assert.equal(off.code, 0, off.stderr);
     assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), '');
     assert.ok(!sealed(d1, 'data.key') && !sealed(d1, 'ca-key.pem'), 'the key files are plain again');
+    await eventually('node 2 writes its data key plain again', async () => !sealed(d2, 'data.key'), 30_000, 200);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * What the swarm's parts share: the store and the workers that act on it (task runner, orchestrator,
- * updater, overlays, ingress), secrets and configs, and who leads. Joining (swarm-join.ts), the etcd
- * sync (swarm-sync.ts) and the nodes and services APIs (swarm-nodes.ts, swarm-services.ts) each get
- * this one object; SwarmService (swarm.ts) is the facade routes call.
+ * updater, overlays, ingress), secrets and configs, who leads and whether this manager is locked.
+ * Joining (swarm-membership.ts), roles (swarm-roles.ts), the etcd sync (swarm-sync.ts), auto-lock
+ * (swarm-lock.ts) and the nodes and services APIs (swarm-nodes.ts, swarm-services.ts) each get this
+ * one object; SwarmService (swarm.ts) is the facade routes call.
  */
 import type { ContainerService } from '../containers/container-service.js';
 import type { ImageService } from '../images/image-service.js';

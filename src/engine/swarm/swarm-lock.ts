@@ -57,6 +57,8 @@ export class SwarmLock {
       throw unauthorized(INVALID_KEY);
     }
     if (!this.members.files?.dataKey) throw unauthorized(INVALID_KEY);
+    // Sealed again (or written plain) once the link hears the key etcd holds now, if it changed meanwhile.
+    this.keys.unlockedWith(unlockKey as string);
     this.core.locked = false;
     log.info('the swarm is unlocked');
     this.reconnect();

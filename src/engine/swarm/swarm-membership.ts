@@ -14,6 +14,7 @@ import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer,
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
+import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
 import { NOT_MANAGER, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
@@ -41,15 +42,17 @@ export class SwarmMembership {
   readonly keys: ManagerKeys;
   /** Requests between nodes: task logs and secrets, managers' keys. */
   readonly #peers: SwarmPeers;
-  #graceTimer: NodeJS.Timeout | undefined;
+  /** Leadership, promotion and demotion. */
+  readonly roles: SwarmRoles;
   #joining = false;
 
   constructor(private readonly core: SwarmCore) {
     const { d } = core;
     this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
-    this.sync = new SwarmSync(core, this.members, (role) => this.roleChanged(role));
+    this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role));
     this.keys = new ManagerKeys(this.members);
     this.#peers = new SwarmPeers(core, this.members, this.keys);
+    this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync);
     this.sync.watchDocs(KEYS_KIND, (id, doc) => this.keys.heard(id, doc));
   }
 
@@ -88,7 +91,7 @@ export class SwarmMembership {
   }
 
   close(): void {
-    clearTimeout(this.#graceTimer);
+    this.roles.stopGrace();
     void this.members.close(false);
   }
 
@@ -283,7 +286,7 @@ export class SwarmMembership {
     const before = await state.snapshot();
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
     if (manager) this.keys.share(state, before.entries);
-    else await this.#dropKeys();
+    else await this.roles.dropKeys();
     if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
     await state.flushed();
     const snap = await state.snapshot();
@@ -300,112 +303,20 @@ export class SwarmMembership {
         this.store.saveCluster(true);
       }
     }
-    state.heartbeat(self, this.#heartbeatTtl());
+    state.heartbeat(self, this.roles.heartbeatTtl());
     void state.observeLeader((id) => {
       this.core.leaderId = id;
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
-    if (manager) state.campaign(self, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
+    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (leading) => this.roles.onLeadership(leading));
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
-  }
-
-  /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
-  #heartbeatTtl(): number {
-    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
-    return Math.max(2, Math.ceil(3 * period));
-  }
-
-  #onLeadership(leading: boolean): void {
-    if (this.core.leader === leading) return;
-    this.core.leader = leading;
-    log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
-    if (!leading) {
-      this.updater.close();
-      return;
-    }
-    // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
-    const ttl = this.#heartbeatTtl() * 1000;
-    this.store.graceUntil = Date.now() + ttl;
-    clearTimeout(this.#graceTimer);
-    this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
-    this.#graceTimer.unref();
-    this.core.takeOver();
-    for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
-  }
-
-
-  /** This node was promoted or demoted. */
-  roleChanged(role: 'manager' | 'worker'): void {
-    const state = this.members.state;
-    if (!state) return;
-    log.info('this node\'s role changed', { role });
-    if (role === 'manager') {
-      state.campaign(this.store.selfId, this.#heartbeatTtl(), (leading) => this.#onLeadership(leading));
-    } else {
-      void state.resign();
-      this.#onLeadership(false);
-    }
-    // One change at a time, each for the role the node has by then (a quick demote and promote again).
-    this.#membershipChange = this.#membershipChange
-      .then(() => this.#keysFor().catch((err) => log.error('changing this node\'s keys failed', { role, err: errorMessage(err) })))
-      .then(() => this.#memberFor())
-      .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
-  }
-
-  #membershipChange: Promise<void> = Promise.resolve();
-
-  /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
-  async #keysFor(): Promise<void> {
-    const c = this.store.cluster;
-    const state = this.members.state;
-    if (!c || !state || this.core.closed) return;
-    if (c.node.spec.Role === 'worker') return this.#dropKeys();
-    // The other managers may hear of the promotion a moment after this node does.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (await this.keys.adopt(this.#peers.managerAddrs())) await this.sync.openBlobs(state);
-        return;
-      } catch (err) {
-        if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-  }
-
-  /** A worker holds neither the data key nor the CA key, nor any secret or config. */
-  async #dropKeys(): Promise<void> {
-    await this.keys.drop();
-    for (const b of Object.values(this.blobs)) b.clear();
   }
 
   /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */
   taskData(t: TaskRecord): Promise<BlobData> {
     return this.#peers.taskData(t);
   }
-
-  /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
-  async #memberFor(): Promise<void> {
-    const c = this.store.cluster;
-    const local = c?.local;
-    if (!c || !local || this.d.externalEtcd || this.core.closed) return;
-    const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
-    if (role === 'manager' && !local.member) {
-      const { clientUrl, ...member } = await this.members.becomeMember(c.node.id, c.node.addr, c.id);
-      local.member = member;
-      local.endpoints = [...local.endpoints.filter((e) => e !== clientUrl), clientUrl];
-    } else if (role === 'worker' && local.member) {
-      const own = Membership.clientUrl(c.node.addr, local.member.clientPort);
-      await this.members.leaveMember(c.node.id);
-      local.member = undefined;
-      local.endpoints = local.endpoints.filter((e) => e !== own);
-    } else {
-      return;
-    }
-    this.store.saveCluster(true);
-    log.info('this node\'s etcd membership changed', { role, endpoints: local.endpoints });
-  }
-
 
   /** For a manager's join: this host's facts as the node's description. */
   #description(): NonNullable<NodeRecord['description']> {
@@ -440,7 +351,7 @@ export class SwarmMembership {
     await this.members.close(true).catch((err) => log.warn('leaving the etcd cluster failed', { err: errorMessage(err) }));
     this.core.leader = false;
     this.core.leaderId = undefined;
-    clearTimeout(this.#graceTimer);
+    this.roles.stopGrace();
     const tasks = [...this.store.tasks.values()].filter((t) => !t.nodeId || t.nodeId === c.node.id);
     this.store.clear();
     for (const b of Object.values(this.blobs)) b.clear();

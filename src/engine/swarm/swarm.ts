@@ -1,8 +1,9 @@
 /**
  * Swarm mode, as the API sees it: the facade routes call. Init/join/leave and the link to etcd are
- * SwarmMembership's (swarm-membership.ts, with swarm-sync.ts keeping the store a cache of etcd); the
- * nodes and services APIs are SwarmNodes' and SwarmServices'; what they share is SwarmCore's. This
- * class starts and stops them, checks requests that need a manager and keeps versions honest.
+ * SwarmMembership's (swarm-membership.ts, with swarm-sync.ts keeping the store a cache of etcd and
+ * swarm-roles.ts leadership and promotion); auto-lock is SwarmLock's; the nodes and services APIs are
+ * SwarmNodes' and SwarmServices'; what they share is SwarmCore's. This class starts and stops them,
+ * checks requests that need a manager and keeps versions honest.
  */
 import type { HostFacts } from '../system.js';
 import type { BlobKind, BlobRecord } from './secrets.js';
@@ -36,7 +37,7 @@ export class SwarmService {
   constructor(private readonly d: SwarmDeps) {
     this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t));
     this.#membership = new SwarmMembership(this.#core);
-    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roleChanged(role));
+    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
     this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));

@@ -63,6 +63,11 @@ export class ManagerKeys {
     return this.applyLock();
   }
 
+  /** A locked manager's files opened with this key: what they are sealed under until etcd says otherwise. */
+  unlockedWith(unlockKey: string): void {
+    this.#filesKey = unlockKey.trim();
+  }
+
   /** Seals this manager's key files under the unlock key etcd holds (plain without one); one change at a time. */
   applyLock(): Promise<void> {
     this.#locking = this.#locking.then(async () => {
