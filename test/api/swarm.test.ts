@@ -1,7 +1,8 @@
 /**
  * routes/swarm.ts on the wire, for what test/swarm/swarm-api.test.ts (init, inspect, update, unlock,
  * leave, nodes list, inspect and update) and swarm-cli.test.ts do not ask: joining while in a swarm
- * and with a malformed body, and removing a node.
+ * and with a malformed body, removing a node, and unlocking a manager that is not locked (a locked
+ * one: test/cluster/manager-keys.test.ts).
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -33,5 +34,15 @@ describe('swarm API: join and node removal', () => {
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json<{ message: string }>().message, 'node no-such-node not found');
     assert.deepEqual((await d.request('GET', '/nodes')).json<{ ID: string }[]>().map((n) => n.ID), [nodeId]);
+  });
+
+  it('unlock: a manager that is not locked answers 409, as dockerd; a malformed body is a 400', async () => {
+    const d = daemon();
+    swarm();
+    const r = await d.request('POST', '/swarm/unlock', { body: { UnlockKey: 'SWMKEY-1-abc' } });
+    assert.equal(r.status, 409, r.text());
+    assert.equal(r.json<{ message: string }>().message, 'swarm is not locked');
+    const bad = await d.request('POST', '/swarm/unlock', { body: '{"UnlockKey": ', headers: { 'content-type': 'application/json' } });
+    assert.equal(bad.status, 400, bad.text());
   });
 });

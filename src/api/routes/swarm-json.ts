@@ -110,15 +110,15 @@ export function swarmInfoJson(swarm: SwarmService | undefined): Record<string, u
   return {
     NodeID: c.node.id,
     NodeAddr: c.node.addr,
-    LocalNodeState: 'active',
-    ControlAvailable: swarm.isManager,
+    LocalNodeState: swarm.locked ? 'locked' : 'active',
+    ControlAvailable: swarm.isManager && !swarm.locked,
     Error: '',
     RemoteManagers: managers.map((n) => ({ NodeID: n.id, Addr: n.managerAddr })),
-    ...(swarm.isManager ? { Nodes: nodes.length, Managers: managers.length, Cluster: clusterJson(c, false) } : {}),
+    ...(swarm.isManager && !swarm.locked ? { Nodes: nodes.length, Managers: managers.length, Cluster: clusterJson(c, false) } : {}),
   };
 }
 
 /** The `Swarm` header of /_ping. */
 export function swarmPingState(swarm: SwarmService | undefined): string {
-  return swarm?.active ? (swarm.isManager ? 'active/manager' : 'active/worker') : 'inactive';
+  return swarm?.active ? (swarm.locked ? 'locked' : swarm.isManager ? 'active/manager' : 'active/worker') : 'inactive';
 }

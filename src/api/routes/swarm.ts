@@ -31,7 +31,7 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
   r.on('POST', '/swarm/update', async (ctx) => {
     const version = objectVersion(ctx, 'swarm');
     const body = await readJsonObject(ctx);
-    swarm.update(version, body as SwarmSpec, {
+    await swarm.update(version, body as SwarmSpec, {
       workerToken: queryBool(ctx.query, 'rotateWorkerToken'),
       managerToken: queryBool(ctx.query, 'rotateManagerToken'),
       unlockKey: queryBool(ctx.query, 'rotateManagerUnlockKey'),
@@ -40,8 +40,9 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
   });
   r.on('GET', '/swarm/unlockkey', (ctx) => sendJson(ctx, 200, { UnlockKey: swarm.unlockKey() }));
   r.on('POST', '/swarm/unlock', async (ctx) => {
-    await readJsonObject(ctx);
-    swarm.unlock();
+    const body = await readJsonObject(ctx);
+    await swarm.unlock(body.UnlockKey);
+    sendEmpty(ctx);
   });
 
   r.on('GET', '/nodes', (ctx) => {

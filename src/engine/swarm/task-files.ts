@@ -10,17 +10,21 @@ import { invalidArgument } from '../../lib/errors.js';
 import { mount, unmount } from '../../runtime/mount-syscall.js';
 import { isMounted } from '../containers/rootfs-mount.js';
 import type { MountSpec } from '../containers/container-model.js';
-import { refId, refName, refsOf, type BlobKind, type SwarmBlobs } from './secrets.js';
+import { refId, refName, refsOf, type BlobKind } from './secrets.js';
 import type { TaskRecord } from './swarm-model.js';
 
 const DEFAULT_MODE = 0o444;
+
+/** The data of the secrets or configs a task refers to, by kind and id. */
+export type BlobData = (kind: BlobKind, id: string) => Buffer | undefined;
 
 export class TaskFiles {
   #mounting: Promise<void> | undefined;
 
   constructor(
     private readonly root: string,
-    private readonly blobs: Record<BlobKind, SwarmBlobs>,
+    /** The task's secrets and configs: this node's own, or (a worker) opened by a manager. */
+    private readonly dataOf: (t: TaskRecord) => Promise<BlobData>,
   ) {}
 
   /** Writes the task's files and returns the mounts that put them in its container. */
@@ -28,12 +32,14 @@ export class TaskFiles {
     const spec = { TaskTemplate: t.spec };
     const mounts: MountSpec[] = [];
     const dir = this.#dir(t.id);
-    if (refsOf(spec, 'secret').length + refsOf(spec, 'config').length > 0) await this.#tmpfs();
+    if (refsOf(spec, 'secret').length + refsOf(spec, 'config').length === 0) return mounts;
+    await this.#tmpfs();
+    const blobs = await this.dataOf(t);
     for (const kind of ['secret', 'config'] as const) {
       for (const [n, ref] of refsOf(spec, kind).entries()) {
         if (!ref.File?.Name) continue; // runtime targets (credential specs) are no files
         const id = refId(ref, kind) ?? '';
-        const data = this.blobs[kind].data(id);
+        const data = blobs(kind, id);
         if (!data) throw invalidArgument(`${kind} ${refName(ref, kind)} not found`);
         const uid = ownerId(ref.File.UID);
         const gid = ownerId(ref.File.GID);

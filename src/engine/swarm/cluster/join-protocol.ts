@@ -36,8 +36,8 @@ export interface JoinAnswer {
   ca: string;
   /** Managers sign later joins: they get the CA key. */
   caKey?: string;
-  /** base64: the key secrets and configs are sealed with. */
-  dataKey: string;
+  /** base64: the key secrets and configs are sealed with (managers only). */
+  dataKey?: string;
   endpoints: string[];
   /** For a manager with a berth-managed etcd: the members it starts with. */
   initialCluster?: string;
@@ -60,15 +60,15 @@ export class JoinListener {
 
   constructor(
     private readonly handle: (ask: JoinAsk) => Promise<JoinAnswer>,
-    /** `GET /task-logs/...`: other nodes asking for a task's log (they show a node certificate). */
-    private readonly taskLogs?: (req: IncomingMessage, res: ServerResponse) => void,
+    /** Other nodes' GET requests (a task's log or secrets, managers' keys): false when none of them. */
+    private readonly peers?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {}
 
   /** Listens on host:port; when `port` is taken and `fallback`, on a free port instead. */
   async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, fallback: boolean): Promise<number> {
     // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
     const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
-      if (req.method === 'GET' && req.url?.startsWith('/task-logs/') && this.taskLogs) return this.taskLogs(req, res);
+      if (req.method === 'GET' && this.peers?.(req, res)) return;
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {

@@ -14,6 +14,7 @@ import type { EtcdState, EtcdAccess } from './etcd-state.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { JoinListener, type JoinAnswer, type JoinAsk } from './join-protocol.js';
 import { newDataKey } from './data-key.js';
+import { isSealedSync, openKeyFile, readKeyFile, writeKeyFile } from './key-files.js';
 import type { ClusterLocal } from '../swarm-model.js';
 
 /** An etcd cluster berthd does not run (daemon.json / flags). */
@@ -29,7 +30,8 @@ export interface NodeFiles {
   caKey?: string;
   cert: string;
   key: string;
-  dataKey: Buffer;
+  /** Managers only: workers get their tasks' secrets from a manager, opened. */
+  dataKey?: Buffer;
 }
 
 export class Membership {
@@ -37,15 +39,17 @@ export class Membership {
   state: EtcdState | undefined;
   member: EtcdMember | undefined;
   readonly listener: JoinListener;
+  /** While the managers are auto-locked: what the key files are sealed under (cluster/key-files.ts). */
+  #lockKey: Buffer | undefined;
 
   constructor(
     /** `<data-root>/swarm/cluster` */
     readonly dir: string,
     readonly external: ExternalEtcd | undefined,
     handleJoin: (ask: JoinAsk) => Promise<JoinAnswer>,
-    taskLogs?: (req: IncomingMessage, res: ServerResponse) => void,
+    peers?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {
-    this.listener = new JoinListener(handleJoin, taskLogs);
+    this.listener = new JoinListener(handleJoin, peers);
   }
 
   get etcdDir(): string {
@@ -65,7 +69,7 @@ export class Membership {
   /** Keeps what a manager handed over at join. */
   async adopt(answer: JoinAnswer, key: string): Promise<NodeFiles> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const files = { ca: answer.ca, caKey: answer.caKey, cert: answer.cert, key, dataKey: Buffer.from(answer.dataKey, 'base64') };
+    const files = { ca: answer.ca, caKey: answer.caKey, cert: answer.cert, key, dataKey: answer.dataKey ? Buffer.from(answer.dataKey, 'base64') : undefined };
     await this.#write(files);
     return files;
   }
@@ -73,24 +77,74 @@ export class Membership {
   /** The files of a node that was in a cluster before a restart. */
   async load(): Promise<NodeFiles> {
     const read = (n: string) => readFile(join(this.dir, n), 'utf8');
-    const caKeyPath = join(this.dir, 'ca-key.pem');
+    const [caKey, dataKey] = await Promise.all([readKeyFile(join(this.dir, 'ca-key.pem')), readKeyFile(join(this.dir, 'data.key'))]);
+    // Sealed (the managers auto-locked): opened with the lock key unlock() was given, or the node stays locked.
+    const open = (k: typeof caKey) => (k?.sealed ? (this.#lockKey ? openKeyFile(k.sealed, this.#lockKey) : undefined) : k?.text);
+    const dataText = open(dataKey);
     this.files = {
       ca: await read('ca.pem'),
-      caKey: existsSync(caKeyPath) ? await read('ca-key.pem') : undefined,
+      caKey: open(caKey),
       cert: await read('node.pem'),
       key: await read('node-key.pem'),
-      dataKey: Buffer.from(await read('data.key'), 'base64'),
+      dataKey: dataText ? Buffer.from(dataText, 'base64') : undefined,
     };
     return this.files;
   }
 
   async #write(f: NodeFiles): Promise<void> {
     await writeFile(join(this.dir, 'ca.pem'), f.ca);
-    if (f.caKey) await writeFile(join(this.dir, 'ca-key.pem'), f.caKey, { mode: 0o600 });
+    if (f.caKey) await writeKeyFile(join(this.dir, 'ca-key.pem'), f.caKey, this.#lockKey);
     await writeFile(join(this.dir, 'node.pem'), f.cert);
     await writeFile(join(this.dir, 'node-key.pem'), f.key, { mode: 0o600 });
-    await writeFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), { mode: 0o600 });
+    if (f.dataKey) await writeKeyFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), this.#lockKey);
     this.files = f;
+  }
+
+  /** Whether the data key on disk is sealed under a lock key: a manager of an auto-locked swarm. */
+  lockedOnDisk(): boolean {
+    return isSealedSync(join(this.dir, 'data.key'));
+  }
+
+  /** Loads the files with this lock key; throws when it does not open them (nothing changes then). */
+  async unlock(lockKey: Buffer): Promise<void> {
+    const before = this.#lockKey;
+    this.#lockKey = lockKey;
+    try {
+      await this.load();
+    } catch (err) {
+      this.#lockKey = before;
+      throw err;
+    }
+  }
+
+  /** Auto-lock on (a lock key), rotated, or off (undefined): the key files are written again under it. */
+  async setLockKey(lockKey: Buffer | undefined): Promise<void> {
+    this.#lockKey = lockKey;
+    const f = this.files;
+    if (f?.caKey) await writeKeyFile(join(this.dir, 'ca-key.pem'), f.caKey, lockKey);
+    if (f?.dataKey) await writeKeyFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), lockKey);
+  }
+
+  /** A manager without the CA key (a promoted one) keeps the cluster's copy. */
+  async keepCaKey(caKey: string): Promise<void> {
+    const f = this.#need();
+    await writeKeyFile(join(this.dir, 'ca-key.pem'), caKey, this.#lockKey);
+    f.caKey = caKey;
+  }
+
+  /** A promoted worker keeps the data key a manager handed it. */
+  async keepDataKey(dataKey: Buffer): Promise<void> {
+    const f = this.#need();
+    await writeKeyFile(join(this.dir, 'data.key'), dataKey.toString('base64'), this.#lockKey);
+    f.dataKey = dataKey;
+  }
+
+  /** A demoted manager (or a worker from before workers held none) signs and opens secrets no more. */
+  async dropManagerKeys(): Promise<void> {
+    if (this.files) this.files.caKey = this.files.dataKey = undefined;
+    this.#lockKey = undefined;
+    await rm(join(this.dir, 'ca-key.pem'), { force: true });
+    await rm(join(this.dir, 'data.key'), { force: true });
   }
 
   newCsr(): Promise<{ key: string; csr: string }> {
@@ -242,6 +296,7 @@ export class Membership {
       this.member = undefined;
       await rm(this.dir, { recursive: true, force: true });
       this.files = undefined;
+      this.#lockKey = undefined;
     }
   }
 }

@@ -1,0 +1,180 @@
+/**
+ * What the swarm's parts share: the store and the workers that act on it (task runner, orchestrator,
+ * updater, overlays, ingress), secrets and configs, who leads and whether this manager is locked.
+ * Joining (swarm-membership.ts), roles (swarm-roles.ts), the etcd sync (swarm-sync.ts), auto-lock
+ * (swarm-lock.ts) and the nodes and services APIs (swarm-nodes.ts, swarm-services.ts) each get this
+ * one object; SwarmService (swarm.ts) is the facade routes call.
+ */
+import type { ContainerService } from '../containers/container-service.js';
+import type { ImageService } from '../images/image-service.js';
+import type { EventBus } from '../events.js';
+import type { HostFacts } from '../system.js';
+import type { SwarmRecords } from '../../state/swarm-records.js';
+import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
+import type { NetworkController } from '../networks/network-controller.js';
+import { join } from 'node:path';
+import { SwarmBlobs, type BlobKind } from './secrets.js';
+import { TaskFiles, type BlobData } from './task-files.js';
+import { unavailable } from '../../lib/errors.js';
+import { schedule } from './placement.js';
+import type { ExternalEtcd } from './cluster/membership.js';
+import { SwarmStore } from './swarm-store.js';
+import { TaskRunner, type PullFn } from './task-runner.js';
+import { Orchestrator } from './orchestrator.js';
+import { Updater } from './updater.js';
+import { IngressProxy } from './ingress-proxy.js';
+import { OverlayNetworks } from './overlay-networks.js';
+import { meshPeers } from './mesh-peers.js';
+import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+
+export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
+export const NOT_MANAGER =
+  'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
+
+export interface SwarmDeps {
+  records: SwarmRecords;
+  secretRecords: SwarmObjectRecords;
+  configRecords: SwarmObjectRecords;
+  containers: ContainerService;
+  images: ImageService;
+  events: EventBus;
+  host: HostFacts;
+  pull: PullFn;
+  /** Overlay networks need the node's network driver; without it services take no networks. */
+  network?: NetworkController;
+  /** An etcd cluster to keep the swarm in, instead of one berthd runs. */
+  externalEtcd?: ExternalEtcd;
+}
+
+/** Something that follows the services' published ports (the ingress listener). */
+export interface PortPublisher {
+  sync(services: ServiceRecord[], tasks: TaskRecord[]): void;
+  close(): void;
+}
+
+export class SwarmCore {
+  readonly store: SwarmStore;
+  readonly runner: TaskRunner;
+  readonly orchestrator: Orchestrator;
+  readonly updater: Updater;
+  readonly overlay: OverlayNetworks | undefined;
+  /** Secrets and configs, by kind. */
+  readonly blobs: Record<BlobKind, SwarmBlobs>;
+  readonly files: TaskFiles;
+  /** Serves the ingress ports services publish. */
+  publisher: PortPublisher;
+  /** Whether this node won the leader election (always so in a swarm without etcd). */
+  leader = false;
+  leaderId: string | undefined;
+  closed = false;
+  /** A manager of an auto-locked swarm after a restart, until `docker swarm unlock`. */
+  locked = false;
+
+  constructor(
+    readonly d: SwarmDeps,
+    /** Writes a cluster-wide document (SwarmSync.putDoc). */
+    share: (kind: string, id: string, doc: unknown) => void,
+    /** A service rolls back on its own (its update failed). */
+    rollback: (s: ServiceRecord, message: string) => void,
+    /** A task's secrets and configs (SwarmPeers.taskData). */
+    taskData: (t: TaskRecord) => Promise<BlobData>,
+  ) {
+    this.store = new SwarmStore(d.records);
+    const nextVersion = () => this.store.nextVersion();
+    this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
+    this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
+    this.overlay = d.network
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share })
+      : undefined;
+    this.runner = new TaskRunner({
+      files: this.files,
+      store: this.store,
+      containers: d.containers,
+      images: d.images,
+      pull: d.pull,
+      place: (t) => this.#place(t),
+      mine: (nodeId) => nodeId === this.store.selfId,
+      elsewhere: (t) => this.#elsewhere(t),
+      host: d.host,
+      onChange: (t) => this.#taskChanged(t),
+      networks: async (t) => this.overlay?.containerNetworks(t),
+    });
+    this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
+    this.updater = new Updater(this.store, this.orchestrator, this.runner, rollback);
+    // Workers too: not nodes(), which is for managers.
+    const nodes = () => [...this.store.nodes.values()];
+    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
+  }
+
+  /** The cluster, or dockerd's 503 for a node outside any swarm. */
+  cluster(): ClusterRecord {
+    if (this.locked) throw unavailable(SWARM_LOCKED);
+    const c = this.store.cluster;
+    if (!c || c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
+    return c;
+  }
+
+  /** Whether this node decides: the elected leader (or the node of a swarm without etcd). */
+  get leads(): boolean {
+    return this.leader;
+  }
+
+  reconcile(serviceId: string, fill: 'live' | 'known' | 'none' = 'none'): void {
+    if (this.leads) this.orchestrator.reconcile(serviceId, fill);
+  }
+
+  reconcileAll(fill: 'live' | 'known' | 'none'): void {
+    if (!this.leads) return;
+    const ids = new Set([...this.store.services.keys(), ...[...this.store.tasks.values()].map((t) => t.serviceId)]);
+    for (const id of ids) this.orchestrator.reconcile(id, fill);
+  }
+
+  /** What the leader does when it starts leading: every service reconciled, updates carried on. */
+  takeOver(): void {
+    const serviceIds = new Set([...this.store.services.keys(), ...[...this.store.tasks.values()].map((t) => t.serviceId)]);
+    for (const id of serviceIds) this.orchestrator.reconcile(id, 'known');
+    for (const s of this.store.services.values()) this.updater.resume(s);
+    this.publish();
+  }
+
+  publish(): void {
+    this.publisher.sync([...this.store.services.values()], [...this.store.tasks.values()]);
+    this.overlay?.sync();
+  }
+
+  /** Placement of a task: its preset node checked, or the best node found. */
+  #place(t: TaskRecord): { node?: NodeRecord; problem?: string } {
+    const nodes = t.nodeId ? [this.store.nodes.get(t.nodeId)].filter((n): n is NodeRecord => !!n) : [...this.store.nodes.values()].filter((n) => this.store.nodeUp(n.id));
+    return schedule(t, nodes, this.store.tasks.values(), this.d.host);
+  }
+
+  /** The leader cleans up after a node that is gone: its tasks to remove are just deleted. */
+  #elsewhere(t: TaskRecord): void {
+    if (this.leads && t.desiredState === 'remove' && !this.store.nodeUp(t.nodeId)) {
+      this.store.deleteTask(t.id);
+      this.runner.observed(t);
+    }
+  }
+
+  #taskChanged(t: TaskRecord): void {
+    this.reconcile(t.serviceId);
+    if (t.status.state === 'running' || !this.store.tasks.has(t.id) || t.desiredState !== 'running') this.publish();
+  }
+
+  /** The container addresses of the service's running tasks, on whatever networks they are attached to. */
+  #taskAddresses(serviceId: string): string[] {
+    const out: string[] = [];
+    for (const t of this.store.tasksOf(serviceId)) {
+      if (t.status.state !== 'running' || t.desiredState !== 'running') continue;
+      const c = this.d.containers.find(t.status.containerId);
+      for (const ep of Object.values(c?.network.endpoints ?? {})) {
+        const ip = ep.IPAddress ?? ep.ipAddress;
+        if (typeof ip === 'string' && ip) {
+          out.push(ip);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+}

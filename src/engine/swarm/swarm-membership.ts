@@ -1,0 +1,364 @@
+/**
+ * This node's place in a cluster: init, join (and a manager's side of it, admitting a node), leave,
+ * the link to etcd after each of those and after a restart, leadership, and promotion or demotion as
+ * etcd membership. Certificates, the etcd member and the join listener are cluster/membership.ts's.
+ */
+import { join } from 'node:path';
+import { errorMessage, invalidArgument, isKind, unavailable } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.js';
+import { newJoinTokens, newSwarmId } from './swarm-ids.js';
+import { Membership } from './cluster/membership.js';
+import { caDigest } from './cluster/pki.js';
+import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import type { EtcdState } from './cluster/etcd-state.js';
+import { sharedCluster } from './swarm-store.js';
+import { SwarmPeers } from './swarm-peers.js';
+import { SwarmRoles } from './swarm-roles.js';
+import type { BlobData } from './task-files.js';
+import { NOT_MANAGER, type SwarmCore } from './swarm-core.js';
+import { SwarmSync } from './swarm-sync.js';
+import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
+import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
+
+const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
+const NOT_IN_SWARM = 'This node is not part of a swarm';
+const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster';
+const LEAVE_LOCKED = 'Swarm is encrypted and locked. Please unlock it first or use `--force` to ignore this message.';
+const LEAVE_MANAGER =
+  'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
+
+/** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
+function certDays(c: ClusterRecord): number {
+  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS) / SECOND_NS / 86400));
+}
+
+export class SwarmMembership {
+  /** Certificates, etcd and the join listener of this node's cluster. */
+  readonly members: Membership;
+  /** The store kept as a cache of etcd. */
+  readonly sync: SwarmSync;
+  /** The keys only managers hold (the CA key, the data key, the unlock key). */
+  readonly keys: ManagerKeys;
+  /** Requests between nodes: task logs and secrets, managers' keys. */
+  readonly #peers: SwarmPeers;
+  /** Leadership, promotion and demotion. */
+  readonly roles: SwarmRoles;
+  #joining = false;
+
+  constructor(private readonly core: SwarmCore) {
+    const { d } = core;
+    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
+    this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role));
+    this.keys = new ManagerKeys(this.members);
+    this.#peers = new SwarmPeers(core, this.members, this.keys);
+    this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync);
+    this.sync.watchDocs(KEYS_KIND, (id, doc) => this.keys.heard(id, doc));
+  }
+
+  // The shared parts under their short names.
+  private get store() {
+    return this.core.store;
+  }
+
+  private get d() {
+    return this.core.d;
+  }
+
+  private get runner() {
+    return this.core.runner;
+  }
+
+  private get updater() {
+    return this.core.updater;
+  }
+
+  private get blobs() {
+    return this.core.blobs;
+  }
+
+  /** After a restart in a cluster: changes wait for etcd, which is reached in the background. */
+  resume(): void {
+    this.sync.holdBack(this.store.cluster!.node.id);
+    // A manager of an auto-locked swarm: its keys stay sealed until `docker swarm unlock`.
+    if (this.members.lockedOnDisk()) this.core.locked = true;
+  }
+
+  /** Reconnects to etcd after a restart (once the store is loaded and the node's own tasks are synced). */
+  reconnect(): void {
+    if (this.core.locked) return void log.info('the swarm is locked: this manager waits for "docker swarm unlock"');
+    void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
+  }
+
+  close(): void {
+    this.roles.stopGrace();
+    void this.members.close(false);
+  }
+
+  /**
+   * A new cluster with this node as its manager: a CA and this node's certificate, an etcd member
+   * (or the external etcd), the cluster's first documents, the join listener on the swarm port.
+   */
+  async init(req: InitRequest): Promise<string> {
+    if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
+    const cluster = newCluster(req);
+    const listen = listenOf(req);
+    this.#joining = true;
+    try {
+      const node = cluster.node;
+      node.description = this.#description();
+      const files = await this.members.create({ nodeId: node.id, role: 'manager', clusterId: cluster.id, ips: [node.addr], days: certDays(cluster) });
+      cluster.caCert = files.ca;
+      cluster.joinTokens = newJoinTokens(caDigest(files.ca));
+      const local: ClusterLocal = { endpoints: [], listenHost: listen.host, listenPort: listen.port };
+      if (this.d.externalEtcd) {
+        local.endpoints = this.d.externalEtcd.endpoints;
+      } else {
+        const ports = await this.members.memberPorts(node.addr);
+        local.member = { ...ports, initialCluster: Membership.initialCluster(node.id, node.addr, ports.peerPort), initialState: 'new' };
+        local.endpoints = [Membership.clientUrl(node.addr, ports.clientPort)];
+        await this.members.startMember(node.id, node.addr, cluster.id, local.member);
+      }
+      const state = await this.members.connect(node.id, local.endpoints);
+      const existing = await state.snapshot();
+      if (existing.entries.has('cluster')) throw unavailable('the etcd already holds a swarm: join it instead');
+      const port = await this.members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      local.listenPort = port;
+      node.managerAddr = `${node.addr.includes(':') ? `[${node.addr}]` : node.addr}:${port}`;
+      node.peerAddr = node.managerAddr;
+      cluster.local = local;
+      this.store.touch(cluster);
+      this.store.touch(node);
+      this.store.cluster = cluster;
+      this.store.nodes.clear();
+      this.store.nodes.set(node.id, node);
+      await this.#link(state, true);
+      log.info('swarm initialized', { cluster: cluster.id, node: node.id, etcd: local.endpoints });
+      return node.id;
+    } catch (err) {
+      await this.members.close(true).catch(() => undefined);
+      this.store.attach(undefined);
+      this.store.cluster = undefined;
+      throw err;
+    } finally {
+      this.#joining = false;
+    }
+  }
+
+  /** Joins the cluster of the manager(s) at RemoteAddrs, as the token's role. */
+  async join(req: { RemoteAddrs?: string[]; JoinToken?: string; ListenAddr?: string; AdvertiseAddr?: string; Availability?: string }): Promise<void> {
+    if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
+    const remotes = req.RemoteAddrs ?? [];
+    if (!remotes.length) throw invalidArgument('at least 1 RemoteAddr is required to join');
+    tokenDigest(req.JoinToken ?? '');
+    const availability = req.Availability || 'active';
+    if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
+    const listen = listenOf(req);
+    this.#joining = true;
+    try {
+      const first = splitRemote(remotes[0]!);
+      const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
+      const { key, csr } = await this.members.newCsr();
+      const ports = this.d.externalEtcd ? undefined : await this.members.memberPorts(addr);
+      const ask: JoinAsk = {
+        token: req.JoinToken!, csr, addr, hostname: this.d.host.name, architecture: this.d.host.architecture, ncpu: this.d.host.ncpu, memTotal: this.d.host.memTotal,
+        availability, ...(ports ?? {}), listenPort: listen.port,
+      };
+      let answer: JoinAnswer | undefined;
+      let lastErr: unknown;
+      for (const remote of remotes) {
+        try {
+          answer = await askToJoin(remote, ask);
+          break;
+        } catch (err) {
+          lastErr = err;
+          if (isKind(err, 'invalid-argument')) throw err;
+        }
+      }
+      if (!answer) throw lastErr;
+      if (answer.externalEtcd && !this.d.externalEtcd) throw unavailable('the swarm keeps its state in an external etcd: configure swarm-etcd-endpoints and its certificates on this node first');
+      await this.members.adopt(answer, key);
+      const node = answer.node as NodeRecord;
+      const cluster = { ...(answer.cluster as ClusterRecord), node } as ClusterRecord;
+      const local: ClusterLocal = { endpoints: answer.endpoints, listenHost: listen.host, listenPort: listen.port };
+      if (answer.role === 'manager' && answer.initialCluster && ports) {
+        local.member = { ...ports, initialCluster: answer.initialCluster, initialState: 'existing' };
+        // The new member is a learner until promoted: the others answer first.
+        local.endpoints = [...answer.endpoints, Membership.clientUrl(addr, ports.clientPort)];
+        await this.members.startMember(node.id, addr, cluster.id, local.member);
+      }
+      const state = await this.members.connect(node.id, local.endpoints, 30_000);
+      if (local.member) await this.members.promoteSelf(node.id, 60_000);
+      // Workers listen too: managers ask them for their tasks' logs there.
+      local.listenPort = await this.members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      if (answer.role === 'manager') node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
+      node.peerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
+      cluster.local = local;
+      this.store.cluster = cluster;
+      this.store.nodes.clear();
+      this.store.nodes.set(node.id, node);
+      await this.#link(state, answer.role === 'manager');
+      log.info('joined the swarm', { cluster: cluster.id, node: node.id, role: answer.role });
+    } catch (err) {
+      await this.members.close(true).catch(() => undefined);
+      this.store.attach(undefined);
+      this.store.cluster = undefined;
+      this.store.nodes.clear();
+      throw err;
+    } finally {
+      this.#joining = false;
+    }
+  }
+
+  /** A manager's side of a join: the token says the role; the node gets its certificate and etcd. */
+  async #admit(ask: JoinAsk): Promise<JoinAnswer> {
+    const c = this.store.cluster;
+    const files = this.members.files;
+    if (!c || !files || c.node.spec.Role !== 'manager') throw unavailable(NOT_MANAGER);
+    const role = ask.token === c.joinTokens.manager ? 'manager' : ask.token === c.joinTokens.worker ? 'worker' : undefined;
+    if (!role) throw invalidArgument(BAD_TOKEN);
+    if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
+    const nodeId = newSwarmId();
+    await this.keys.ensureCaKey();
+    const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
+    const state = this.members.state!;
+    let endpoints = c.local?.endpoints ?? [];
+    let initialCluster: string | undefined;
+    if (!this.d.externalEtcd) {
+      const members = await state.client.cluster.memberList({});
+      endpoints = members.members.flatMap((m) => m.clientURLs);
+      if (role === 'manager') {
+        if (!ask.peerPort || !ask.clientPort) throw invalidArgument('malformed join request: no etcd ports');
+        // As a learner first: it counts for the quorum only once it runs and has caught up (the joiner
+        // promotes itself then), so a join that fails midway never costs the cluster its quorum.
+        const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)], isLearner: true });
+        initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
+      }
+    }
+    const now = new Date().toISOString();
+    const node: NodeRecord = {
+      id: nodeId, version: 0, createdAt: now, updatedAt: now,
+      spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
+      addr: ask.addr,
+      managerAddr: role === 'manager' ? `${ask.addr}:${ask.listenPort || 2377}` : '',
+      peerAddr: `${ask.addr.includes(':') ? `[${ask.addr}]` : ask.addr}:${ask.listenPort || 2377}`,
+      description: { hostname: String(ask.hostname), architecture: String(ask.architecture), ncpu: Number(ask.ncpu) || 1, memTotal: Number(ask.memTotal) || 0 },
+    };
+    this.store.touch(node);
+    this.store.saveNode(node);
+    await state.flushed();
+    log.info('node joined', { node: nodeId, role, addr: ask.addr });
+    return {
+      nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
+      ...(role === 'manager' && files.dataKey ? { dataKey: files.dataKey.toString('base64') } : {}), endpoints, ...(initialCluster ? { initialCluster } : {}),
+      ...(this.d.externalEtcd ? { externalEtcd: true } : {}),
+      cluster: sharedCluster(c), node,
+    };
+  }
+
+
+  /** After a restart: the member, the client, the state again, then heartbeats and the campaign. */
+  async #rejoin(): Promise<void> {
+    const c = this.store.cluster!;
+    const local = c.local!;
+    await this.members.load();
+    if (local.member) await this.members.startMember(c.node.id, c.node.addr, c.id, local.member);
+    const state = await this.members.connect(c.node.id, local.endpoints, 60_000);
+    if (this.core.closed || this.store.cluster !== c) return;
+    // A join cut short before its member was promoted finishes here.
+    if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
+    await this.members.serveJoins(local.listenHost, local.listenPort, true);
+    await this.#link(state, c.node.spec.Role === 'manager');
+  }
+
+  /**
+   * Ties the store to etcd: local changes go out, the cluster's state comes in (a snapshot, then the
+   * watch), the heartbeat starts, managers campaign for leadership.
+   */
+  async #link(state: EtcdState, manager: boolean): Promise<void> {
+    const c = this.store.cluster!;
+    const self = c.node.id;
+    // An unlock key (init --autolock) goes to etcd sealed, never plain in the cluster's record.
+    const unlockKey = manager ? c.unlockKey : '';
+    c.unlockKey = '';
+    this.sync.attach(state, self);
+    // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
+    const before = await state.snapshot();
+    if (manager && !before.entries.has('cluster')) this.store.saveCluster();
+    if (manager) this.keys.share(state, before.entries);
+    else await this.roles.dropKeys();
+    if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
+    await state.flushed();
+    const snap = await state.snapshot();
+    this.sync.applySnapshot(snap.entries);
+    if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
+    await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
+    // Members added since this node joined are remembered for its next start (a worker knew only
+    // the members of its join).
+    if (!this.d.externalEtcd && c.local) {
+      const members = await state.client.cluster.memberList({}).catch(() => undefined);
+      const urls = members?.members.flatMap((m) => m.clientURLs) ?? [];
+      if (urls.length) {
+        c.local.endpoints = [...new Set([...c.local.endpoints, ...urls])];
+        this.store.saveCluster(true);
+      }
+    }
+    state.heartbeat(self, this.roles.heartbeatTtl());
+    void state.observeLeader((id) => {
+      this.core.leaderId = id;
+    }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
+    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (leading) => this.roles.onLeadership(leading));
+    // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */
+  taskData(t: TaskRecord): Promise<BlobData> {
+    return this.#peers.taskData(t);
+  }
+
+  /** For a manager's join: this host's facts as the node's description. */
+  #description(): NonNullable<NodeRecord['description']> {
+    return { hostname: this.d.host.name, architecture: this.d.host.architecture, ncpu: this.d.host.ncpu, memTotal: this.d.host.memTotal };
+  }
+
+
+  /** Leaving erases the swarm: every task container is removed, as dockerd does. */
+  async leave(force: boolean): Promise<void> {
+    const c = this.store.cluster;
+    if (!c) throw unavailable(NOT_IN_SWARM);
+    if (!force && this.core.locked) throw unavailable(LEAVE_LOCKED);
+    if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);
+    this.core.locked = false;
+    this.updater.close();
+    const state = this.members.state;
+    if (c.local && state) {
+      // A manager's etcd member leaves the etcd cluster first, so the others keep their quorum.
+      if (c.local.member) {
+        try {
+          const list = await state.client.cluster.memberList({});
+          const me = list.members.find((m) => m.name === c.node.id);
+          if (me && list.members.length > 1) await state.client.cluster.memberRemove({ ID: me.ID });
+        } catch (err) {
+          log.warn('removing this etcd member failed', { err: errorMessage(err) });
+        }
+      }
+      this.core.leader = false;
+    }
+    this.store.attach(undefined);
+    for (const b of Object.values(this.blobs)) b.attach(undefined);
+    await this.members.close(true).catch((err) => log.warn('leaving the etcd cluster failed', { err: errorMessage(err) }));
+    this.core.leader = false;
+    this.core.leaderId = undefined;
+    this.roles.stopGrace();
+    const tasks = [...this.store.tasks.values()].filter((t) => !t.nodeId || t.nodeId === c.node.id);
+    this.store.clear();
+    for (const b of Object.values(this.blobs)) b.clear();
+    this.core.publish();
+    await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+    await this.core.files.clear().catch((err) => log.warn('removing task files failed', { err }));
+    log.info('left the swarm', { tasks: tasks.length });
+  }
+
+}

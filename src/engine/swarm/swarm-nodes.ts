@@ -1,0 +1,81 @@
+/**
+ * The nodes API: list, find (id, name, hostname, id prefix), update (availability, labels, role) and
+ * remove. A role change of this node itself is carried out by SwarmMembership.
+ */
+import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import type { SwarmCore } from './swarm-core.js';
+import type { NodeRecord, NodeSpec } from './swarm-model.js';
+
+function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undefined {
+  const hits = all.filter((n) => n.id.startsWith(prefix));
+  if (hits.length > 1) throw invalidArgument(`node ${prefix} is ambiguous (${hits.length} matches found)`);
+  return hits[0];
+}
+
+export class SwarmNodes {
+  constructor(
+    private readonly core: SwarmCore,
+    /** This node was promoted or demoted here. */
+    private readonly roleChanged: (role: 'manager' | 'worker') => void,
+  ) {}
+
+  /** Whether the node's heartbeat is current (a swarm without etcd: its one node is). */
+  nodeReady(id: string): boolean {
+    return this.store.clustered ? this.store.alive.has(id) : this.store.nodes.has(id);
+  }
+
+  // The shared parts under their short names.
+  private get store() {
+    return this.core.store;
+  }
+
+  private get d() {
+    return this.core.d;
+  }
+
+  nodes(): NodeRecord[] {
+    this.core.cluster();
+    return [...this.store.nodes.values()];
+  }
+
+  /** By id, name, hostname, then unique id prefix. */
+  node(idOrName: string): NodeRecord {
+    this.core.cluster();
+    const all = [...this.store.nodes.values()];
+    const found =
+      this.store.nodes.get(idOrName) ??
+      all.find((n) => n.spec.Name === idOrName) ??
+      all.find((n) => (n.description?.hostname ?? this.d.host.name) === idOrName) ??
+      (idOrName ? uniqueNodePrefix(all, idOrName) : undefined);
+    if (!found) throw notFound(`node ${idOrName} not found`);
+    return found;
+  }
+
+  updateNode(idOrName: string, version: number, spec: NodeSpec): void {
+    const n = this.node(idOrName);
+    if (version !== n.version) throw conflict('update out of sequence');
+    const availability = spec.Availability || 'active';
+    if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
+    const role = spec.Role || n.spec.Role || 'manager';
+    if (role !== 'manager' && role !== 'worker') throw invalidArgument(`invalid role: ${role}`);
+    const managers = [...this.store.nodes.values()].filter((x) => x.spec.Role !== 'worker');
+    if (role === 'worker' && n.spec.Role !== 'worker' && managers.length <= 1) throw invalidArgument('attempting to demote the last manager of the swarm');
+    if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
+    const before = n.spec.Role;
+    n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
+    if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
+    this.store.touch(n);
+    this.store.saveNode(n);
+    if (n.id === this.store.selfId && this.store.clustered && role !== before) this.roleChanged(role);
+    this.core.reconcileAll('live');
+  }
+
+  /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
+  removeNode(idOrName: string, force = false): void {
+    const n = this.node(idOrName);
+    if (n.spec.Role !== 'worker') throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+    if (this.nodeReady(n.id) && !force) throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is not down and can't be removed`);
+    this.store.deleteNode(n.id);
+    this.core.reconcileAll('live');
+  }
+}

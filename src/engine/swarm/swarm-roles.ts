@@ -1,0 +1,139 @@
+/**
+ * This node's roles in the swarm: leading (won through the etcd election; the leader reconciles
+ * after a grace period of one heartbeat TTL), and promotion or demotion, which change the keys it
+ * holds (cluster/manager-keys.ts) and its etcd membership.
+ */
+import { errorMessage } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import { Membership } from './cluster/membership.js';
+import type { ManagerKeys } from './cluster/manager-keys.js';
+import type { SwarmCore } from './swarm-core.js';
+import type { SwarmPeers } from './swarm-peers.js';
+import type { SwarmSync } from './swarm-sync.js';
+import { SECOND_NS } from './swarm-model.js';
+
+export class SwarmRoles {
+  #graceTimer: NodeJS.Timeout | undefined;
+  #membershipChange: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly core: SwarmCore,
+    private readonly members: Membership,
+    private readonly keys: ManagerKeys,
+    private readonly peers: SwarmPeers,
+    private readonly sync: SwarmSync,
+  ) {}
+
+  // The shared parts under their short names.
+  private get store() {
+    return this.core.store;
+  }
+
+  private get d() {
+    return this.core.d;
+  }
+
+  private get runner() {
+    return this.core.runner;
+  }
+
+  private get updater() {
+    return this.core.updater;
+  }
+
+  private get blobs() {
+    return this.core.blobs;
+  }
+
+  stopGrace(): void {
+    clearTimeout(this.#graceTimer);
+  }
+
+  /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
+  heartbeatTtl(): number {
+    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
+    return Math.max(2, Math.ceil(3 * period));
+  }
+
+  onLeadership(leading: boolean): void {
+    if (this.core.leader === leading) return;
+    this.core.leader = leading;
+    log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
+    if (!leading) {
+      this.updater.close();
+      return;
+    }
+    // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
+    const ttl = this.heartbeatTtl() * 1000;
+    this.store.graceUntil = Date.now() + ttl;
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
+    this.#graceTimer.unref();
+    this.core.takeOver();
+    for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
+  }
+
+  /** This node was promoted or demoted. */
+  roleChanged(role: 'manager' | 'worker'): void {
+    const state = this.members.state;
+    if (!state) return;
+    log.info('this node\'s role changed', { role });
+    if (role === 'manager') {
+      state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
+    } else {
+      void state.resign();
+      this.onLeadership(false);
+    }
+    // One change at a time, each for the role the node has by then (a quick demote and promote again).
+    this.#membershipChange = this.#membershipChange
+      .then(() => this.#keysFor().catch((err) => log.error('changing this node\'s keys failed', { role, err: errorMessage(err) })))
+      .then(() => this.#memberFor())
+      .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
+  }
+
+  /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
+  async #keysFor(): Promise<void> {
+    const c = this.store.cluster;
+    const state = this.members.state;
+    if (!c || !state || this.core.closed) return;
+    if (c.node.spec.Role === 'worker') return this.dropKeys();
+    // The other managers may hear of the promotion a moment after this node does.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (await this.keys.adopt(this.peers.managerAddrs())) await this.sync.openBlobs(state);
+        return;
+      } catch (err) {
+        if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** A worker holds neither the data key nor the CA key, nor any secret or config. */
+  async dropKeys(): Promise<void> {
+    await this.keys.drop();
+    for (const b of Object.values(this.blobs)) b.clear();
+  }
+
+  /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
+  async #memberFor(): Promise<void> {
+    const c = this.store.cluster;
+    const local = c?.local;
+    if (!c || !local || this.d.externalEtcd || this.core.closed) return;
+    const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
+    if (role === 'manager' && !local.member) {
+      const { clientUrl, ...member } = await this.members.becomeMember(c.node.id, c.node.addr, c.id);
+      local.member = member;
+      local.endpoints = [...local.endpoints.filter((e) => e !== clientUrl), clientUrl];
+    } else if (role === 'worker' && local.member) {
+      const own = Membership.clientUrl(c.node.addr, local.member.clientPort);
+      await this.members.leaveMember(c.node.id);
+      local.member = undefined;
+      local.endpoints = local.endpoints.filter((e) => e !== own);
+    } else {
+      return;
+    }
+    this.store.saveCluster(true);
+    log.info('this node\'s etcd membership changed', { role, endpoints: local.endpoints });
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * The services and tasks API: create, update (rolling, or a rollback), remove, replica counts, and a
+ * task's log records from wherever it runs. The leader's orchestrator and updater do the work; a
+ * manager that does not lead only records the change, which the leader hears through etcd.
+ */
+import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { generateName } from '../containers/container-create.js';
+import { newSwarmId } from './swarm-ids.js';
+import type { NodeFiles } from './cluster/membership.js';
+import { normalizeServiceSpec, resolvePorts, templateChanged } from './service-spec.js';
+import { isCurrent } from './orchestrator.js';
+import { containerRecords, remoteTaskRecords } from './task-logs.js';
+import type { LogRecord } from '../containers/log-reader.js';
+import type { SwarmCore } from './swarm-core.js';
+import { isGlobal, isJob, modeName, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
+
+export interface ServiceCounts {
+  running: number;
+  desired: number;
+  completed: number;
+}
+
+export class SwarmServices {
+  constructor(
+    private readonly core: SwarmCore,
+    /** This node's certificates, to ask other nodes for their tasks' logs. */
+    private readonly nodeFiles: () => NodeFiles | undefined,
+  ) {}
+
+  #checkRefs(spec: ServiceSpec): void {
+    this.blobs.secret.checkRefs(spec);
+    this.blobs.config.checkRefs(spec);
+  }
+
+  // The shared parts under their short names.
+  private get store() {
+    return this.core.store;
+  }
+
+  private get d() {
+    return this.core.d;
+  }
+
+  private get updater() {
+    return this.core.updater;
+  }
+
+  private get blobs() {
+    return this.core.blobs;
+  }
+
+  private get overlay() {
+    return this.core.overlay;
+  }
+
+
+  services(): ServiceRecord[] {
+    this.core.cluster();
+    return [...this.store.services.values()];
+  }
+
+  service(idOrName: string): ServiceRecord {
+    this.core.cluster();
+    const s = this.store.findService(idOrName);
+    if (!s) throw notFound(`service ${idOrName} not found`);
+    return s;
+  }
+
+  createService(body: unknown, registryAuth: string | undefined): { id: string } {
+    this.core.cluster();
+    const spec = normalizeServiceSpec(body);
+    this.#checkRefs(spec);
+    const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
+    spec.Name ||= generateName((n) => names.has(n));
+    if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+    const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
+    const vips = this.#virtualIPs(spec);
+    const now = new Date().toISOString();
+    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}), ...vips };
+    this.store.touch(s);
+    s.templateVersion = s.version;
+    this.store.saveService(s);
+    this.core.reconcile(s.id, 'live');
+    this.core.publish();
+    return { id: s.id };
+  }
+
+  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): void {
+    const s = this.service(idOrName);
+    if (version !== s.version) throw conflict('update out of sequence');
+    let spec: ServiceSpec;
+    if (opts.rollback) {
+      if (!s.previousSpec) throw invalidArgument(`service ${s.id} does not have a previous spec`);
+      spec = s.previousSpec;
+    } else {
+      spec = normalizeServiceSpec(body);
+      this.#checkRefs(spec);
+      spec.Name ||= s.spec.Name;
+      if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
+      if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
+    }
+    const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    const vips = this.#virtualIPs(spec, s);
+    const dirty = templateChanged(s.spec, spec);
+    s.previousSpec = s.spec;
+    s.spec = spec;
+    s.ports = ports;
+    Object.assign(s, vips);
+    if (opts.registryAuth) s.registryAuth = opts.registryAuth;
+    this.store.touch(s);
+    if (dirty) s.templateVersion = s.version;
+    this.store.saveService(s);
+    // A rollback always reports its progress, even when only the replica count goes back.
+    // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
+    if ((dirty || opts.rollback) && !isJob(s.spec)) {
+      const kind = opts.rollback ? 'rollback' : 'update';
+      // Another manager's update is carried out by the leader, which sees the status in etcd.
+      if (this.core.leads) this.updater.start(s, kind);
+      else this.#markUpdate(s, kind);
+    }
+    this.core.reconcile(s.id, 'live');
+    this.core.publish();
+  }
+
+  /** The service goes at once; its tasks' containers are stopped and removed behind it. */
+  removeService(idOrName: string): void {
+    const s = this.service(idOrName);
+    this.updater.cancel(s.id);
+    this.store.deleteService(s.id);
+    this.core.reconcile(s.id);
+    this.core.publish();
+  }
+
+  counts(s: ServiceRecord): ServiceCounts {
+    let running = 0;
+    let notShutdown = 0;
+    let completed = 0;
+    for (const t of this.store.tasksOf(s.id)) {
+      if (t.status.state === 'running' && isCurrent(t)) running++;
+      if (t.status.state === 'complete') completed++;
+      if (isCurrent(t)) notShutdown++;
+    }
+    if (isJob(s.spec)) {
+      const done = this.store.tasksOf(s.id).filter((t) => t.status.state === 'complete' && t.templateVersion === s.templateVersion).length;
+      const job = s.spec.Mode?.ReplicatedJob;
+      return { running, desired: job ? Math.max(0, Math.min(job.MaxConcurrent ?? 1, (job.TotalCompletions ?? 0) - done)) : notShutdown, completed };
+    }
+    return { running, desired: isGlobal(s.spec) ? notShutdown : replicas(s.spec), completed };
+  }
+
+
+  tasks(): TaskRecord[] {
+    this.core.cluster();
+    return [...this.store.tasks.values()];
+  }
+
+  /**
+   * A task's log records: from its container here, or streamed from the node running it (over the
+   * swarm port, with this node's certificate). Empty when the task has no container.
+   */
+  taskLogRecords(t: TaskRecord, q: TaskLogQuery, signal: AbortSignal): AsyncIterable<LogRecord> | undefined {
+    if (!t.nodeId || t.nodeId === this.store.selfId) return t.status.containerId && this.d.containers.find(t.status.containerId) ? containerRecords(this.d.containers, t.status.containerId, q, signal) : undefined;
+    const node = this.store.nodes.get(t.nodeId);
+    const files = this.nodeFiles();
+    if (!node?.peerAddr || !files || !t.status.containerId) return undefined;
+    return remoteTaskRecords(node.peerAddr, files, t.id, q, signal);
+  }
+
+  task(id: string): TaskRecord {
+    this.core.cluster();
+    const t = this.store.findTask(id);
+    if (!t) throw notFound(`task ${id} not found`);
+    return t;
+  }
+
+  rollback(s: ServiceRecord, message: string): void {
+    if (!s.previousSpec || this.store.services.get(s.id) !== s) return;
+    const current = s.spec;
+    s.spec = s.previousSpec;
+    s.previousSpec = current;
+    s.ports = resolvePorts(s.spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
+    Object.assign(s, this.#virtualIPs(s.spec, s));
+    this.store.touch(s);
+    s.templateVersion = s.version;
+    this.store.saveService(s);
+    this.updater.start(s, 'rollback', message);
+    this.core.reconcile(s.id, 'live');
+    this.core.publish();
+  }
+
+  #markUpdate(s: ServiceRecord, kind: 'update' | 'rollback'): void {
+    s.updateStatus = { State: kind === 'update' ? 'updating' : 'rollback_started', StartedAt: new Date().toISOString(), Message: kind === 'update' ? 'update in progress' : 'manually requested rollback' };
+    this.store.touch(s);
+    this.store.saveService(s);
+  }
+
+
+  /** Ingress ports in use by services other than `except`: "8080/tcp" → service name. */
+  #ingressPorts(except?: string): Map<string, string> {
+    const taken = new Map<string, string>();
+    for (const s of this.store.services.values()) {
+      if (s.id === except) continue;
+      for (const p of s.ports) if (p.PublishMode === 'ingress' && p.PublishedPort) taken.set(`${p.PublishedPort}/${p.Protocol}`, s.spec.Name!);
+    }
+    return taken;
+  }
+
+
+  /** The service's VIPs for this spec (kept where its networks stay); throws for a network it cannot use. */
+  #virtualIPs(spec: ServiceSpec, s?: ServiceRecord): Pick<ServiceRecord, 'virtualIPs'> {
+    const vips = this.overlay?.virtualIPs(spec, s?.virtualIPs, s?.id) ?? [];
+    if (!this.overlay && (spec.TaskTemplate as { Networks?: unknown[] } | undefined)?.Networks?.length) throw invalidArgument('services with networks need the network driver');
+    return { virtualIPs: vips.length ? vips : undefined };
+  }
+}

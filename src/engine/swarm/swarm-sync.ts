@@ -1,0 +1,236 @@
+/**
+ * The store as a cache of etcd: local changes go out (held back while etcd is not reached yet after a
+ * restart), etcd's snapshot replaces the cache at link time, and every change another node makes
+ * comes in through the watch. Secrets and configs travel sealed under the cluster's data key.
+ */
+import type { BlobRecord } from './secrets.js';
+import { errorMessage } from '../../lib/errors.js';
+import { log } from '../../lib/log.js';
+import type { Membership } from './cluster/membership.js';
+import { seal, unseal, type Sealed } from './cluster/data-key.js';
+import type { EtcdState } from './cluster/etcd-state.js';
+import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
+import type { SwarmCore } from './swarm-core.js';
+import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+
+/** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */
+function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return i < 0 ? [key, ''] : [key.slice(0, i), key.slice(i + 1)];
+}
+
+export class SwarmSync {
+  /** Changes made after a restart before etcd answered (key → document, null: deleted). */
+  readonly #early = new Map<string, unknown>();
+  readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
+
+  constructor(
+    private readonly core: SwarmCore,
+    private readonly members: Membership,
+    /** This node was promoted or demoted (by another manager). */
+    private readonly roleChanged: (role: 'manager' | 'worker') => void,
+  ) {}
+
+  /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
+  holdBack(self: string): void {
+    const { store, blobs } = this.core;
+    store.attach({ put: (k, d) => this.#early.set(k, d), del: (k) => this.#early.set(k, null), self: () => self, leading: () => this.core.leader });
+    for (const b of Object.values(blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null));
+  }
+
+  /** Local changes go to etcd from now on, those held back first. */
+  attach(state: EtcdState, self: string): void {
+    for (const [k, d] of this.#early) {
+      if (d === null) state.del(k);
+      else if (d && typeof d === 'object' && 'sealLater' in d) this.#putSealed(state, k, (d as { sealLater: unknown }).sealLater);
+      else state.put(k, d);
+    }
+    this.#early.clear();
+    this.core.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
+    for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? this.#putSealed(state, `${b.kind}s/${id}`, rec) : state.del(`${b.kind}s/${id}`)));
+  }
+
+  /** Secrets and configs are only written by managers, which hold the data key (a promoted one once it has it). */
+  #putSealed(state: EtcdState, key: string, doc: unknown): void {
+    const dataKey = this.members.files?.dataKey;
+    if (dataKey) state.put(key, seal(dataKey, doc));
+    else log.warn('a secret or config was not shared: this node holds no data key', { key });
+  }
+
+  /** A node that just got the data key opens the secrets and configs etcd holds. */
+  async openBlobs(state: EtcdState): Promise<void> {
+    const snap = await state.snapshot();
+    for (const [key, doc] of snap.entries) if (key.startsWith('secrets/') || key.startsWith('configs/')) this.onRemote(key, doc, true);
+  }
+
+  /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
+  applySnapshot(entries: Map<string, unknown>): void {
+    const { store, blobs, runner } = this.core;
+    const keep = { services: new Set<string>(), tasks: new Set<string>(), nodes: new Set<string>(), secrets: new Set<string>(), configs: new Set<string>() };
+    store.alive.clear();
+    for (const [key, doc] of entries) {
+      const [kind, id] = splitKey(key);
+      if (kind in keep) keep[kind as keyof typeof keep].add(id);
+      this.onRemote(key, doc, true);
+    }
+    // Something here that etcd lacks is either a write that never reached it (this node crashed
+    // first: newer than anything etcd holds) or was deleted meanwhile (older): sent again, or dropped.
+    let newest = 0;
+    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number })?.version ?? 0));
+    for (const s of [...store.services.values()]) {
+      if (keep.services.has(s.id)) continue;
+      if (s.version > newest) store.republish({ service: s });
+      else store.deleteService(s.id, true);
+    }
+    for (const t of [...store.tasks.values()]) {
+      if (keep.tasks.has(t.id)) continue;
+      if (t.version > newest && store.services.has(t.serviceId)) {
+        store.republish({ task: t });
+        continue;
+      }
+      store.deleteTask(t.id, true);
+      if (t.nodeId === store.selfId) void runner.removeContainer(t);
+    }
+    for (const id of [...store.nodes.keys()]) if (!keep.nodes.has(id) && id !== store.selfId) store.deleteNode(id, true);
+    for (const kind of ['secret', 'config'] as const) for (const id of blobs[kind].ids()) if (!keep[`${kind}s`].has(id)) blobs[kind].applyRemote(id, undefined);
+    this.core.publish();
+  }
+
+  /** A change another node made (or, with `snapshot`, the state as etcd holds it). */
+  onRemote(key: string, doc: unknown, snapshot: boolean): void {
+    const { store, runner, updater } = this.core;
+    const [kind, id] = splitKey(key);
+    const json = doc === undefined ? '' : JSON.stringify(doc);
+    switch (kind) {
+      case 'cluster': {
+        const c = store.cluster;
+        if (!c || !doc) return;
+        const shared = doc as ClusterRecord;
+        Object.assign(c, sharedCluster({ ...shared, node: c.node } as ClusterRecord));
+        store.bump(shared.version);
+        store.seen('cluster', json);
+        store.saveCluster(true);
+        return;
+      }
+      case 'nodes': {
+        if (doc) {
+          const n = doc as NodeRecord;
+          const wasRole = store.cluster?.node.id === id ? store.cluster.node.spec.Role : undefined;
+          store.seen(key, json);
+          store.bump(n.version);
+          store.saveNode(n, true);
+          if (wasRole && wasRole !== n.spec.Role) this.roleChanged(n.spec.Role ?? 'worker');
+        } else {
+          store.deleteNode(id, true);
+        }
+        if (!snapshot) this.#nodesChanged();
+        return;
+      }
+      case 'alive':
+        if (doc) store.alive.add(id);
+        else store.alive.delete(id);
+        if (!snapshot) this.#nodesChanged();
+        return;
+      case 'services': {
+        if (!doc) {
+          updater.cancel(id);
+          store.deleteService(id, true);
+          this.core.reconcile(id);
+          this.core.publish();
+          return;
+        }
+        const incoming = doc as ServiceRecord;
+        const s = store.services.get(id);
+        if (s) {
+          for (const k of Object.keys(s)) if (!(k in incoming)) delete (s as unknown as Record<string, unknown>)[k];
+          Object.assign(s, incoming);
+        }
+        store.seen(key, json);
+        store.bump(incoming.version);
+        store.saveService(s ?? incoming, true);
+        const state = (s ?? incoming).updateStatus?.State;
+        if (this.core.leads && !snapshot && (state === 'updating' || state === 'rollback_started') && !updater.isRunning(id)) updater.resume(s ?? incoming);
+        if (!snapshot) this.core.reconcile(id, 'live');
+        this.core.publish();
+        return;
+      }
+      case 'tasks': {
+        if (!doc) {
+          const t = store.tasks.get(id);
+          if (!t) return;
+          store.deleteTask(id, true);
+          if (t.nodeId === store.selfId) void runner.removeContainer(t);
+          runner.observed(t);
+          return;
+        }
+        const t = store.applyRemoteTask(doc as TaskRecord, json);
+        if (t.nodeId === store.selfId) runner.advance(t);
+        if (!snapshot) runner.observed(t);
+        return;
+      }
+      case 'taskstatus': {
+        if (!doc) return;
+        const local = store.tasks.get(id);
+        if (local && local.nodeId === store.selfId) {
+          // This node is the one that knows its tasks' state; after a restart etcd may lag behind it.
+          store.seen(key, json);
+          if (snapshot) store.saveTask(local);
+          return;
+        }
+        const t = store.applyRemoteStatus(id, doc as TaskStatusDoc, json);
+        if (!t) return;
+        // A task that waited (restart delay, update order) and started on its node wants to run now.
+        if (this.core.leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {
+          t.desiredState = 'running';
+          store.touch(t);
+          store.saveTask(t);
+        }
+        if (!snapshot) runner.observed(t);
+        return;
+      }
+      case 'secrets':
+      case 'configs': {
+        const blobs = this.core.blobs[kind === 'secrets' ? 'secret' : 'config'];
+        if (!doc) return blobs.applyRemote(id, undefined);
+        // A worker holds no data key: managers open its tasks' secrets and configs for it.
+        const dataKey = this.members.files?.dataKey;
+        if (!dataKey) return;
+        try {
+          const rec = unseal<BlobRecord>(dataKey, doc as Sealed);
+          store.bump(rec.version);
+          blobs.applyRemote(id, rec);
+        } catch (err) {
+          log.warn('a sealed swarm object could not be opened', { key, err: errorMessage(err) });
+        }
+        return;
+      }
+      default:
+        // networks/ and whatever other parts of Berth keep there (watchDocs).
+        this.#docWatchers.get(kind)?.(id, doc);
+        return;
+    }
+  }
+
+  /**
+   * Other cluster-wide records kept beside the swarm's (e.g. `networks`, for the overlay driver):
+   * `putDoc` writes `<kind>/<id>` to etcd (undefined deletes; nothing happens outside a cluster),
+   * `watchDocs` hears every such document, from the snapshot at link time and then every change.
+   */
+  putDoc(kind: string, id: string, doc: unknown | undefined): void {
+    const state = this.members.state;
+    if (!state || !this.core.store.clustered) return;
+    if (doc === undefined) state.del(`${kind}/${id}`);
+    else state.put(`${kind}/${id}`, doc);
+  }
+
+  watchDocs(kind: string, fn: (id: string, doc: unknown | undefined) => void): void {
+    this.#docWatchers.set(kind, fn);
+  }
+
+  /** A node joined, left, came back, went down or changed: the leader places tasks again. */
+  #nodesChanged(): void {
+    this.core.reconcileAll('live');
+    // The overlays' vxlan devices flood to every node there is.
+    this.core.overlay?.sync();
+  }
+}
