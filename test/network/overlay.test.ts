@@ -29,7 +29,7 @@ describe('overlay networks', () => {
 
   it('in a swarm: driver overlay, scope swarm; containers join only an attachable one and reach each other by name', async () => {
     const d = daemon();
-    const init = await d.docker(['swarm', 'init', '--advertise-addr', '127.0.0.1']);
+    const init = await d.docker(['swarm', 'init', '--advertise-addr', '127.0.0.1', '--listen-addr', '127.0.0.1:0']);
     assert.equal(init.code, 0, init.stderr);
     assert.equal((await d.docker(['network', 'create', '-d', 'overlay', 'ovplain'])).code, 0);
     assert.equal((await d.docker(['network', 'create', '-d', 'overlay', '--attachable', 'ovattach'])).code, 0);

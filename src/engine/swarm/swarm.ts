@@ -20,7 +20,7 @@ import { joinToken, newJoinTokens, newUnlockKey, newSwarmId, tokenCaPart } from 
 import { schedule } from './placement.js';
 import { Membership, type ExternalEtcd } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, assertSwarmPortFree, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
@@ -290,7 +290,7 @@ export class SwarmService {
       const state = await this.#members.connect(node.id, local.endpoints);
       const existing = await state.snapshot();
       if (existing.entries.has('cluster')) throw unavailable('the etcd already holds a swarm: join it instead');
-      const port = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      const port = await this.#members.serveJoins(listen.host, listen.port, true);
       local.listenPort = port;
       node.managerAddr = `${node.addr.includes(':') ? `[${node.addr}]` : node.addr}:${port}`;
       node.peerAddr = node.managerAddr;
@@ -325,6 +325,7 @@ export class SwarmService {
     this.#joining = true;
     try {
       const first = splitRemote(remotes[0]!);
+      await assertSwarmPortFree(listen.host, listen.port);
       const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
       const { key, csr } = await this.#members.newCsr();
       const ports = this.d.externalEtcd ? undefined : await this.#members.memberPorts(addr);
@@ -358,7 +359,7 @@ export class SwarmService {
       const state = await this.#members.connect(node.id, local.endpoints, 30_000);
       if (local.member) await this.#members.promoteSelf(node.id, 60_000);
       // Workers listen too: managers ask them for their tasks' logs there.
-      local.listenPort = await this.#members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      local.listenPort = await this.#members.serveJoins(listen.host, listen.port, answer.role === 'manager');
       if (answer.role === 'manager') node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
       node.peerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
       cluster.local = local;
@@ -433,7 +434,8 @@ export class SwarmService {
     if (this.#closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
     if (local.member && !this.d.externalEtcd) await this.#members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
-    await this.#members.serveJoins(local.listenHost, local.listenPort, true);
+    // A port taken meanwhile costs this node its listener (joins through it, its tasks' logs), not the cluster.
+    await this.#members.serveJoins(local.listenHost, local.listenPort, c.node.spec.Role === 'manager').catch((err) => log.error('the swarm port cannot be served', { err: errorMessage(err) }));
     await this.#link(state, c.node.spec.Role === 'manager');
   }
 
