@@ -56,7 +56,7 @@ export class NetworkController {
       subnetLockPath: opts.subnetLockPath,
       hooks: opts.bridgeHooks,
     });
-    this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live, readyNamespaces: opts.readyNamespaces ?? 2 });
+    this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live, readyNamespaces: opts.readyNamespaces ?? 2, addressClaims: opts.addressClaims });
   }
 
   // ---------------------------------------------------------------- start-up and recovery

@@ -35,7 +35,26 @@ export interface OverlayDeps {
   peers?: () => string[];
   /** Writes (undefined: deletes) `<kind>/<id>` in the cluster's store; nothing outside a cluster. */
   share?: (kind: string, id: string, doc: unknown) => void;
+  /** The cluster's store for claims that must be atomic (plain containers' addresses); undefined outside a cluster. */
+  claims?: () => ClaimStore | undefined;
 }
+
+/** What addresses are claimed through (cluster/etcd-state.ts): a transaction on `addresses/<network>/<ip>`. */
+export interface ClaimStore {
+  claim(key: string, doc: unknown): Promise<{ taken: true } | { taken: false; holder: unknown }>;
+  release(key: string, doc: unknown): Promise<void>;
+}
+
+/** Who holds an address of an overlay network, as kept in etcd under `addresses/<network id>/<ip>`. */
+interface AddressClaim {
+  node: string;
+  container: string;
+}
+
+/** A claim made here is not released for this long while its container has no endpoint yet (its start is under way). */
+const CLAIM_GRACE_MS = 60_000;
+/** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
+const CLAIM_ATTEMPTS = 32;
 
 /** What a task's container is created with: its first network as NetworkMode, static addresses. */
 export interface TaskContainerNetworks {
@@ -56,6 +75,10 @@ export class OverlayNetworks {
   readonly #d: OverlayDeps;
   /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
   readonly #attachments = new Map<string, Record<string, string[]>>();
+  /** `<network id>/<ip>` -> its holder, for every node's plain containers on overlay networks (etcd's `addresses/`). */
+  readonly #claims = new Map<string, AddressClaim>();
+  /** Claims this node made, with when (a start may still be on its way to the endpoint). */
+  readonly #claimedAt = new Map<string, number>();
   /** What this node last shared of its own containers' addresses. */
   #sharedAttachments = '{}';
   /** Networks removed on another manager, still here while containers are on them. */
@@ -76,7 +99,7 @@ export class OverlayNetworks {
       // Outside a swarm a container start costs nothing here.
       if (!d.store.cluster && !this.#node.active) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
-      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
+      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && (ev.Action === 'destroy' || ev.Action === 'disconnect'))) this.sync();
     });
   }
 
@@ -208,12 +231,69 @@ export class OverlayNetworks {
     this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
   }
 
+  /** A claim made, taken over or released on another node (or read at link time). */
+  applyRemoteClaim(key: string, doc: AddressClaim | undefined): void {
+    if (doc && typeof doc.node === 'string' && typeof doc.container === 'string') this.#claims.set(key, { node: doc.node, container: doc.container });
+    else this.#claims.delete(key);
+    if (doc?.node !== this.#d.store.selfId) this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
+  }
+
+  /**
+   * A plain container's address on an overlay network (AddressClaims, for the node's driver): the
+   * address `next` picks is taken in etcd in one transaction, so two nodes starting containers at
+   * the same moment never both hold it; one found held is skipped and the next one tried.
+   */
+  async claimAddress(net: NetworkRecord, containerId: string, next: (skip: ReadonlySet<string>) => string): Promise<string> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self || !this.#d.store.clustered) return next(new Set());
+    // Every claim known on the network: others' (their containers), and this node's own not yet
+    // released (a start under way, or a container gone whose claim the next sync drops).
+    const skip = new Set([...this.#claims.keys()].filter((k) => k.startsWith(`${net.id}/`)).map((k) => k.slice(net.id.length + 1)));
+    for (let i = 0; i < CLAIM_ATTEMPTS; i++) {
+      const ip = next(skip);
+      const key = `${net.id}/${ip}`;
+      const doc: AddressClaim = { node: self, container: containerId };
+      const r = await store.claim(`addresses/${key}`, doc);
+      if (r.taken) {
+        this.#claims.set(key, doc);
+        this.#claimedAt.set(key, Date.now());
+        return ip;
+      }
+      const holder = r.holder as AddressClaim | undefined;
+      if (holder) this.#claims.set(key, holder);
+      skip.add(ip);
+    }
+    throw forbidden(`no available IPv4 addresses on network ${net.name}: ${CLAIM_ATTEMPTS} were found held by other nodes`);
+  }
+
+  /** This node's claims whose container no longer has the address here go (after the grace of a start under way). */
+  async #releaseClaims(overlays: NetworkRecord[]): Promise<void> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self) return;
+    const held = new Set(overlays.flatMap((n) => this.#d.driver.endpointsOf(n.id).map((e) => `${n.id}/${e.ipAddress}`)));
+    const now = Date.now();
+    for (const [key, c] of this.#claims) {
+      if (c.node !== self || held.has(key) || now - (this.#claimedAt.get(key) ?? 0) < CLAIM_GRACE_MS) continue;
+      try {
+        await store.release(`addresses/${key}`, c);
+        this.#claims.delete(key);
+        this.#claimedAt.delete(key);
+      } catch (err) {
+        log.debug('releasing an address claim failed; the next sync tries again', { key, error: errorMessage(err) });
+      }
+    }
+  }
+
   #reserve(overlays: NetworkRecord[]): void {
     for (const n of overlays) this.#d.driver.setReservedAddresses(n.id, this.#heldElsewhere(n.id));
   }
 
   #heldElsewhere(networkId: string): string[] {
-    return [...this.#attachments.values()].flatMap((a) => a[networkId] ?? []);
+    const self = this.#d.store.selfId;
+    const claimed = [...this.#claims].filter(([k, c]) => c.node !== self && k.startsWith(`${networkId}/`)).map(([k]) => k.slice(networkId.length + 1));
+    return [...[...this.#attachments.values()].flatMap((a) => a[networkId] ?? []), ...claimed];
   }
 
   /** Shares the addresses this node gave its own containers on overlay networks (not tasks': the manager chose those). */
@@ -278,6 +358,7 @@ export class OverlayNetworks {
     for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
     for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
     this.#heldElsewhere(net.id).forEach(add);
+    for (const k of this.#claims.keys()) if (k.startsWith(`${net.id}/`)) add(k.slice(net.id.length + 1));
     for (const a of Object.values(net.auxAddresses ?? {})) add(a);
     const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
     if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
@@ -314,6 +395,7 @@ export class OverlayNetworks {
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
     this.#shareAttachments(overlays);
     this.#reserve(overlays);
+    await this.#releaseClaims(overlays);
     await this.#node.apply(overlays);
   }
 }

@@ -137,10 +137,11 @@ export class SwarmService {
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.#files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), this.blobs);
     this.overlay = d.network
-      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share: (kind, id, doc) => this.putDoc(kind, id, doc) })
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share: (kind, id, doc) => this.putDoc(kind, id, doc), claims: () => (this.store.clustered ? this.#members.state : undefined) })
       : undefined;
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
     this.watchDocs('attachments', (id, doc) => this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
+    this.watchDocs('addresses', (id, doc) => this.overlay?.applyRemoteClaim(id, doc as { node: string; container: string } | undefined));
     this.runner = new TaskRunner({
       files: this.#files,
       store: this.store,
