@@ -3,21 +3,16 @@
  * node picks their addresses itself, so without a claim in etcd both would take the lowest free one.
  * Every address is claimed in one etcd transaction (`addresses/<network>/<ip>`): however the starts
  * interleave, no address is held twice, and each claim names the node and container holding it.
+ * And the `ingress` network swarm init makes is on every node, worker included, with both as peers.
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { useCluster } from './harness.js';
-import { etcdctl, eventually, formSwarm, nodesOf } from './support.js';
+import { etcdctl, eventually, formSwarm, nodesOf, ok } from './support.js';
 
 const ROUNDS = 6;
 const PER_NODE = 2;
-
-async function ok(d: TestDaemon, args: string[]): Promise<string> {
-  const r = await d.docker(args, { timeoutMs: 90_000 });
-  assert.equal(r.code, 0, `docker ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout.trim();
-}
 
 describe('attachable overlay addresses across nodes', () => {
   const reg = useSeededRegistry('open');
@@ -72,5 +67,21 @@ describe('attachable overlay addresses across nodes', () => {
       const id = await ok(owner.d, ['inspect', '--format', '{{.Id}}', name]);
       assert.equal(claims.get(ip), id, `the claim of ${ip} names ${name}`);
     }
+  });
+
+  it('every node lists the ingress network, every node its peer', async () => {
+    const c = cluster();
+    const ids = new Set<string>();
+    for (const n of c.nodes) {
+      const net = await eventually(`node ${n.index} has the ingress network`, async () => {
+        const r = await n.daemon.request('GET', '/networks/ingress');
+        return r.status === 200 ? r.json<{ Id: string; Ingress: boolean; Scope: string; Peers: { IP: string }[] }>() : undefined;
+      }, 30_000);
+      assert.equal(net.Ingress, true);
+      assert.equal(net.Scope, 'swarm');
+      assert.deepEqual(net.Peers.map((p) => p.IP).sort(), c.nodes.map((x) => x.addr).sort());
+      ids.add(net.Id);
+    }
+    assert.equal(ids.size, 1, 'one network under one id on every node');
   });
 });

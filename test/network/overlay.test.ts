@@ -38,7 +38,7 @@ describe('overlay networks', () => {
     assert.equal(n.Scope, 'swarm');
     assert.equal(n.Attachable, true);
     const listed = (await d.docker(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}}'])).stdout.trim().split('\n').sort();
-    assert.deepEqual(listed, ['ovattach', 'ovplain']);
+    assert.deepEqual(listed, ['ingress', 'ovattach', 'ovplain'], 'with the ingress network swarm init made');
     const refused = await d.docker(['run', '--rm', '--network', 'ovplain', image, 'true']);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /network ovplain not manually attachable/);

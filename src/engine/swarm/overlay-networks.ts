@@ -22,7 +22,7 @@ import type { NetworkCreateSpec, NetworkRecord } from '../networks/network-recor
 import { forbidden, Option } from '../networks/network-record.js';
 import { VXLAN_OVERHEAD } from '../../network/vxlan-link.js';
 import type { EventBus } from '../events.js';
-import { allocateFromTop, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
+import { allocateFromTop, INGRESS_VNI, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
 import type { SwarmStore } from './swarm-store.js';
 import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
 import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
@@ -68,7 +68,7 @@ const UNDERLAY_MTU = 1500;
 export type SharedNetwork = NonNullable<TaskNetwork['network']> & { name: string };
 
 function shared(n: NetworkRecord): SharedNetwork {
-  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal };
+  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal, ...(n.ingress ? { ingress: true } : {}) };
 }
 
 export class OverlayNetworks {
@@ -118,8 +118,11 @@ export class OverlayNetworks {
     if (spec.enableIPv6) throw notImplemented('IPv6 on overlay networks is not supported by Berth yet');
     if (spec.options?.encrypted !== undefined) throw notImplemented('encrypted overlay networks are not supported by Berth yet');
     const networks = this.#d.driver.list();
+    const ingress = spec.ingress ? networks.find((n) => n.ingress) : undefined;
+    if (ingress) throw conflict(`rpc error: code = AlreadyExists desc = ingress network (${ingress.id}) is already present`);
     const options = { ...(spec.options ?? {}) };
-    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(nextVni(new Set(networks.map(vniOf).filter((v): v is number => v !== undefined))));
+    const vnis = new Set(networks.map(vniOf).filter((v): v is number => v !== undefined));
+    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(spec.ingress && !vnis.has(INGRESS_VNI) ? INGRESS_VNI : nextVni(vnis));
     else if (!(Number(options[VNI_OPTION]) > 0 && Number(options[VNI_OPTION]) <= 0xffffff)) throw invalidArgument(`invalid VXLAN id ${options[VNI_OPTION]}`);
     if (!options[Option.mtu]) options[Option.mtu] = String(UNDERLAY_MTU - VXLAN_OVERHEAD);
     let ipam = spec.ipam;
@@ -185,11 +188,45 @@ export class OverlayNetworks {
     const pending = this.#realising.get(a.networkId);
     if (pending) return pending;
     const made = this.#d.driver
-      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
+      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, ingress: n.ingress === true, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
       .finally(() => this.#realising.delete(a.networkId));
     this.#realising.set(a.networkId, made);
     log.info('overlay network realised on this node', { network: a.networkName, id: a.networkId });
     return made;
+  }
+
+  /**
+   * `swarm init`: the routing mesh's network, `ingress` (overlay, VXLAN id 4096, the first free
+   * subnet of the swarm's pool), as dockerd makes it. Berth's mesh is the ingress listener
+   * (ingress-proxy.ts): the network is the object users see and name; other nodes realise it from
+   * the cluster's copy.
+   */
+  async createIngress(): Promise<void> {
+    if (this.#d.driver.list().some((n) => n.ingress)) return;
+    const n = await this.#d.driver.create(await this.prepareCreate({ name: 'ingress', driver: 'overlay', scope: 'swarm', ingress: true, labels: {}, options: {} }));
+    this.created(n);
+  }
+
+  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own). */
+  async removeIngress(): Promise<void> {
+    for (const n of this.#d.driver.list()) {
+      if (n.ingress) await this.#d.driver.remove(n.id).catch((err) => log.warn('removing the ingress network failed', { error: errorMessage(err) }));
+    }
+  }
+
+  /**
+   * An overlay network's peers as inspect shows them (dockerd: the nodes its gossip reaches): for the
+   * ingress network every node of the cluster, for another the nodes running its tasks, and this
+   * node while its containers are on it.
+   */
+  peers(n: NetworkRecord): { Name: string; IP: string }[] {
+    const self = this.#d.store.cluster?.node.id;
+    const on = new Set<string>();
+    for (const t of this.#d.store.tasks.values()) if (t.desiredState === 'running' && t.networks?.some((a) => a.networkId === n.id)) on.add(t.nodeId);
+    if (self && this.#d.driver.endpointsOf(n.id).length) on.add(self);
+    return [...this.#d.store.nodes.values()]
+      .filter((node) => node.addr && (n.ingress || on.has(node.id)))
+      .map((node) => ({ Name: node.description?.hostname || node.id, IP: node.addr }));
   }
 
   created(n: NetworkRecord): void {
@@ -214,7 +251,8 @@ export class OverlayNetworks {
       return;
     }
     this.#removed.delete(id);
-    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable)) return;
+    // Every node lists the routing mesh's network, as with dockerd.
+    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable && !doc.ingress)) return;
     this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
       log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
     );
@@ -324,6 +362,9 @@ export class OverlayNetworks {
   /** A network services still use cannot go (dockerd: 403 with this text). */
   assertUnused(n: NetworkRecord): void {
     for (const s of this.#d.store.services.values()) {
+      if (n.ingress && s.ports.some((p) => p.PublishMode === 'ingress')) {
+        throw invalidArgument(`rpc error: code = FailedPrecondition desc = ingress network cannot be removed because service ${s.id} depends on it`);
+      }
       if (networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name)) {
         throw conflict(`rpc error: code = FailedPrecondition desc = network ${n.id} is in use by service ${s.id}`);
       }

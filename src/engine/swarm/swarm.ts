@@ -302,6 +302,7 @@ export class SwarmService {
       this.store.nodes.clear();
       this.store.nodes.set(node.id, node);
       await this.#link(state, true);
+      await this.overlay?.createIngress().catch((err) => log.warn('creating the ingress network failed', { err: errorMessage(err) }));
       log.info('swarm initialized', { cluster: cluster.id, node: node.id, etcd: local.endpoints });
       return node.id;
     } catch (err) {
@@ -766,6 +767,7 @@ export class SwarmService {
     for (const b of Object.values(this.blobs)) b.clear();
     this.#publish();
     await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+    await this.overlay?.removeIngress();
     await this.#files.clear().catch((err) => log.warn('removing task files failed', { err }));
     log.info('left the swarm', { tasks: tasks.length });
   }
