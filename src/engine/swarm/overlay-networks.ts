@@ -13,7 +13,7 @@
  * every change of services, tasks or nodes, when a container starts or dies (an attachable one needs
  * its VIP rules, and its address is shared) and when a network goes.
  */
-import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
+import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { hostRoutePrefixes } from '../../network/host-routes.js';
@@ -207,8 +207,11 @@ export class OverlayNetworks {
     this.created(n);
   }
 
-  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own). */
-  async removeIngress(): Promise<void> {
+  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own), and what was known of other nodes' addresses. */
+  async left(): Promise<void> {
+    this.#claims.clear();
+    this.#claimedAt.clear();
+    this.#attachments.clear();
     for (const n of this.#d.driver.list()) {
       if (n.ingress) await this.#d.driver.remove(n.id).catch((err) => log.warn('removing the ingress network failed', { error: errorMessage(err) }));
     }
@@ -292,7 +295,9 @@ export class OverlayNetworks {
       const ip = next(skip);
       const key = `${net.id}/${ip}`;
       const doc: AddressClaim = { node: self, container: containerId };
-      const r = await store.claim(`addresses/${key}`, doc);
+      const r = await store.claim(`addresses/${key}`, doc).catch((err) => {
+        throw unavailable(`cannot claim an address on network ${net.name}: the swarm's store does not answer: ${errorMessage(err)}`);
+      });
       if (r.taken) {
         this.#claims.set(key, doc);
         this.#claimedAt.set(key, Date.now());

@@ -767,7 +767,7 @@ export class SwarmService {
     for (const b of Object.values(this.blobs)) b.clear();
     this.#publish();
     await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
-    await this.overlay?.removeIngress();
+    await this.overlay?.left();
     await this.#files.clear().catch((err) => log.warn('removing task files failed', { err }));
     log.info('left the swarm', { tasks: tasks.length });
   }

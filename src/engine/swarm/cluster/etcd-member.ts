@@ -89,7 +89,7 @@ export class EtcdMember {
     if (old) {
       this.#pid = old;
       log.info('etcd member already running', { pid: old });
-      this.#rotate();
+      this.#watchLog();
       return;
     }
     const args = [
@@ -115,10 +115,11 @@ export class EtcdMember {
     } finally {
       closeSync(logFd);
     }
-    this.#rotate();
+    this.#watchLog();
   }
 
-  #rotate(): void {
+  /** Rotates etcd.log by size while berthd runs. */
+  #watchLog(): void {
     this.#rotator?.stop();
     this.#rotator = new LogRotator(this.logFile, etcdLogLimits(), undefined);
     this.#rotator.start();
