@@ -121,7 +121,9 @@ async function main(): Promise<void> {
     events,
     users: (name) => containers.all().filter((c) => c.mountPoints?.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.id),
   });
-  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }) });
+  // Containers restarted during recovery start before the swarm exists (and before it reaches etcd).
+  let swarmMade: SwarmService | undefined;
+  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }), addressClaims: () => swarmMade?.overlay });
   await network.init();
   const networking = new ContainerNetworkSetup(network);
   const processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName), () => containers.all());
@@ -154,6 +156,7 @@ async function main(): Promise<void> {
   const pull: Puller = (ref, o, p) => images.pull(ref, o, p);
   const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host, pull: taskImagePuller(pull),
     externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined, network });
+  swarmMade = swarm;
   swarm.start();
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), pull, config.dataRoot);
   await builds.cleanWork();

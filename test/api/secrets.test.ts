@@ -32,7 +32,7 @@ describe('swarm secrets and configs', () => {
 
   it('creates, lists, inspects, updates labels of and removes secrets and configs through the API', async () => {
     const d = daemon();
-    assert.equal((await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
+    assert.equal((await d.request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } })).status, 200);
     for (const kind of ['secret', 'config'] as const) {
       const base = `/${kind}s`;
       const create = await d.request('POST', `${base}/create`, { body: { Name: `api_${kind}.1`, Labels: { a: 'b' }, Data: b64('hush'), Unknown: 1 } });

@@ -20,7 +20,7 @@ export function useSwarmService(daemon: () => TestDaemon, image: () => string): 
   let value: SwarmService | undefined;
   before(async () => {
     const d = daemon();
-    const init = await d.request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:2377', AdvertiseAddr: '127.0.0.1' } });
+    const init = await d.request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } });
     assert.equal(init.status, 200, init.text());
     const args = ['sh', '-c', 'echo out-line; echo err-line >&2; trap "exit 0" TERM; while :; do sleep 0.2; done'];
     const created = await d.request('POST', '/services/create', {

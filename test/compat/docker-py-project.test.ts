@@ -85,7 +85,7 @@ print(json.dumps({'health': db.health, 'before_start': before_start, 'nets': wor
   it('swarm services: create, a task running, its container, remove', async () => {
     const image = reg().seeded.refs.busybox;
     const got = await py(`
-c.swarm.init(advertise_addr='127.0.0.1')
+c.swarm.init(advertise_addr='127.0.0.1', listen_addr='127.0.0.1:0')
 svc = c.services.create(${JSON.stringify(image)}, ['sleep', '300'], name='py-svc', labels={'app': 'py'}, env=['A=b'])
 def running():
     return [t for t in svc.tasks() if t['Status']['State'] == 'running']
@@ -113,7 +113,7 @@ print(json.dumps({'one': one, 'ctrs': len(ctrs), 'env': env, 'names': names, 'la
   // field names case-insensitively; Berth keeps one replica.
   it('swarm services: scale through ServiceMode', async () => {
     const got = await py(`
-c.swarm.init(advertise_addr='127.0.0.1')
+c.swarm.init(advertise_addr='127.0.0.1', listen_addr='127.0.0.1:0')
 svc = c.services.create(${JSON.stringify(reg().seeded.refs.busybox)}, ['sleep', '300'], name='py-scaled')
 svc.scale(2)
 n = 0

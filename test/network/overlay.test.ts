@@ -29,7 +29,7 @@ describe('overlay networks', () => {
 
   it('in a swarm: driver overlay, scope swarm; containers join only an attachable one and reach each other by name', async () => {
     const d = daemon();
-    const init = await d.docker(['swarm', 'init', '--advertise-addr', '127.0.0.1']);
+    const init = await d.docker(['swarm', 'init', '--advertise-addr', '127.0.0.1', '--listen-addr', '127.0.0.1:0']);
     assert.equal(init.code, 0, init.stderr);
     assert.equal((await d.docker(['network', 'create', '-d', 'overlay', 'ovplain'])).code, 0);
     assert.equal((await d.docker(['network', 'create', '-d', 'overlay', '--attachable', 'ovattach'])).code, 0);
@@ -38,7 +38,7 @@ describe('overlay networks', () => {
     assert.equal(n.Scope, 'swarm');
     assert.equal(n.Attachable, true);
     const listed = (await d.docker(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}}'])).stdout.trim().split('\n').sort();
-    assert.deepEqual(listed, ['ovattach', 'ovplain']);
+    assert.deepEqual(listed, ['ingress', 'ovattach', 'ovplain'], 'with the ingress network swarm init made');
     const refused = await d.docker(['run', '--rm', '--network', 'ovplain', image, 'true']);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /network ovplain not manually attachable/);

@@ -40,7 +40,7 @@ describe('overlay networks with services', () => {
     // The kernel allows one vxlan device per VNI, source address and port: a loopback address of its
     // own keeps this daemon's apart from other test daemons' on this host.
     const addr = `127.${randomInt(1, 255)}.${randomInt(1, 255)}.${randomInt(2, 255)}`;
-    const init = await d.docker(['swarm', 'init', '--advertise-addr', addr]);
+    const init = await d.docker(['swarm', 'init', '--advertise-addr', addr, '--listen-addr', `${addr}:0`]);
     assert.equal(init.code, 0, init.stderr);
     const created = await d.docker(['network', 'create', '-d', 'overlay', '--attachable', 'ovl']);
     assert.equal(created.code, 0, created.stderr);

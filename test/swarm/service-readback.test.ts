@@ -15,7 +15,7 @@ describe('service specs read back', () => {
 
   before(async () => {
     image = reg().seeded.refs.busybox;
-    assert.equal((await daemon().request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
+    assert.equal((await daemon().request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } })).status, 200);
   });
   after(async () => {
     await daemon().request('POST', '/swarm/leave?force=1').catch(() => undefined);

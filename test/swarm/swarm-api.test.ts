@@ -54,7 +54,7 @@ describe('swarm API', () => {
 
   it('init returns the node id; /swarm, /nodes, /info and /_ping describe the one-node swarm', async () => {
     const d = daemon();
-    const init = await d.request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:2377', AdvertiseAddr: '127.0.0.1', Spec: { Orchestration: { TaskHistoryRetentionLimit: 3 } } } });
+    const init = await d.request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1', Spec: { Orchestration: { TaskHistoryRetentionLimit: 3 } } } });
     assert.equal(init.status, 200, init.text());
     nodeId = init.json();
     assert.match(nodeId, /^[a-z0-9]{25}$/);
@@ -73,7 +73,10 @@ describe('swarm API', () => {
 
     const node = (await d.request('GET', `/nodes/${nodeId}`)).json();
     assert.equal(node.ID, nodeId);
-    assert.deepEqual(node.ManagerStatus, { Leader: true, Reachability: 'reachable', Addr: '127.0.0.1:2377' });
+    // The swarm port is any free one (ListenAddr 127.0.0.1:0): other tests' swarms on this host may hold 2377.
+    const managerAddr: string = node.ManagerStatus.Addr;
+    assert.match(managerAddr, /^127\.0\.0\.1:[1-9]\d*$/);
+    assert.deepEqual(node.ManagerStatus, { Leader: true, Reachability: 'reachable', Addr: managerAddr });
     assert.equal(node.Status.State, 'ready');
     assert.equal(node.Status.Addr, '127.0.0.1');
     assert.equal(node.Spec.Role, 'manager');
@@ -90,7 +93,7 @@ describe('swarm API', () => {
     assert.equal(info.ControlAvailable, true);
     assert.equal(info.Managers, 1);
     assert.equal(info.Nodes, 1);
-    assert.deepEqual(info.RemoteManagers, [{ NodeID: nodeId, Addr: '127.0.0.1:2377' }]);
+    assert.deepEqual(info.RemoteManagers, [{ NodeID: nodeId, Addr: managerAddr }]);
     assert.equal(info.Cluster.ID, sw.ID);
     assert.equal(info.Cluster.JoinTokens, undefined);
     assert.equal((await d.request('HEAD', '/_ping')).headers['swarm'], 'active/manager');

@@ -19,7 +19,7 @@ describe('swarm reconciliation back-off', () => {
 
   before(async () => {
     image = reg().seeded.refs.busybox;
-    const init = await daemon().request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } });
+    const init = await daemon().request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } });
     assert.equal(init.status, 200, init.text());
   });
 

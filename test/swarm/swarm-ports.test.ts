@@ -30,7 +30,7 @@ describe('swarm published ports', () => {
   it('an ingress port spreads requests over the tasks of the service; a host-mode port is the task container binding', async (t) => {
     const d = daemon();
     const image = reg().seeded.refs.busybox;
-    assert.equal((await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } })).status, 200);
+    assert.equal((await d.request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } })).status, 200);
     const serve = 'mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && exec httpd -f -p 8000 -h /www';
     // A free port rather than one from the dynamic range, which other daemons under test may hold.
     const published = await freePort();

@@ -21,7 +21,7 @@ describe('swarm across daemon restarts', () => {
 
   it('re-adopts running tasks, replaces a task whose container died while berthd was down, and keeps scaling', async () => {
     const d = daemon();
-    const init = await d.request('POST', '/swarm/init', { body: { AdvertiseAddr: '127.0.0.1' } });
+    const init = await d.request('POST', '/swarm/init', { body: { ListenAddr: '127.0.0.1:0', AdvertiseAddr: '127.0.0.1' } });
     assert.equal(init.status, 200, init.text());
     const swarmId = (await d.request('GET', '/swarm')).json().ID;
     const create = await d.request('POST', '/services/create', { body: { Name: 'persist', TaskTemplate: { ContainerSpec: { Image: image, Args: LOOP } }, Mode: { Replicated: { Replicas: 3 } } } });

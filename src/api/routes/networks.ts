@@ -100,12 +100,13 @@ export function networkJson(networks: NetworkService, n: NetworkRecord, withCont
     IPAM: { Driver: 'default', Options: n.ipamOptions ?? {}, Config: config },
     Internal: n.internal,
     Attachable: n.attachable,
-    Ingress: false,
+    Ingress: n.ingress === true,
     ConfigFrom: { Network: '' },
     ConfigOnly: false,
     Containers: containers,
     Options: n.options,
     Labels: n.labels,
+    ...(withContainers && n.overlay ? { Peers: networks.peers(n) } : {}),
   };
 }
 

@@ -3,9 +3,11 @@
  * its size limit, losing what was there; instead Berth renames the full file to `<log>.1` (shifting
  * older ones up to max-file) and asks conmon to reopen the log. conmon gets no size limit of its
  * own: its reopen at the limit would replace the live file and lose what Berth had not yet rotated.
+ * A writer that cannot be asked to reopen (etcd, writing to an inherited O_APPEND descriptor) gets
+ * its file copied to `<log>.1` and truncated instead: its next write lands at the new end.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { log } from '../../lib/log.js';
 
@@ -44,8 +46,8 @@ export class LogRotator {
   constructor(
     private readonly path: string,
     private readonly limits: LogLimits,
-    /** Makes conmon reopen the log path (the runtime driver's reopenLog). */
-    private readonly reopen: () => Promise<void>,
+    /** Makes conmon reopen the log path (the runtime driver's reopenLog); undefined: copy and truncate. */
+    private readonly reopen: (() => Promise<void>) | undefined,
   ) {}
 
   start(): void {
@@ -78,11 +80,11 @@ export class LogRotator {
 
   async #rotate(): Promise<void> {
     const { maxFiles } = this.limits;
+    if (!this.reopen) return this.#copyTruncate(maxFiles);
     if (maxFiles <= 1) {
       await rm(this.path, { force: true });
     } else {
-      await rm(`${this.path}.${maxFiles - 1}`, { force: true });
-      for (let i = maxFiles - 2; i >= 1; i--) await rename(`${this.path}.${i}`, `${this.path}.${i + 1}`).catch(() => undefined);
+      await this.#shift(maxFiles);
       await rename(this.path, `${this.path}.1`);
     }
     // conmon keeps writing to the renamed file until it reopens the path.
@@ -93,5 +95,20 @@ export class LogRotator {
       // dockerd's does. Appending nothing creates it and never truncates what conmon wrote.
       await writeFile(this.path, '', { flag: 'a' });
     }
+  }
+
+  /** Lines written between the copy and the truncation are lost: the price of a writer that never reopens. */
+  async #copyTruncate(maxFiles: number): Promise<void> {
+    if (maxFiles > 1) {
+      await this.#shift(maxFiles);
+      await copyFile(this.path, `${this.path}.1`);
+    }
+    await truncate(this.path, 0);
+  }
+
+  /** `<log>.1` … move up one, the oldest goes: `<log>.1` is free. */
+  async #shift(maxFiles: number): Promise<void> {
+    await rm(`${this.path}.${maxFiles - 1}`, { force: true });
+    for (let i = maxFiles - 2; i >= 1; i--) await rename(`${this.path}.${i}`, `${this.path}.${i + 1}`).catch(() => undefined);
   }
 }

@@ -112,7 +112,7 @@ export class BridgeNetworks {
     validateName(spec.name);
     if (spec.name === 'host' || spec.name === 'none') throw forbidden(`operation is not permitted on predefined ${spec.name} network`);
     validateDriver(spec.driver);
-    if (spec.ingress || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
+    if ((spec.ingress && spec.driver !== 'overlay') || spec.configOnly || spec.configFrom) throw forbidden('swarm and config-only networks are not supported');
     if (spec.scope && spec.scope !== 'local' && !(spec.driver === 'overlay' && spec.scope === 'swarm')) throw invalidArgument(`scope "${spec.scope}" is not supported`);
     if (spec.ipam?.driver && spec.ipam.driver !== 'default') throw notFound(`plugin "${spec.ipam.driver}" not found`);
     validateOptions(spec.options ?? {});
@@ -168,6 +168,7 @@ export class BridgeNetworks {
         dnsEnabled: !predefined,
         predefined,
         ...(spec.driver === 'overlay' ? { overlay: true } : {}),
+        ...(spec.driver === 'overlay' && spec.ingress ? { ingress: true } : {}),
       };
       await this.#driver.createBridge(bridgeSpec(record));
       let saved = false;

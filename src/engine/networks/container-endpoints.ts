@@ -22,7 +22,7 @@ import type { BridgeNetworks } from './bridge-networks.js';
 import { assignAddresses } from './endpoint-addresses.js';
 import { assertAttachable, bridgeSettings, forbidden, type NetworkRecord } from './network-record.js';
 import type { NetworkTable } from './network-table.js';
-import type { AttachNetwork, AttachResult, AttachSpec, ConnectSpec, Endpoint, EndpointInfo } from './network-types.js';
+import type { AddressClaims, AttachNetwork, AttachResult, AttachSpec, ConnectSpec, Endpoint, EndpointInfo } from './network-types.js';
 import { dnsNetwork, dnsRoute, endpointInfo, plumbEndpoint, routesVia, toFirewallPort, toPublished } from './plumbing-specs.js';
 import { portClash, reservePorts } from './port-reservation.js';
 
@@ -38,6 +38,7 @@ export interface ContainerEndpointsOptions {
   readyNamespaces: number;
   /** Awaited once a container's endpoints on overlay networks are plumbed, before its process starts. */
   overlayJoined: (containerId: string) => Promise<void>;
+  addressClaims?: () => AddressClaims | undefined;
 }
 
 export class ContainerEndpoints {
@@ -51,6 +52,7 @@ export class ContainerEndpoints {
   /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
   readonly #ready: ReadyPool;
   readonly #readyBare: ReadyPool;
+  readonly #claims: () => AddressClaims | undefined;
 
   constructor(opts: ContainerEndpointsOptions) {
     this.#table = opts.table;
@@ -60,6 +62,7 @@ export class ContainerEndpoints {
     this.#nets = opts.networks;
     this.#live = opts.live;
     this.#overlayJoined = opts.overlayJoined;
+    this.#claims = opts.addressClaims ?? (() => undefined);
     this.#ready = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(true));
     this.#readyBare = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(false));
   }
@@ -206,6 +209,7 @@ export class ContainerEndpoints {
     }
     for (const { net } of nets) if (this.#nets.isRemoving(net.id)) throw notFound(`network ${net.name} not found`);
     await this.#reclaimDraining(nets.map(({ req, net }) => ({ net, ipv4: req.ipv4, ipv6: req.ipv6 })));
+    for (const x of nets) if (x.net.overlay && !x.req.swarmTask) x.req = { ...x.req, ipv4: await this.#claimed(x.net, spec.containerId, x.req.ipv4) };
 
     // Ports are probed first (asynchronously); addresses are then picked and everything is committed in
     // one synchronous step, so concurrent attaches never see each other half-done.
@@ -274,6 +278,7 @@ export class ContainerEndpoints {
     assertAttachable(net);
     if (this.#nets.isRemoving(net.id)) throw notFound(`network ${net.name} not found`);
     await this.#reclaimDraining([{ net, ipv4: spec.ipv4, ipv6: spec.ipv6 }]);
+    if (net.overlay) spec = { ...spec, ipv4: await this.#claimed(net, spec.containerId, spec.ipv4) };
     const current = [...(this.#endpoints.get(spec.containerId)?.values() ?? [])];
     if (current.some((e) => e.networkId === net.id)) throw forbidden(`endpoint with name ${stripSlash(spec.name)} already exists in network ${net.name}`);
     const used = new Set(current.map((e) => e.ifName));
@@ -454,6 +459,25 @@ export class ContainerEndpoints {
   async #discardReady(entries: ReadyNetns[]): Promise<void> {
     for (const e of entries) await this.#driver.netns.remove(e.name).catch(() => {});
     await this.#driver.releaseVeths(entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' })));
+  }
+
+  /**
+   * A plain container's IPv4 address on an overlay network, granted by the cluster (unique across
+   * nodes) and then taken here as a static one; `wanted` as it is, or the lowest free one. Outside a
+   * cluster: `wanted`, or undefined for the usual lowest free one.
+   */
+  async #claimed(net: NetworkRecord, containerId: string, wanted: string | undefined): Promise<string | undefined> {
+    const claims = this.#claims();
+    if (!claims) return wanted;
+    return claims.claimAddress(net, containerId, (skip) => {
+      if (wanted) {
+        if (skip.has(wanted)) throw forbidden(`Address already in use: ${wanted} on network ${net.name}`);
+        return wanted;
+      }
+      const used = this.#usedAddresses(net, 4);
+      for (const a of skip) used.add(parseAddress(a)!.value);
+      return assignAddresses(net, {}, used, new Set()).ipv4;
+    });
   }
 
   /** Taken addresses: endpoints, aux addresses, and those held by draining veths and namespaces made ahead. */

@@ -61,6 +61,7 @@ export class NetworkController {
     });
     this.#endpoints = new ContainerEndpoints({ table: this.#table, driver: opts.driver, networks: this.#networks, live,
       readyNamespaces: opts.readyNamespaces ?? 2,
+      addressClaims: opts.addressClaims,
       overlayJoined: (id) => this.#overlayJoined(id),
     });
   }

@@ -38,6 +38,8 @@ export interface NetworkRecord {
   predefined: boolean;
   /** Created with driver `overlay` (in a swarm): on one node a bridge, shown as overlay, scope swarm. */
   overlay?: boolean;
+  /** The swarm's routing-mesh network (`ingress`, or one a user created with --ingress): one at most. */
+  ingress?: boolean;
 }
 
 /** The driver and scope the API shows. */
@@ -69,7 +71,7 @@ export interface NetworkCreateSpec {
   options?: Record<string, string>;
   /** Accepted for compatibility: names are always unique (as with API >= 1.44). */
   checkDuplicate?: boolean;
-  /** Swarm and config-only networks are not supported and rejected. */
+  /** The routing-mesh network of a swarm (overlay only); config-only networks are not supported. */
   ingress?: boolean;
   configOnly?: boolean;
   configFrom?: string;

@@ -73,6 +73,7 @@ export function repairStoredNetwork(row: StoredNetwork): NetworkRecord | undefin
     dnsEnabled: pick('dnsEnabled', isBool, driver === 'bridge' && !predefined),
     predefined,
     ...(d.overlay === true ? { overlay: true } : {}),
+    ...(d.overlay === true && d.ingress === true ? { ingress: true } : {}),
   };
   if (driver === 'bridge') {
     const subnet = isString(d.subnet) ? parseCidr(d.subnet) : null;

@@ -22,6 +22,17 @@ export interface NetworkControllerOptions {
   readyNamespaces?: number;
   /** Run once a network's bridge device exists, and before it is deleted (e.g. to add or remove devices of an overlay). */
   bridgeHooks?: readonly BridgeHooks[];
+  /** In a swarm cluster: the guard that makes a plain container's address on an overlay network unique across nodes. */
+  addressClaims?: () => AddressClaims | undefined;
+}
+
+/**
+ * Addresses of plain (attachable) containers on overlay networks are chosen by each node: before one
+ * is taken here, the cluster's store must grant it (engine/swarm/overlay-networks.ts). `next` picks a
+ * free address here that is none of `skip` (addresses found held elsewhere) and throws when none is left.
+ */
+export interface AddressClaims {
+  claimAddress(net: NetworkRecord, containerId: string, next: (skip: ReadonlySet<string>) => string): Promise<string>;
 }
 
 /** Code run with a bridge's lifecycle; a hook that throws fails the create (which is undone) or is logged at removal. */

@@ -18,6 +18,8 @@ export type { EndpointRequest };
 export interface OverlayPolicy {
   prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec>;
   assertUnused(n: NetworkRecord): void;
+  /** The nodes an overlay network reaches (inspect's Peers). */
+  peers(n: NetworkRecord): { Name: string; IP: string }[];
   /** The network exists / is gone here: the rest of the cluster follows. */
   created(n: NetworkRecord): void;
   removed(n: NetworkRecord): void;
@@ -43,6 +45,11 @@ export class NetworkService {
 
   endpoints(n: NetworkRecord) {
     return this.controller.endpointsOf(n.id);
+  }
+
+  /** An overlay network's peers (the swarm's nodes it reaches); none for other networks. */
+  peers(n: NetworkRecord): { Name: string; IP: string }[] {
+    return n.overlay ? (this.overlay()?.peers(n) ?? []) : [];
   }
 
   async create(spec: NetworkCreateSpec): Promise<NetworkRecord> {
@@ -72,7 +79,8 @@ export class NetworkService {
   async prune(keep: (n: NetworkRecord) => boolean): Promise<string[]> {
     // Networks named by stopped containers stay: they would need them at their next start.
     const wanted = new Set(this.containers.all().flatMap((c) => [networkModeOf(c), ...Object.keys(c.networkingConfig)]));
-    const removed = await this.controller.prune((n) => keep(n) || wanted.has(n.name) || wanted.has(n.id));
+    // The swarm's ingress network stays too, as with dockerd.
+    const removed = await this.controller.prune((n) => keep(n) || n.ingress === true || wanted.has(n.name) || wanted.has(n.id));
     for (const name of removed) this.events.publish('network', 'destroy', name, { name, type: 'bridge' });
     return removed;
   }

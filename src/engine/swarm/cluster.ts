@@ -46,9 +46,8 @@ function nonZero(o: Record<string, unknown> | undefined): Record<string, unknown
 }
 
 /** Where the swarm port listens: ListenAddr's host and port (2377 unless given). */
-export function listenOf(req: { ListenAddr?: string }): { host: string; port: number; explicitPort: boolean } {
-  const l = splitHostPort(req.ListenAddr || `0.0.0.0:${SWARM_PORT}`, 'listen');
-  return { ...l, explicitPort: /:\d+$/.test(req.ListenAddr ?? '') && l.port !== SWARM_PORT };
+export function listenOf(req: { ListenAddr?: string }): { host: string; port: number } {
+  return splitHostPort(req.ListenAddr || `0.0.0.0:${SWARM_PORT}`, 'listen');
 }
 
 /** The address this node advertises: AdvertiseAddr's, else ListenAddr's host unless unspecified, else detected. */
@@ -106,7 +105,7 @@ function splitHostPort(value: string, what: string): { host: string; port: numbe
     host = m[1]!;
     if (m[2]) port = Number(m[2]);
   }
-  if (port < 1 || port > 65535) throw invalidArgument(`invalid ${what} address ${value}: bad port`);
+  if (port < (what === 'listen' ? 0 : 1) || port > 65535) throw invalidArgument(`invalid ${what} address ${value}: bad port`);
   if (host === '') host = '0.0.0.0';
   if (isIP(host)) return { host, port };
   const ifaceAddr = networkInterfaces()[host]?.find((a) => a.family === 'IPv4')?.address;

@@ -14,6 +14,8 @@ import { chooseSubnet, isUsable } from '../networks/ipam.js';
 export const VNI_OPTION = 'com.docker.network.driver.overlay.vxlanid_list';
 /** dockerd's overlay VNIs start above 4096 (the ones below are left to VLAN-style use). */
 const FIRST_VNI = 4097;
+/** The VNI of the ingress network swarm init makes (dockerd's too). */
+export const INGRESS_VNI = 4096;
 const MAX_VNI = 0xffffff;
 
 /** Every `size`-prefix subnet of each pool, in order. */

@@ -13,7 +13,7 @@
  * every change of services, tasks or nodes, when a container starts or dies (an attachable one needs
  * its VIP rules, and its address is shared) and when a network goes.
  */
-import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
+import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { hostRoutePrefixes } from '../../network/host-routes.js';
@@ -22,7 +22,7 @@ import type { NetworkCreateSpec, NetworkRecord } from '../networks/network-recor
 import { forbidden, Option } from '../networks/network-record.js';
 import { VXLAN_OVERHEAD } from '../../network/vxlan-link.js';
 import type { EventBus } from '../events.js';
-import { allocateFromTop, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
+import { allocateFromTop, INGRESS_VNI, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
 import type { SwarmStore } from './swarm-store.js';
 import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
 import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
@@ -35,7 +35,26 @@ export interface OverlayDeps {
   peers?: () => string[];
   /** Writes (undefined: deletes) `<kind>/<id>` in the cluster's store; nothing outside a cluster. */
   share?: (kind: string, id: string, doc: unknown) => void;
+  /** The cluster's store for claims that must be atomic (plain containers' addresses); undefined outside a cluster. */
+  claims?: () => ClaimStore | undefined;
 }
+
+/** What addresses are claimed through (cluster/etcd-state.ts): a transaction on `addresses/<network>/<ip>`. */
+export interface ClaimStore {
+  claim(key: string, doc: unknown): Promise<{ taken: true } | { taken: false; holder: unknown }>;
+  release(key: string, doc: unknown): Promise<void>;
+}
+
+/** Who holds an address of an overlay network, as kept in etcd under `addresses/<network id>/<ip>`. */
+interface AddressClaim {
+  node: string;
+  container: string;
+}
+
+/** A claim made here is not released for this long while its container has no endpoint yet (its start is under way). */
+const CLAIM_GRACE_MS = 60_000;
+/** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
+const CLAIM_ATTEMPTS = 32;
 
 /** What a task's container is created with: its first network as NetworkMode, static addresses. */
 export interface TaskContainerNetworks {
@@ -49,13 +68,17 @@ const UNDERLAY_MTU = 1500;
 export type SharedNetwork = NonNullable<TaskNetwork['network']> & { name: string };
 
 function shared(n: NetworkRecord): SharedNetwork {
-  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal };
+  return { name: n.name, subnet: n.subnet, gateway: n.gateway, options: n.options, labels: n.labels, attachable: n.attachable, internal: n.internal, ...(n.ingress ? { ingress: true } : {}) };
 }
 
 export class OverlayNetworks {
   readonly #d: OverlayDeps;
   /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
   readonly #attachments = new Map<string, Record<string, string[]>>();
+  /** `<network id>/<ip>` -> its holder, for every node's plain containers on overlay networks (etcd's `addresses/`). */
+  readonly #claims = new Map<string, AddressClaim>();
+  /** Claims this node made, with when (a start may still be on its way to the endpoint). */
+  readonly #claimedAt = new Map<string, number>();
   /** What this node last shared of its own containers' addresses. */
   #sharedAttachments = '{}';
   /** Networks removed on another manager, still here while containers are on them. */
@@ -77,7 +100,7 @@ export class OverlayNetworks {
       // Outside a swarm a container start costs nothing here.
       if (!d.store.cluster && !this.#node.active) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
-      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && ev.Action === 'destroy')) this.sync();
+      if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && (ev.Action === 'destroy' || ev.Action === 'disconnect'))) this.sync();
     });
     // A container's process must find its network's device and its VIP rules there when it starts.
     this.#unjoin = d.driver.onOverlayJoin(async () => {
@@ -102,8 +125,11 @@ export class OverlayNetworks {
     if (spec.enableIPv6) throw notImplemented('IPv6 on overlay networks is not supported by Berth yet');
     if (spec.options?.encrypted !== undefined) throw notImplemented('encrypted overlay networks are not supported by Berth yet');
     const networks = this.#d.driver.list();
+    const ingress = spec.ingress ? networks.find((n) => n.ingress) : undefined;
+    if (ingress) throw conflict(`rpc error: code = AlreadyExists desc = ingress network (${ingress.id}) is already present`);
     const options = { ...(spec.options ?? {}) };
-    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(nextVni(new Set(networks.map(vniOf).filter((v): v is number => v !== undefined))));
+    const vnis = new Set(networks.map(vniOf).filter((v): v is number => v !== undefined));
+    if (!options[VNI_OPTION]) options[VNI_OPTION] = String(spec.ingress && !vnis.has(INGRESS_VNI) ? INGRESS_VNI : nextVni(vnis));
     else if (!(Number(options[VNI_OPTION]) > 0 && Number(options[VNI_OPTION]) <= 0xffffff)) throw invalidArgument(`invalid VXLAN id ${options[VNI_OPTION]}`);
     if (!options[Option.mtu]) options[Option.mtu] = String(UNDERLAY_MTU - VXLAN_OVERHEAD);
     let ipam = spec.ipam;
@@ -169,11 +195,48 @@ export class OverlayNetworks {
     const pending = this.#realising.get(a.networkId);
     if (pending) return pending;
     const made = this.#d.driver
-      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
+      .create({ id: a.networkId, name: a.networkName, driver: 'overlay', scope: 'swarm', attachable: n.attachable, internal: n.internal, ingress: n.ingress === true, labels: n.labels, options: n.options, ipam: { config: [{ subnet: n.subnet, gateway: n.gateway }] } })
       .finally(() => this.#realising.delete(a.networkId));
     this.#realising.set(a.networkId, made);
     log.info('overlay network realised on this node', { network: a.networkName, id: a.networkId });
     return made;
+  }
+
+  /**
+   * `swarm init`: the routing mesh's network, `ingress` (overlay, VXLAN id 4096, the first free
+   * subnet of the swarm's pool), as dockerd makes it. Berth's mesh is the ingress listener
+   * (ingress-proxy.ts): the network is the object users see and name; other nodes realise it from
+   * the cluster's copy.
+   */
+  async createIngress(): Promise<void> {
+    if (this.#d.driver.list().some((n) => n.ingress)) return;
+    const n = await this.#d.driver.create(await this.prepareCreate({ name: 'ingress', driver: 'overlay', scope: 'swarm', ingress: true, labels: {}, options: {} }));
+    this.created(n);
+  }
+
+  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own), and what was known of other nodes' addresses. */
+  async left(): Promise<void> {
+    this.#claims.clear();
+    this.#claimedAt.clear();
+    this.#attachments.clear();
+    for (const n of this.#d.driver.list()) {
+      if (n.ingress) await this.#d.driver.remove(n.id).catch((err) => log.warn('removing the ingress network failed', { error: errorMessage(err) }));
+    }
+  }
+
+  /**
+   * An overlay network's peers as inspect shows them (dockerd: the nodes its gossip reaches): for the
+   * ingress network every node of the cluster, for another the nodes running its tasks, and this
+   * node while its containers are on it.
+   */
+  peers(n: NetworkRecord): { Name: string; IP: string }[] {
+    const self = this.#d.store.cluster?.node.id;
+    const on = new Set<string>();
+    for (const t of this.#d.store.tasks.values()) if (t.desiredState === 'running' && t.networks?.some((a) => a.networkId === n.id)) on.add(t.nodeId);
+    if (self && this.#d.driver.endpointsOf(n.id).length) on.add(self);
+    return [...this.#d.store.nodes.values()]
+      .filter((node) => node.addr && (n.ingress || on.has(node.id)))
+      .map((node) => ({ Name: node.description?.hostname || node.id, IP: node.addr }));
   }
 
   created(n: NetworkRecord): void {
@@ -198,7 +261,8 @@ export class OverlayNetworks {
       return;
     }
     this.#removed.delete(id);
-    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable)) return;
+    // Every node lists the routing mesh's network, as with dockerd.
+    if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable && !doc.ingress)) return;
     this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
       log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
     );
@@ -215,12 +279,71 @@ export class OverlayNetworks {
     this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
   }
 
+  /** A claim made, taken over or released on another node (or read at link time). */
+  applyRemoteClaim(key: string, doc: AddressClaim | undefined): void {
+    if (doc && typeof doc.node === 'string' && typeof doc.container === 'string') this.#claims.set(key, { node: doc.node, container: doc.container });
+    else this.#claims.delete(key);
+    if (doc?.node !== this.#d.store.selfId) this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
+  }
+
+  /**
+   * A plain container's address on an overlay network (AddressClaims, for the node's driver): the
+   * address `next` picks is taken in etcd in one transaction, so two nodes starting containers at
+   * the same moment never both hold it; one found held is skipped and the next one tried.
+   */
+  async claimAddress(net: NetworkRecord, containerId: string, next: (skip: ReadonlySet<string>) => string): Promise<string> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self || !this.#d.store.clustered) return next(new Set());
+    // Every claim known on the network: others' (their containers), and this node's own not yet
+    // released (a start under way, or a container gone whose claim the next sync drops).
+    const skip = new Set([...this.#claims.keys()].filter((k) => k.startsWith(`${net.id}/`)).map((k) => k.slice(net.id.length + 1)));
+    for (let i = 0; i < CLAIM_ATTEMPTS; i++) {
+      const ip = next(skip);
+      const key = `${net.id}/${ip}`;
+      const doc: AddressClaim = { node: self, container: containerId };
+      const r = await store.claim(`addresses/${key}`, doc).catch((err) => {
+        throw unavailable(`cannot claim an address on network ${net.name}: the swarm's store does not answer: ${errorMessage(err)}`);
+      });
+      if (r.taken) {
+        this.#claims.set(key, doc);
+        this.#claimedAt.set(key, Date.now());
+        return ip;
+      }
+      const holder = r.holder as AddressClaim | undefined;
+      if (holder) this.#claims.set(key, holder);
+      skip.add(ip);
+    }
+    throw forbidden(`no available IPv4 addresses on network ${net.name}: ${CLAIM_ATTEMPTS} were found held by other nodes`);
+  }
+
+  /** This node's claims whose container no longer has the address here go (after the grace of a start under way). */
+  async #releaseClaims(overlays: NetworkRecord[]): Promise<void> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self) return;
+    const held = new Set(overlays.flatMap((n) => this.#d.driver.endpointsOf(n.id).map((e) => `${n.id}/${e.ipAddress}`)));
+    const now = Date.now();
+    for (const [key, c] of this.#claims) {
+      if (c.node !== self || held.has(key) || now - (this.#claimedAt.get(key) ?? 0) < CLAIM_GRACE_MS) continue;
+      try {
+        await store.release(`addresses/${key}`, c);
+        this.#claims.delete(key);
+        this.#claimedAt.delete(key);
+      } catch (err) {
+        log.debug('releasing an address claim failed; the next sync tries again', { key, error: errorMessage(err) });
+      }
+    }
+  }
+
   #reserve(overlays: NetworkRecord[]): void {
     for (const n of overlays) this.#d.driver.setReservedAddresses(n.id, this.#heldElsewhere(n.id));
   }
 
   #heldElsewhere(networkId: string): string[] {
-    return [...this.#attachments.values()].flatMap((a) => a[networkId] ?? []);
+    const self = this.#d.store.selfId;
+    const claimed = [...this.#claims].filter(([k, c]) => c.node !== self && k.startsWith(`${networkId}/`)).map(([k]) => k.slice(networkId.length + 1));
+    return [...[...this.#attachments.values()].flatMap((a) => a[networkId] ?? []), ...claimed];
   }
 
   /** Shares the addresses this node gave its own containers on overlay networks (not tasks': the manager chose those). */
@@ -251,6 +374,9 @@ export class OverlayNetworks {
   /** A network services still use cannot go (dockerd: 403 with this text). */
   assertUnused(n: NetworkRecord): void {
     for (const s of this.#d.store.services.values()) {
+      if (n.ingress && s.ports.some((p) => p.PublishMode === 'ingress')) {
+        throw invalidArgument(`rpc error: code = FailedPrecondition desc = ingress network cannot be removed because service ${s.id} depends on it`);
+      }
       if (networkTargets(s.spec).some((x) => x.Target === n.id || x.Target === n.name)) {
         throw conflict(`rpc error: code = FailedPrecondition desc = network ${n.id} is in use by service ${s.id}`);
       }
@@ -285,6 +411,7 @@ export class OverlayNetworks {
     for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
     for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
     this.#heldElsewhere(net.id).forEach(add);
+    for (const k of this.#claims.keys()) if (k.startsWith(`${net.id}/`)) add(k.slice(net.id.length + 1));
     for (const a of Object.values(net.auxAddresses ?? {})) add(a);
     const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
     if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
@@ -321,6 +448,7 @@ export class OverlayNetworks {
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
     this.#shareAttachments(overlays);
     this.#reserve(overlays);
+    await this.#releaseClaims(overlays);
     await this.#node.apply(overlays);
   }
 }

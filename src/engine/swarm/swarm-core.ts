@@ -23,7 +23,7 @@ import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { IngressProxy } from './ingress-proxy.js';
-import { OverlayNetworks } from './overlay-networks.js';
+import { OverlayNetworks, type ClaimStore } from './overlay-networks.js';
 import { meshPeers } from './mesh-peers.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
 
@@ -78,13 +78,15 @@ export class SwarmCore {
     rollback: (s: ServiceRecord, message: string) => void,
     /** A task's secrets and configs (SwarmPeers.taskData). */
     taskData: (t: TaskRecord) => Promise<BlobData>,
+    /** The cluster's store for atomic claims (the link to etcd), undefined outside a cluster. */
+    claims: () => ClaimStore | undefined,
   ) {
     this.store = new SwarmStore(d.records);
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
     this.overlay = d.network
-      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share })
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, claims })
       : undefined;
     this.runner = new TaskRunner({
       files: this.files,

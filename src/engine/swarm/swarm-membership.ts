@@ -10,7 +10,7 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, assertSwarmPortFree, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
@@ -122,7 +122,7 @@ export class SwarmMembership {
       const state = await this.members.connect(node.id, local.endpoints);
       const existing = await state.snapshot();
       if (existing.entries.has('cluster')) throw unavailable('the etcd already holds a swarm: join it instead');
-      const port = await this.members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      const port = await this.members.serveJoins(listen.host, listen.port, true);
       local.listenPort = port;
       node.managerAddr = `${node.addr.includes(':') ? `[${node.addr}]` : node.addr}:${port}`;
       node.peerAddr = node.managerAddr;
@@ -133,6 +133,7 @@ export class SwarmMembership {
       this.store.nodes.clear();
       this.store.nodes.set(node.id, node);
       await this.#link(state, true);
+      await this.core.overlay?.createIngress().catch((err) => log.warn('creating the ingress network failed', { err: errorMessage(err) }));
       log.info('swarm initialized', { cluster: cluster.id, node: node.id, etcd: local.endpoints });
       return node.id;
     } catch (err) {
@@ -157,6 +158,7 @@ export class SwarmMembership {
     this.#joining = true;
     try {
       const first = splitRemote(remotes[0]!);
+      await assertSwarmPortFree(listen.host, listen.port);
       const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
       const { key, csr } = await this.members.newCsr();
       const ports = this.d.externalEtcd ? undefined : await this.members.memberPorts(addr);
@@ -190,7 +192,7 @@ export class SwarmMembership {
       const state = await this.members.connect(node.id, local.endpoints, 30_000);
       if (local.member) await this.members.promoteSelf(node.id, 60_000);
       // Workers listen too: managers ask them for their tasks' logs there.
-      local.listenPort = await this.members.serveJoins(listen.host, listen.port, !listen.explicitPort);
+      local.listenPort = await this.members.serveJoins(listen.host, listen.port, answer.role === 'manager');
       if (answer.role === 'manager') node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
       node.peerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
       cluster.local = local;
@@ -267,7 +269,8 @@ export class SwarmMembership {
     if (this.core.closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
     if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
-    await this.members.serveJoins(local.listenHost, local.listenPort, true);
+    // A port taken meanwhile costs this node its listener (joins through it, its tasks' logs), not the cluster.
+    await this.members.serveJoins(local.listenHost, local.listenPort, c.node.spec.Role === 'manager').catch((err) => log.error('the swarm port cannot be served', { err: errorMessage(err) }));
     await this.#link(state, c.node.spec.Role === 'manager');
   }
 
@@ -357,6 +360,7 @@ export class SwarmMembership {
     for (const b of Object.values(this.blobs)) b.clear();
     this.core.publish();
     await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+    await this.core.overlay?.left();
     await this.core.files.clear().catch((err) => log.warn('removing task files failed', { err }));
     log.info('left the swarm', { tasks: tasks.length });
   }

@@ -202,7 +202,7 @@ export interface TaskNetwork {
   networkId: string;
   networkName: string;
   /** The network as the manager has it, so the node running the task can realise it (swarmkit carries it likewise). */
-  network?: { subnet: string; gateway: string; options: Record<string, string>; labels: Record<string, string>; attachable: boolean; internal: boolean };
+  network?: { subnet: string; gateway: string; options: Record<string, string>; labels: Record<string, string>; attachable: boolean; internal: boolean; ingress?: boolean };
   /** address/prefix */
   addresses: string[];
   aliases?: string[];

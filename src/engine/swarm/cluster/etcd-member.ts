@@ -2,7 +2,8 @@
  * The etcd member berthd runs for the cluster on a manager: Debian's etcd, its data under the data
  * root, client and peer URLs on the advertised address, TLS with client certificates on both. The
  * member outlives berthd (like a container does): a restarted berthd finds it by its pidfile and
- * keeps it; a member that is not running is started again on its data dir.
+ * keeps it; a member that is not running is started again on its data dir. Its output goes to
+ * `etcd.log`, rotated by size while berthd runs (etcd never reopens it: copied and truncated).
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { log } from '../../../lib/log.js';
+import { LogRotator, parseSize, type LogLimits } from '../../containers/log-rotation.js';
 
 export interface MemberConfig {
   name: string;
@@ -27,6 +29,14 @@ export interface MemberConfig {
 }
 
 export const ETCD_BINARY = process.env.BERTH_ETCD_BIN ?? 'etcd';
+
+/** etcd.log's size limit and how many files are kept (the live one included): 10 MiB × 3 unless the environment says. */
+export function etcdLogLimits(env: NodeJS.ProcessEnv = process.env): LogLimits {
+  return {
+    maxSize: parseSize(env.BERTH_ETCD_LOG_MAX_SIZE) ?? 10 * 1024 * 1024,
+    maxFiles: Math.max(1, Number.parseInt(env.BERTH_ETCD_LOG_MAX_FILE ?? '', 10) || 3),
+  };
+}
 
 const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
 export const clientUrl = (addr: string, port: number) => `https://${hostPart(addr)}:${port}`;
@@ -55,11 +65,16 @@ function alive(pid: number): boolean {
 
 export class EtcdMember {
   #pid = 0;
+  #rotator: LogRotator | undefined;
 
   constructor(readonly config: MemberConfig) {}
 
   get pidFile(): string {
     return join(this.config.dataDir, '..', 'etcd.pid');
+  }
+
+  get logFile(): string {
+    return join(this.config.dataDir, '..', 'etcd.log');
   }
 
   get clientUrl(): string {
@@ -74,6 +89,7 @@ export class EtcdMember {
     if (old) {
       this.#pid = old;
       log.info('etcd member already running', { pid: old });
+      this.#watchLog();
       return;
     }
     const args = [
@@ -87,7 +103,8 @@ export class EtcdMember {
       '--heartbeat-interval', '100', '--election-timeout', '1000', '--strict-reconfig-check=false',
       '--logger', 'zap', '--log-outputs', 'stderr',
     ];
-    const logFd = openSync(join(c.dataDir, '..', 'etcd.log'), 'a');
+    // O_APPEND: after a rotation's truncation etcd's next write lands at the (new) end.
+    const logFd = openSync(this.logFile, 'a');
     try {
       const child = spawn(ETCD_BINARY, args, { stdio: ['ignore', logFd, logFd], detached: true });
       child.unref();
@@ -98,6 +115,20 @@ export class EtcdMember {
     } finally {
       closeSync(logFd);
     }
+    this.#watchLog();
+  }
+
+  /** Rotates etcd.log by size while berthd runs. */
+  #watchLog(): void {
+    this.#rotator?.stop();
+    this.#rotator = new LogRotator(this.logFile, etcdLogLimits(), undefined);
+    this.#rotator.start();
+  }
+
+  /** berthd goes, the member stays: nothing of berthd's watches its log any more. */
+  detach(): void {
+    this.#rotator?.stop();
+    this.#rotator = undefined;
   }
 
   #runningPid(): number | undefined {
@@ -115,6 +146,7 @@ export class EtcdMember {
 
   /** Stops the member (SIGTERM, SIGKILL after 5 s) and, when asked, removes its data. */
   async stop(removeData: boolean): Promise<void> {
+    this.detach();
     const pid = this.#pid || this.#runningPid();
     if (pid && alive(pid)) {
       process.kill(pid, 'SIGTERM');

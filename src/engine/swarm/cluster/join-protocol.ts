@@ -10,8 +10,8 @@ import { request as httpRequest, type IncomingMessage, type ServerResponse } fro
 import { X509Certificate } from 'node:crypto';
 import { connect, type TLSSocket } from 'node:tls';
 import { createSocket } from 'node:dgram';
-import { log } from '../../../lib/log.js';
-import { BerthError, errorMessage, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
+import { createServer as createTcpServer } from 'node:net';
+import { BerthError, errorMessage, internal, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
 import { caDigest } from './pki.js';
 
 export interface JoinAsk {
@@ -64,8 +64,11 @@ export class JoinListener {
     private readonly peers?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {}
 
-  /** Listens on host:port; when `port` is taken and `fallback`, on a free port instead. */
-  async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, fallback: boolean): Promise<number> {
+  /**
+   * Listens on host:port (port 0: any free one). A port that is taken refuses the init or join with
+   * dockerd's error naming the address, never another port: the cluster knows nodes by this one.
+   */
+  async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, manager: boolean): Promise<number> {
     // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
     const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
       if (req.method === 'GET' && this.peers?.(req, res)) return;
@@ -106,9 +109,7 @@ export class JoinListener {
     try {
       await tryListen(port);
     } catch (err) {
-      if (!fallback || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      log.warn('swarm port taken; listening on a free port instead', { port });
-      await tryListen(0);
+      throw listenError(err, host, port, manager);
     }
     this.#server = server;
     this.port = (server.address() as { port: number }).port;
@@ -120,6 +121,22 @@ export class JoinListener {
     this.#server?.closeAllConnections();
     this.#server = undefined;
   }
+}
+
+/** dockerd's refusal of a swarm port it cannot listen on (a 500 naming the address). */
+function listenError(err: unknown, host: string, port: number, manager: boolean): BerthError {
+  const why = { EADDRINUSE: 'address already in use', EADDRNOTAVAIL: 'cannot assign requested address', EACCES: 'permission denied' }[(err as NodeJS.ErrnoException).code ?? ''] ?? errorMessage(err);
+  const addr = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  return internal(`${manager ? 'manager stopped: ' : ''}failed to listen on remote API address: listen tcp ${addr}: bind: ${why}`);
+}
+
+/** Before a join asks the manager: a port taken here refuses it before the cluster counts this node. */
+export function assertSwarmPortFree(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = createTcpServer();
+    probe.once('error', (err) => reject(listenError(err, host, port, false)));
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  });
 }
 
 /** `host:port` (port 2377 when left out), `[v6]:port`. */

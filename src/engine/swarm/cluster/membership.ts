@@ -170,6 +170,7 @@ export class Membership {
   /** Starts (or finds running) this node's etcd member. */
   async startMember(nodeId: string, addr: string, clusterId: string, m: NonNullable<ClusterLocal['member']>): Promise<void> {
     this.#need();
+    this.member?.detach();
     this.member = new EtcdMember({
       name: nodeId,
       dataDir: this.etcdDir,
@@ -246,9 +247,9 @@ export class Membership {
     }
   }
 
-  async serveJoins(host: string, port: number, fallback: boolean): Promise<number> {
+  async serveJoins(host: string, port: number, manager: boolean): Promise<number> {
     const f = this.#need();
-    return this.listener.listen({ cert: f.cert, ca: f.ca, key: f.key }, host, port, fallback);
+    return this.listener.listen({ cert: f.cert, ca: f.ca, key: f.key }, host, port, manager);
   }
 
   /**
@@ -288,6 +289,7 @@ export class Membership {
   /** Closes the client and listener; the member keeps running unless `removeAll` (leaving). */
   async close(removeAll: boolean): Promise<void> {
     this.listener.close();
+    this.member?.detach();
     await this.state?.close(removeAll).catch((err) => log.warn('closing the etcd client failed', { err: errorMessage(err) }));
     this.state = undefined;
     if (removeAll) {

@@ -1,0 +1,73 @@
+/**
+ * The swarm port, as dockerd treats it: a taken port refuses `swarm init` and `swarm join` with an
+ * error naming the address (no quiet move to another port); `--listen-addr host:0` takes a free one,
+ * which `swarm join-token` then names. And the supervised etcd's log, rotated by size into a
+ * bounded number of files (limits from BERTH_ETCD_LOG_MAX_SIZE / BERTH_ETCD_LOG_MAX_FILE).
+ */
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:net';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { useDaemon } from '../harness/index.js';
+import { eventually } from './support.js';
+
+function holdPort(): Promise<{ server: Server; port: number }> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port }));
+  });
+}
+
+describe('swarm port and etcd log', () => {
+  const daemon = useDaemon({ env: { BERTH_ETCD_LOG_MAX_SIZE: '2k', BERTH_ETCD_LOG_MAX_FILE: '3' } });
+  let held: { server: Server; port: number };
+  before(async () => (held = await holdPort()));
+  after(async () => {
+    held.server.close();
+    await daemon().docker(['swarm', 'leave', '--force']);
+  });
+
+  it('a taken swarm port refuses init and join, naming the address; the node stays out of any swarm', async () => {
+    const d = daemon();
+    const init = await d.docker(['swarm', 'init', '--listen-addr', `127.0.0.1:${held.port}`]);
+    assert.notEqual(init.code, 0);
+    assert.match(init.stderr, new RegExp(`failed to listen on remote API address: listen tcp 127\\.0\\.0\\.1:${held.port}: bind: address already in use`));
+    const api = await d.request('POST', '/swarm/init', { body: { ListenAddr: `127.0.0.1:${held.port}`, AdvertiseAddr: '127.0.0.1' } });
+    assert.equal(api.status, 500);
+    assert.match(api.json<{ message: string }>().message, /^manager stopped: failed to listen on remote API address/);
+    // Refused before any manager is asked (the remote here answers nothing).
+    const join = await d.request('POST', '/swarm/join', { body: { ListenAddr: `127.0.0.1:${held.port}`, AdvertiseAddr: '127.0.0.1', RemoteAddrs: ['127.0.0.1:9'], JoinToken: `SWMTKN-1-${'a'.repeat(50)}-${'b'.repeat(25)}` } });
+    assert.equal(join.status, 500, join.text());
+    assert.match(join.json<{ message: string }>().message, new RegExp(`listen tcp 127\\.0\\.0\\.1:${held.port}: bind: address already in use`));
+    assert.equal((await d.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'inactive');
+  });
+
+  it('--listen-addr host:0 takes a free port, the one join-token names; etcd.log rotates into at most 3 files', async () => {
+    const d = daemon();
+    const init = await d.docker(['swarm', 'init', '--listen-addr', '127.0.0.1:0']);
+    assert.equal(init.code, 0, init.stderr);
+    const m = /docker swarm join --token \S+ 127\.0\.0\.1:(\d+)\n/.exec(init.stdout);
+    assert.ok(m, init.stdout);
+    const port = Number(m[1]);
+    assert.ok(port > 0 && port !== held.port);
+    const addr = JSON.parse((await d.docker(['info', '--format', '{{json .Swarm.RemoteManagers}}'])).stdout) as { Addr: string }[];
+    assert.deepEqual(addr.map((r) => r.Addr), [`127.0.0.1:${port}`]);
+
+    const logFile = join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.log');
+    // etcd's start-up alone writes several KiB; more comes with every request.
+    await eventually('etcd.log rotated twice', async () => {
+      await d.docker(['node', 'ls']);
+      return existsSync(`${logFile}.2`);
+    }, 60_000, 300);
+    assert.ok(!existsSync(`${logFile}.3`), 'no more than max-file files');
+    for (const f of [`${logFile}.1`, `${logFile}.2`]) {
+      assert.ok(statSync(f).size > 0, f);
+      assert.match(readFileSync(f, 'utf8'), /"level":"\w+"/, `${f} holds etcd's log`);
+    }
+    // etcd keeps writing to the live file after the truncation (O_APPEND: no hole of zeros before it).
+    const live = readFileSync(logFile);
+    assert.ok(live.length === 0 || live[0] !== 0, 'the live file starts with text, not a hole');
+  });
+});
