@@ -126,6 +126,9 @@ describe('manager keys', () => {
     const wrong = await d2.docker(['swarm', 'unlock'], { input: first });
     assert.notEqual(wrong.code, 0);
     assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
+    const leave = await d2.request('POST', '/swarm/leave');
+    assert.equal(leave.status, 503);
+    assert.equal(leave.json<{ message: string }>().message, 'Swarm is encrypted and locked. Please unlock it first or use `--force` to ignore this message.');
     const malformed = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } });
     assert.equal(malformed.status, 400, malformed.text());
     const ok = await d2.docker(['swarm', 'unlock'], { input: key });

@@ -1,12 +1,13 @@
-/** The cluster's pure parts, without daemons: placement over nodes, sealing, join tokens, the CA pin. */
+/** The cluster's pure parts, without daemons: placement over nodes, sealing, join tokens, the CA pin, key files. */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import { schedule } from '../../src/engine/swarm/placement.js';
 import { newDataKey, seal, unseal } from '../../src/engine/swarm/cluster/data-key.js';
+import { isSealedSync, lockKeyOf, openKeyFile, readKeyFile, writeKeyFile } from '../../src/engine/swarm/cluster/key-files.js';
 import { tokenDigest } from '../../src/engine/swarm/cluster/join-protocol.js';
 import { caDigest, newCa, newCsr, signNode } from '../../src/engine/swarm/cluster/pki.js';
 import { newJoinTokens } from '../../src/engine/swarm/swarm-ids.js';
@@ -74,6 +75,30 @@ describe('sealed documents and join tokens', () => {
       assert.match(cert.subjectAltName ?? '', /IP Address:10\.1\.2\.3/);
       assert.match(cert.subject, /CN=n1/);
       assert.match(cert.subject, /OU=swarm-worker/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('key files under auto-lock', () => {
+  it('seals under the unlock key, opens with it only, and refuses a malformed key with dockerd\'s text', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-keyfiles-'));
+    try {
+      const key = 'SWMKEY-1-' + Buffer.alloc(32, 7).toString('base64').replace(/=+$/, '');
+      const other = 'SWMKEY-1-' + Buffer.alloc(32, 8).toString('base64').replace(/=+$/, '');
+      const path = join(dir, 'data.key');
+      await writeKeyFile(path, 'the-data-key', lockKeyOf(key));
+      assert.equal(isSealedSync(path), true);
+      assert.equal(readFileSync(path, 'utf8').includes('the-data-key'), false);
+      const found = await readKeyFile(path);
+      assert.equal(openKeyFile(found!.sealed!, lockKeyOf(` ${key}\n`)), 'the-data-key');
+      assert.throws(() => openKeyFile(found!.sealed!, lockKeyOf(other)));
+      await writeKeyFile(path, 'the-data-key', undefined);
+      assert.equal(isSealedSync(path), false);
+      assert.deepEqual(await readKeyFile(path), { text: 'the-data-key' });
+      assert.equal(await readKeyFile(join(dir, 'absent')), undefined);
+      for (const bad of ['', 'SWMKEY-1-', 'SWMTKN-1-abc', 'SWMKEY-1-not base64!']) assert.throws(() => lockKeyOf(bad), /invalid key string/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

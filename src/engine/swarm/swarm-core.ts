@@ -180,3 +180,35 @@ export class SwarmCore {
     return out;
   }
 }
+
+/**
+ * A part of the swarm working on the shared parts, which it reads under their short names
+ * (`this.store`, `this.d`...), as the methods did when they all lived in SwarmService.
+ */
+export abstract class SwarmPart {
+  constructor(protected readonly core: SwarmCore) {}
+
+  protected get store(): SwarmStore {
+    return this.core.store;
+  }
+
+  protected get d(): SwarmDeps {
+    return this.core.d;
+  }
+
+  protected get runner(): TaskRunner {
+    return this.core.runner;
+  }
+
+  protected get updater(): Updater {
+    return this.core.updater;
+  }
+
+  protected get blobs(): Record<BlobKind, SwarmBlobs> {
+    return this.core.blobs;
+  }
+
+  protected get overlay(): OverlayNetworks | undefined {
+    return this.core.overlay;
+  }
+}

@@ -16,7 +16,7 @@ import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
-import { NOT_MANAGER, type SwarmCore } from './swarm-core.js';
+import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
 import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
@@ -33,7 +33,7 @@ function certDays(c: ClusterRecord): number {
   return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS) / SECOND_NS / 86400));
 }
 
-export class SwarmMembership {
+export class SwarmMembership extends SwarmPart {
   /** Certificates, etcd and the join listener of this node's cluster. */
   readonly members: Membership;
   /** The store kept as a cache of etcd. */
@@ -46,7 +46,8 @@ export class SwarmMembership {
   readonly roles: SwarmRoles;
   #joining = false;
 
-  constructor(private readonly core: SwarmCore) {
+  constructor(core: SwarmCore) {
+    super(core);
     const { d } = core;
     this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role));
@@ -54,27 +55,6 @@ export class SwarmMembership {
     this.#peers = new SwarmPeers(core, this.members, this.keys);
     this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync);
     this.sync.watchDocs(KEYS_KIND, (id, doc) => this.keys.heard(id, doc));
-  }
-
-  // The shared parts under their short names.
-  private get store() {
-    return this.core.store;
-  }
-
-  private get d() {
-    return this.core.d;
-  }
-
-  private get runner() {
-    return this.core.runner;
-  }
-
-  private get updater() {
-    return this.core.updater;
-  }
-
-  private get blobs() {
-    return this.core.blobs;
   }
 
   /** After a restart in a cluster: changes wait for etcd, which is reached in the background. */

@@ -3,7 +3,7 @@
  * remove. A role change of this node itself is carried out by SwarmMembership.
  */
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
-import type { SwarmCore } from './swarm-core.js';
+import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { NodeRecord, NodeSpec } from './swarm-model.js';
 
 function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undefined {
@@ -12,25 +12,18 @@ function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undef
   return hits[0];
 }
 
-export class SwarmNodes {
+export class SwarmNodes extends SwarmPart {
   constructor(
-    private readonly core: SwarmCore,
+    core: SwarmCore,
     /** This node was promoted or demoted here. */
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
-  ) {}
+  ) {
+    super(core);
+  }
 
   /** Whether the node's heartbeat is current (a swarm without etcd: its one node is). */
   nodeReady(id: string): boolean {
     return this.store.clustered ? this.store.alive.has(id) : this.store.nodes.has(id);
-  }
-
-  // The shared parts under their short names.
-  private get store() {
-    return this.core.store;
-  }
-
-  private get d() {
-    return this.core.d;
   }
 
   nodes(): NodeRecord[] {

@@ -7,42 +7,23 @@ import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { Membership } from './cluster/membership.js';
 import type { ManagerKeys } from './cluster/manager-keys.js';
-import type { SwarmCore } from './swarm-core.js';
+import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
 import { SECOND_NS } from './swarm-model.js';
 
-export class SwarmRoles {
+export class SwarmRoles extends SwarmPart {
   #graceTimer: NodeJS.Timeout | undefined;
   #membershipChange: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly core: SwarmCore,
+    core: SwarmCore,
     private readonly members: Membership,
     private readonly keys: ManagerKeys,
     private readonly peers: SwarmPeers,
     private readonly sync: SwarmSync,
-  ) {}
-
-  // The shared parts under their short names.
-  private get store() {
-    return this.core.store;
-  }
-
-  private get d() {
-    return this.core.d;
-  }
-
-  private get runner() {
-    return this.core.runner;
-  }
-
-  private get updater() {
-    return this.core.updater;
-  }
-
-  private get blobs() {
-    return this.core.blobs;
+  ) {
+    super(core);
   }
 
   stopGrace(): void {

@@ -11,7 +11,7 @@ import { normalizeServiceSpec, resolvePorts, templateChanged } from './service-s
 import { isCurrent } from './orchestrator.js';
 import { containerRecords, remoteTaskRecords } from './task-logs.js';
 import type { LogRecord } from '../containers/log-reader.js';
-import type { SwarmCore } from './swarm-core.js';
+import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import { isGlobal, isJob, modeName, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
 
 export interface ServiceCounts {
@@ -20,37 +20,18 @@ export interface ServiceCounts {
   completed: number;
 }
 
-export class SwarmServices {
+export class SwarmServices extends SwarmPart {
   constructor(
-    private readonly core: SwarmCore,
+    core: SwarmCore,
     /** This node's certificates, to ask other nodes for their tasks' logs. */
     private readonly nodeFiles: () => NodeFiles | undefined,
-  ) {}
+  ) {
+    super(core);
+  }
 
   #checkRefs(spec: ServiceSpec): void {
     this.blobs.secret.checkRefs(spec);
     this.blobs.config.checkRefs(spec);
-  }
-
-  // The shared parts under their short names.
-  private get store() {
-    return this.core.store;
-  }
-
-  private get d() {
-    return this.core.d;
-  }
-
-  private get updater() {
-    return this.core.updater;
-  }
-
-  private get blobs() {
-    return this.core.blobs;
-  }
-
-  private get overlay() {
-    return this.core.overlay;
   }
 
 
