@@ -9,11 +9,7 @@ import type { TestCluster } from './harness.js';
 export { eventually, tasksOf };
 
 /** A docker command on the node that must succeed (its stdout, trimmed). */
-export async function ok(d: TestDaemon, args: string[]): Promise<string> {
-  const r = await d.docker(args, { timeoutMs: 90_000 });
-  assert.equal(r.code, 0, `docker ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout.trim();
-}
+export { dockerOk as ok } from '../harness/index.js';
 
 /** Ends promptly on SIGTERM. */
 export const LOOP = 'trap "exit 0" TERM; while :; do sleep 0.2; done';

@@ -4,6 +4,7 @@ export * from './token-server.js';
 export * from './corrupting-proxy.js';
 export * from './registry-client.js';
 export * from './daemon.js';
+export * from './docker-ok.js';
 export * from './hooks.js';
 export * from './http-client.js';
 export * from './free-port.js';

@@ -7,18 +7,12 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
-import type { TestDaemon } from '../harness/daemon.js';
+import { dockerOk as ok, useDaemon, useSeededRegistry } from '../harness/index.js';
 
 describe('stored network records', () => {
   const daemon = useDaemon();
   const reg = useSeededRegistry('open');
 
-  async function ok(d: TestDaemon, args: string[]): Promise<string> {
-    const r = await d.docker(args, { timeoutMs: 60_000 });
-    assert.equal(r.code, 0, `docker ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-  }
 
   it('a corrupt row does not break listing, inspect or start; wrong types read as unset', async () => {
     const d = daemon();
