@@ -20,7 +20,7 @@ import { joinToken, newJoinTokens, newUnlockKey, newSwarmId, tokenCaPart } from 
 import { schedule } from './placement.js';
 import { Membership, type ExternalEtcd } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, assertSwarmPortFree, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
@@ -327,7 +327,7 @@ export class SwarmService {
     this.#joining = true;
     try {
       const first = splitRemote(remotes[0]!);
-      await assertSwarmPortFree(listen.host, listen.port);
+      listen.port = await freeSwarmPort(listen.host, listen.port);
       const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
       const { key, csr } = await this.#members.newCsr();
       const ports = this.d.externalEtcd ? undefined : await this.#members.memberPorts(addr);
