@@ -67,6 +67,14 @@ describe('attachable overlay addresses across nodes', () => {
       const id = await ok(owner.d, ['inspect', '--format', '{{.Id}}', name]);
       assert.equal(claims.get(ip), id, `the claim of ${ip} names ${name}`);
     }
+
+    // Containers gone, their claims go (each node drops its own).
+    for (const d of [d1, d2]) await ok(d, ['rm', '-f', ...made.filter((m) => m.d === d).map((m) => m.name)]);
+    made.length = 0;
+    await eventually('no address claimed any more', async () => {
+      const left = await etcdctl(d1, ['get', '--prefix', '--keys-only', `/berth/swarm/addresses/${netId}/`]);
+      return left.code === 0 && left.stdout.trim() === '';
+    }, 30_000, 500);
   });
 
   it('every node lists the ingress network, every node its peer', async () => {

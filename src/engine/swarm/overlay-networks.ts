@@ -53,6 +53,8 @@ interface AddressClaim {
 
 /** A claim made here is not released for this long while its container has no endpoint yet (its start is under way). */
 const CLAIM_GRACE_MS = 60_000;
+/** How many syncs look again for an ended container's endpoint to be gone (it may have restarted). */
+const ENDED_LOOKS = 30;
 /** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
 const CLAIM_ATTEMPTS = 32;
 
@@ -79,6 +81,11 @@ export class OverlayNetworks {
   readonly #claims = new Map<string, AddressClaim>();
   /** Claims this node made, with when (a start may still be on its way to the endpoint). */
   readonly #claimedAt = new Map<string, number>();
+  /**
+   * Containers that died or left a network: their claims need no grace. Their endpoints go a moment
+   * after the event, so the sync looks again (every second, a bounded number of times).
+   */
+  readonly #ended = new Map<string, number>();
   /** What this node last shared of its own containers' addresses. */
   #sharedAttachments = '{}';
   /** Networks removed on another manager, still here while containers are on them. */
@@ -100,6 +107,9 @@ export class OverlayNetworks {
       // Outside a swarm a container start costs nothing here.
       if (!d.store.cluster && !this.#node.active) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
+      // Its claims go at the next sync, grace or not: its start is over.
+      if (ev.Type === 'container' && ev.Action === 'die') this.#ended.set(ev.Actor.ID, ENDED_LOOKS);
+      if (ev.Type === 'network' && ev.Action === 'disconnect' && ev.Actor.Attributes.container) this.#ended.set(ev.Actor.Attributes.container, ENDED_LOOKS);
       if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && (ev.Action === 'destroy' || ev.Action === 'disconnect'))) this.sync();
     });
     // A container's process must find its network's device and its VIP rules there when it starts.
@@ -282,7 +292,8 @@ export class OverlayNetworks {
   /** A claim made, taken over or released on another node (or read at link time). */
   applyRemoteClaim(key: string, doc: AddressClaim | undefined): void {
     if (doc && typeof doc.node === 'string' && typeof doc.container === 'string') this.#claims.set(key, { node: doc.node, container: doc.container });
-    else this.#claims.delete(key);
+    // Only this node deletes its claims; one it made again since the deletion stays.
+    else if (!this.#claimedAt.has(key)) this.#claims.delete(key);
     if (doc?.node !== this.#d.store.selfId) this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
   }
 
@@ -324,8 +335,16 @@ export class OverlayNetworks {
     if (!store || !self) return;
     const held = new Set(overlays.flatMap((n) => this.#d.driver.endpointsOf(n.id).map((e) => `${n.id}/${e.ipAddress}`)));
     const now = Date.now();
+    // Containers that end while this pass awaits etcd are looked at by the next one.
+    const ended = new Map(this.#ended);
+    const waiting = new Set<string>();
     for (const [key, c] of this.#claims) {
-      if (c.node !== self || held.has(key) || now - (this.#claimedAt.get(key) ?? 0) < CLAIM_GRACE_MS) continue;
+      if (c.node !== self) continue;
+      if (held.has(key)) {
+        if (ended.has(c.container)) waiting.add(c.container);
+        continue;
+      }
+      if (!ended.has(c.container) && now - (this.#claimedAt.get(key) ?? 0) < CLAIM_GRACE_MS) continue;
       try {
         await store.release(`addresses/${key}`, c);
         this.#claims.delete(key);
@@ -334,6 +353,12 @@ export class OverlayNetworks {
         log.debug('releasing an address claim failed; the next sync tries again', { key, error: errorMessage(err) });
       }
     }
+    for (const [id, looks] of ended) {
+      if (this.#ended.get(id) !== looks) continue; // ended again meanwhile
+      if (!waiting.has(id) || looks <= 1) this.#ended.delete(id);
+      else this.#ended.set(id, looks - 1);
+    }
+    if (waiting.size && !this.#closed) setTimeout(() => this.sync(), 1000).unref();
   }
 
   #reserve(overlays: NetworkRecord[]): void {

@@ -10,7 +10,7 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, assertSwarmPortFree, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
@@ -138,7 +138,7 @@ export class SwarmMembership extends SwarmPart {
     this.#joining = true;
     try {
       const first = splitRemote(remotes[0]!);
-      await assertSwarmPortFree(listen.host, listen.port);
+      listen.port = await freeSwarmPort(listen.host, listen.port);
       const addr = req.AdvertiseAddr || (listen.host !== '0.0.0.0' && listen.host !== '::' && req.ListenAddr) ? advertiseOf(req).addr : await sourceAddressFor(first.host, first.port);
       const { key, csr } = await this.members.newCsr();
       const ports = this.d.externalEtcd ? undefined : await this.members.memberPorts(addr);

@@ -130,12 +130,18 @@ function listenError(err: unknown, host: string, port: number, manager: boolean)
   return internal(`${manager ? 'manager stopped: ' : ''}failed to listen on remote API address: listen tcp ${addr}: bind: ${why}`);
 }
 
-/** Before a join asks the manager: a port taken here refuses it before the cluster counts this node. */
-export function assertSwarmPortFree(host: string, port: number): Promise<void> {
+/**
+ * Before a join asks the manager: a port taken here refuses it before the cluster counts this node.
+ * Answers the port (port 0: the free one the kernel chose, which the manager then records).
+ */
+export function freeSwarmPort(host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createTcpServer();
     probe.once('error', (err) => reject(listenError(err, host, port, false)));
-    probe.listen(port, host, () => probe.close(() => resolve()));
+    probe.listen(port, host, () => {
+      const chosen = (probe.address() as { port: number }).port;
+      probe.close(() => resolve(chosen));
+    });
   });
 }
 
