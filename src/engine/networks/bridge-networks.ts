@@ -176,6 +176,11 @@ export class BridgeNetworks {
         this.#table.saveNetwork(record);
         saved = true;
         await this.runHooks('created', record);
+        // The DNS server is made ready for the network now, in the background: its first containers
+        // then do not wait for it to start when they start together (compose up).
+        if (record.dnsEnabled && this.#live()) {
+          void this.#driver.dns.prepare(dnsNetwork(record, [], this.#table.extraDns.get(record.id))).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) }));
+        }
       } catch (err) {
         if (saved) this.#table.deleteNetwork(record.id);
         await this.#driver.deleteBridge(bridgeName).catch(() => {});

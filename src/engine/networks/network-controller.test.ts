@@ -693,3 +693,38 @@ netTest('purgeHostState removes what a stopped daemon left behind', async () => 
     if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
   });
 });
+
+netTest('a new DNS-enabled network has its DNS server serving before any container joins; it goes with the network', async () => {
+  const p = `bd${randomBytes(3).toString('hex')}`;
+  const execRoot = join(root, 'dns-ahead');
+  const pdb = openDatabase(join(root, 'dns-ahead.db'));
+  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5382 });
+  cleanups.push(async () => {
+    await d.shutdown().catch(() => {});
+    await purgeHostState({ prefix: p, execRoot });
+    pdb.close();
+  });
+  await d.init();
+  const n = await d.create({ name: 'ahead' });
+  const config = join(execRoot, 'network', 'dns', 'config');
+  // Made in the background of the create: the network's file (its gateway, no records) and a live server.
+  const pid = await retry(async () => {
+    assert.equal(await readFile(join(config, n.id), 'utf8'), `${n.gateway}\n`);
+    const pidNumber = Number(await readFile(join(config, 'aardvark.pid'), 'utf8'));
+    assert.match(await readFile(`/proc/${pidNumber}/cmdline`, 'utf8'), /aardvark-dns/);
+    return pidNumber;
+  });
+  // A container joining gets its name added to that file, answered by the same server.
+  const id = randomBytes(32).toString('hex');
+  await d.setup({ containerId: id, name: '/early', networks: [{ network: 'ahead' }], dns: ['127.0.0.1'] });
+  assert.match(await readFile(join(config, n.id), 'utf8'), new RegExp(`^${id} \\S+ +early,`, 'm'));
+  assert.equal(Number(await readFile(join(config, 'aardvark.pid'), 'utf8')), pid);
+  await d.detach(id);
+  await d.removeNetns(id);
+  await d.remove('ahead');
+  await assert.rejects(readFile(join(config, n.id)), { code: 'ENOENT' });
+  await retry(async () => {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => 'gone) Z');
+    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
+  });
+});
