@@ -728,3 +728,22 @@ netTest('a new DNS-enabled network has its DNS server serving before any contain
     if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
   });
 });
+
+netTest('a bridge device of the prefix left on the host is taken over: its old addresses go, the network gets its gateway', async () => {
+  const p = `bl${randomBytes(3).toString('hex')}`;
+  const execRoot = join(root, 'leftover');
+  const pdb = openDatabase(join(root, 'leftover.db'));
+  cleanups.push(async () => {
+    await purgeHostState({ prefix: p, execRoot });
+    pdb.close();
+  });
+  await runTool('ip', ['link', 'add', 'name', `${p}0`, 'type', 'bridge']);
+  await runTool('ip', ['addr', 'add', '10.251.77.1/24', 'dev', `${p}0`]);
+  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5383 });
+  cleanups.push(() => d.shutdown());
+  await d.init();
+  const gateway = d.get('bridge').gateway;
+  const [link] = JSON.parse(await runTool('ip', ['-j', 'addr', 'show', 'dev', `${p}0`])) as { operstate: string; flags: string[]; addr_info: { family: string; local: string }[] }[];
+  assert.deepEqual(link!.addr_info.filter((a) => a.family === 'inet').map((a) => a.local), [gateway]);
+  assert.ok(link!.flags.includes('UP'), link!.flags.join(','));
+});
