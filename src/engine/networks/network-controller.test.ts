@@ -665,15 +665,29 @@ netTest('parallel starts get distinct addresses and ports', async () => {
   assert.deepEqual(ids8.map((id) => driver.containerNetworks(id)), ids8.map(() => ({ endpoints: {}, ports: [] })));
 });
 
-netTest('purgeHostState removes what a stopped daemon left behind', async () => {
-  const p = `bq${randomBytes(3).toString('hex')}`;
-  const execRoot = join(root, 'purge');
-  const pdb = openDatabase(join(root, 'purge.db'));
-  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5381 });
+/** A controller of its own (prefix, exec root, database, DNS port) whose host state is purged after the test. */
+function ownController(tag: string, dnsPort: number): { d: NetworkController; p: string; execRoot: string } {
+  const p = `${tag}${randomBytes(3).toString('hex')}`;
+  const execRoot = join(root, p);
+  const pdb = openDatabase(join(root, `${p}.db`));
+  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort });
   cleanups.push(async () => {
     await purgeHostState({ prefix: p, execRoot });
     pdb.close();
   });
+  return { d, p, execRoot };
+}
+
+/** Waits until aardvark-dns `pid` is gone (or a zombie). */
+async function aardvarkGone(pid: number): Promise<void> {
+  await retry(async () => {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => 'gone) Z');
+    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
+  });
+}
+
+netTest('purgeHostState removes what a stopped daemon left behind', async () => {
+  const { d, p, execRoot } = ownController('bq', 5381);
   await d.init();
   await d.create({ name: 'left' });
   const id = randomBytes(32).toString('hex');
@@ -688,22 +702,12 @@ netTest('purgeHostState removes what a stopped daemon left behind', async () => 
   assert.deepEqual([...(await mountPoints())].filter((m) => m.startsWith(execRoot)), []);
   assert.ok(!(await mountPoints()).has(c.netnsPath));
   await assert.rejects(readFile(prefixClaimPath(p)), { code: 'ENOENT' });
-  await retry(async () => {
-    const stat = await readFile(`/proc/${Number(pidText)}/stat`, 'utf8').catch(() => 'gone) Z');
-    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
-  });
+  await aardvarkGone(Number(pidText));
 });
 
 netTest('a new DNS-enabled network has its DNS server serving before any container joins; it goes with the network', async () => {
-  const p = `bd${randomBytes(3).toString('hex')}`;
-  const execRoot = join(root, 'dns-ahead');
-  const pdb = openDatabase(join(root, 'dns-ahead.db'));
-  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5382 });
-  cleanups.push(async () => {
-    await d.shutdown().catch(() => {});
-    await purgeHostState({ prefix: p, execRoot });
-    pdb.close();
-  });
+  const { d, execRoot } = ownController('bd', 5382);
+  cleanups.push(() => d.shutdown());
   await d.init();
   const n = await d.create({ name: 'ahead' });
   const config = join(execRoot, 'network', 'dns', 'config');
@@ -723,24 +727,14 @@ netTest('a new DNS-enabled network has its DNS server serving before any contain
   await d.removeNetns(id);
   await d.remove('ahead');
   await assert.rejects(readFile(join(config, n.id)), { code: 'ENOENT' });
-  await retry(async () => {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => 'gone) Z');
-    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
-  });
+  await aardvarkGone(pid);
 });
 
 netTest('a bridge device of the prefix left on the host is taken over: its old addresses go, the network gets its gateway', async () => {
-  const p = `bl${randomBytes(3).toString('hex')}`;
-  const execRoot = join(root, 'leftover');
-  const pdb = openDatabase(join(root, 'leftover.db'));
-  cleanups.push(async () => {
-    await purgeHostState({ prefix: p, execRoot });
-    pdb.close();
-  });
+  const { d, p } = ownController('bl', 5383);
+  cleanups.push(() => d.shutdown());
   await runTool('ip', ['link', 'add', 'name', `${p}0`, 'type', 'bridge']);
   await runTool('ip', ['addr', 'add', '10.251.77.1/24', 'dev', `${p}0`]);
-  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(root, 'host-resolv.conf'), dnsPort: 5383 });
-  cleanups.push(() => d.shutdown());
   await d.init();
   const gateway = d.get('bridge').gateway;
   const [link] = JSON.parse(await runTool('ip', ['-j', 'addr', 'show', 'dev', `${p}0`])) as { operstate: string; flags: string[]; addr_info: { family: string; local: string }[] }[];
