@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LongLivedShell, ShellError, shQuote } from './long-lived-shell.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LongLivedShell, ShellError, ShellPool, shQuote } from './long-lived-shell.js';
 
 test('the long-lived shell runs scripts in turn with their status and output, and replaces a dead shell', async () => {
   const shell = new LongLivedShell('test shell', { PATH: process.env.PATH ?? '/usr/bin:/bin', MARK: 'set' });
@@ -27,5 +30,28 @@ test('a shell that cannot start says so (nothing ran)', async () => {
     assert.equal(err.notStarted, true);
   } finally {
     shell.close();
+  }
+});
+
+test('a shell pool runs scripts side by side and keeps one shell while work comes one at a time', async () => {
+  const pool = new ShellPool('test pool', 3, { PATH: process.env.PATH ?? '/usr/bin:/bin' });
+  const dir = mkdtempSync(join(tmpdir(), 'berth-pool-'));
+  try {
+    // One at a time: always the same shell.
+    const first = (await pool.run('echo $$')).output;
+    assert.equal((await pool.run('echo $$')).output, first);
+    // Three together: each waits for a file only a later script creates, which one shell running
+    // scripts in turn could never finish (bounded: each gives up after 5 s and reports it).
+    const wait = (f: string) => `i=0; while [ ! -e ${shQuote(join(dir, f))} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; [ -e ${shQuote(join(dir, f))} ] && echo $$`;
+    const outs = await Promise.all([
+      pool.run(`${wait('b')}`),
+      pool.run(`touch ${shQuote(join(dir, 'b'))}; ${wait('c')}`),
+      pool.run(`touch ${shQuote(join(dir, 'c'))}; echo $$`),
+    ]);
+    assert.ok(outs.every((o) => o.status === 0), JSON.stringify(outs));
+    assert.equal(new Set(outs.map((o) => o.output)).size, 3);
+  } finally {
+    pool.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

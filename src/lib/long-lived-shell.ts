@@ -112,3 +112,36 @@ export class LongLivedShell {
     return sh;
   }
 }
+
+/**
+ * Up to `max` long-lived shells, for work that comes in bursts on the start path (ten containers
+ * starting together): one shell runs their scripts one after another, so the last waits for all the
+ * others. A script goes to an idle shell; another shell is started only when every one is busy, so a
+ * daemon that starts one container at a time keeps a single shell.
+ */
+export class ShellPool {
+  readonly #shells: { shell: LongLivedShell; busy: number }[] = [];
+
+  constructor(
+    private readonly name: string,
+    private readonly max: number,
+    private readonly env?: NodeJS.ProcessEnv,
+  ) {}
+
+  run(script: string): Promise<ShellResult> {
+    let slot = this.#shells.find((s) => s.busy === 0);
+    if (!slot && this.#shells.length < this.max) {
+      slot = { shell: new LongLivedShell(this.name, this.env), busy: 0 };
+      this.#shells.push(slot);
+    }
+    slot ??= this.#shells.reduce((a, b) => (b.busy < a.busy ? b : a));
+    const s = slot;
+    s.busy++;
+    return s.shell.run(script).finally(() => s.busy--);
+  }
+
+  /** Ends every shell; a later run starts new ones. */
+  close(): void {
+    for (const s of this.#shells.splice(0)) s.shell.close();
+  }
+}

@@ -46,7 +46,9 @@ export class Aardvark {
    * content per network wins), so that containers starting together on a network cost one reload,
    * not one each in turn behind the server's start.
    */
-  #batch?: { networks: Map<string, DnsNetwork>; done: Promise<void> };
+  #batch?: { networks: Map<string, { network: DnsNetwork; keepEmpty: boolean }>; done: Promise<void> };
+  /** The config and temp dirs exist (made by the first change after start or destroy). */
+  #dirsMade = false;
 
   constructor(stateDir: string, binary: string, port = 53) {
     this.#dir = join(stateDir, 'config');
@@ -89,22 +91,47 @@ export class Aardvark {
 
   /** Writes (or, with no records, removes) one network's file and reloads. */
   update(network: DnsNetwork): Promise<void> {
+    return this.#change(network, false);
+  }
+
+  /**
+   * A new network's file, written even with no records, and the server started or reloaded for it:
+   * done as the network is created, so that its first containers, starting together, do not wait
+   * for the server to start and then for a second reload with the rest of them. The file goes again
+   * with the network, or when its last container leaves (update with no records).
+   */
+  prepare(network: DnsNetwork): Promise<void> {
+    return this.#change(network, true);
+  }
+
+  #change(network: DnsNetwork, keepEmpty: boolean): Promise<void> {
     if (this.#batch) {
-      this.#batch.networks.set(network.id, network);
+      this.#batch.networks.set(network.id, { network, keepEmpty });
       return this.#batch.done;
     }
-    const networks = new Map([[network.id, network]]);
+    const networks = new Map([[network.id, { network, keepEmpty }]]);
     const batch = {
       networks,
       done: this.#serial(async () => {
         if (this.#batch === batch) this.#batch = undefined;
-        await mkdir(this.#dir, { recursive: true });
-        await mkdir(this.#tmpDir, { recursive: true });
-        for (const n of networks.values()) {
-          if (n.records.length > 0) await this.#write(n);
-          else await rm(join(this.#dir, n.id), { force: true });
+        try {
+          if (!this.#dirsMade) {
+            await mkdir(this.#dir, { recursive: true });
+            await mkdir(this.#tmpDir, { recursive: true });
+            this.#dirsMade = true;
+          }
+          let wrote = false;
+          for (const { network: n, keepEmpty: keep } of networks.values()) {
+            if (n.records.length > 0 || keep) {
+              await this.#write(n);
+              wrote = true;
+            } else await rm(join(this.#dir, n.id), { force: true });
+          }
+          await this.#converge(wrote || (await this.#hasNetworks()));
+        } catch (err) {
+          this.#dirsMade = false; // made again by the next change, in case they went
+          throw err;
         }
-        await this.#converge(await this.#hasNetworks());
       }),
     };
     this.#batch = batch;
@@ -115,6 +142,7 @@ export class Aardvark {
   destroy(): Promise<void> {
     return this.#serial(async () => {
       await this.#stop();
+      this.#dirsMade = false;
       await rm(this.#dir, { recursive: true, force: true });
       await rm(this.#tmpDir, { recursive: true, force: true });
     });

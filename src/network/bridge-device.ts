@@ -19,16 +19,16 @@ export interface BridgeSpec {
  * its addresses are replaced by the spec's.
  */
 export async function createBridge(ip: string, b: BridgeSpec): Promise<void> {
-  const lines: string[] = [];
+  const setup = [...b.addresses.map((a) => (a.includes(':') ? `addr add ${a} dev ${b.name} nodad` : `addr add ${a} brd + dev ${b.name}`)), `link set ${b.name} up`];
+  // One ip process: the batch stops at its first failing line, so a bridge that exists already
+  // fails it before anything else is changed, and is then taken over with a second batch.
+  const add = `link add name ${b.name} address ${randomMac()} mtu ${b.mtu} type bridge`;
   try {
-    await runTool(ip, ['link', 'add', 'name', b.name, 'address', randomMac(), 'mtu', String(b.mtu), 'type', 'bridge']);
+    await runTool(ip, ['-batch', '-'], { input: [add, ...setup].join('\n') + '\n' });
   } catch (err) {
     if (!(err instanceof ToolError) || !/File exists/i.test(err.stderr) || (await listLinks(ip)).get(b.name)?.kind !== 'bridge') throw err;
-    lines.push(`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`);
+    await runTool(ip, ['-batch', '-'], { input: [`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`, ...setup].join('\n') + '\n' });
   }
-  for (const a of b.addresses) lines.push(a.includes(':') ? `addr add ${a} dev ${b.name} nodad` : `addr add ${a} brd + dev ${b.name}`);
-  lines.push(`link set ${b.name} up`);
-  await runTool(ip, ['-batch', '-'], { input: lines.join('\n') + '\n' });
   await writeFile(`/proc/sys/net/ipv4/conf/${b.name}/route_localnet`, '1');
 }
 

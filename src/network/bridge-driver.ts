@@ -17,7 +17,7 @@ import { invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { Aardvark } from './aardvark.js';
 import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type BridgeSpec, type LinkInfo } from './bridge-device.js';
-import { deleteHostVeths, plumb, plumbCommands, plumbExisting, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
+import { deleteHostVeths, plumbCommands, plumbExisting, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall } from './firewall.js';
 import { claimPrefix, releasePrefix } from './host-lock.js';
 import { hostRoutePrefixes, parseResolvConf, type ResolvConf } from './host-routes.js';
@@ -71,7 +71,8 @@ export class BridgeDriver {
   readonly #hostResolvConf: string;
   readonly #hostHosts: string;
   readonly #hostNs = `/proc/${process.pid}/ns/net`;
-  readonly #shell = new ToolShell();
+  /** Several shells: containers starting together each get their network from one. */
+  readonly #shell = new ToolShell(4);
   /** Whether released veths are left to go with their namespace. */
   #drainWithNetns = false;
 
@@ -164,8 +165,10 @@ export class BridgeDriver {
   }
 
   /** Creates the container's namespace file and plumbs it in one process chain. */
-  plumbNew(containerId: string, plan: PlumbPlan): Promise<void> {
-    return plumb(plan, this.#tools, this.#hostNs, (argv, input) => this.netns.create(containerId, { argv, input }));
+  /** A new namespace for the container, plumbed by `plan`: one job of the tool shells, no fork of the daemon. */
+  async plumbNew(containerId: string, plan: PlumbPlan): Promise<void> {
+    const { inside, after } = this.#plumbSteps(plan);
+    await this.netns.create(containerId, inside.input ? inside : undefined, after);
   }
 
   plumbExisting(netnsPath: string, plan: PlumbPlan): Promise<void> {
@@ -174,9 +177,14 @@ export class BridgeDriver {
 
   /** A namespace made ahead under `name` and plumbed by `plan`. */
   createAhead(name: string, plan: PlumbPlan): Promise<void> {
+    const { inside, after } = this.#plumbSteps(plan);
+    return this.netns.createAhead(name, inside, after);
+  }
+
+  /** A plan as the command run inside a new namespace and the host's `ip` batch after it. */
+  #plumbSteps(plan: PlumbPlan): { inside: { argv: string[]; input: string }; after: { argv: string[]; input: string }[] } {
     const cmds = plumbCommands(plan, this.#tools, this.#hostNs);
-    const after = cmds.hostInput ? [{ argv: [this.#tools.ip, '-batch', '-'], input: cmds.hostInput }] : [];
-    return this.netns.createAhead(name, { argv: cmds.nsArgv, input: cmds.nsInput }, after);
+    return { inside: { argv: cmds.nsArgv, input: cmds.nsInput }, after: cmds.hostInput ? [{ argv: [this.#tools.ip, '-batch', '-'], input: cmds.hostInput }] : [] };
   }
 
   deleteVeths(names: readonly string[]): Promise<void> {

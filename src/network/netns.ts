@@ -52,9 +52,10 @@ export class NetnsDir {
   /**
    * Creates the namespace file and the namespace with its loopback up. With `command`, runs that argv
    * (with its stdin) inside the new namespace instead, in the same call (one process chain instead of
-   * two); it must bring the loopback up itself.
+   * two); it must bring the loopback up itself. `after` runs in the daemon's namespace once that
+   * succeeded; with `command`, both go through the tool shell when there is one.
    */
-  async create(containerId: string, command?: { argv: string[]; input?: string }): Promise<string> {
+  async create(containerId: string, command?: { argv: string[]; input?: string }, after: ShellStep[] = []): Promise<string> {
     const path = this.pathOf(containerId);
     await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
@@ -62,8 +63,12 @@ export class NetnsDir {
       if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
     });
     try {
-      if (command) await runTool(this.#tools.unshare, [`--net=${path}`, ...command.argv], { input: command.input });
-      else await runTool(this.#tools.unshare, [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
+      if (command && this.#shell) await this.#shell.run([{ argv: [this.#tools.unshare, `--net=${path}`, ...command.argv], input: command.input }, ...after]);
+      else {
+        if (command) await runTool(this.#tools.unshare, [`--net=${path}`, ...command.argv], { input: command.input });
+        else await runTool(this.#tools.unshare, [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
+        for (const step of after) await runTool(step.argv[0]!, step.argv.slice(1), { input: step.input });
+      }
     } catch (err) {
       await this.remove(containerId).catch(() => {});
       throw err;
@@ -77,8 +82,7 @@ export class NetnsDir {
    */
   async createAhead(name: string, command: ShellStep, after: ShellStep[]): Promise<void> {
     if (!this.#shell) {
-      await this.create(name, { argv: [...command.argv], input: command.input });
-      for (const step of after) await runTool(step.argv[0]!, step.argv.slice(1), { input: step.input });
+      await this.create(name, { argv: [...command.argv], input: command.input }, after);
       return;
     }
     const path = this.pathOf(name);

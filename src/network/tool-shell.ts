@@ -1,12 +1,13 @@
 /**
- * Tool invocations for background work (namespaces made ahead, their removal) run by a long-lived
- * `sh` (lib/long-lived-shell.ts) instead of spawned by the daemon: right when a container is
- * starting, a fork of berthd would hold the event loop for milliseconds.
+ * Tool invocations for background work (namespaces made ahead, their removal) and a container's
+ * network at start run by long-lived `sh`s (lib/long-lived-shell.ts) instead of spawned by the
+ * daemon: a fork of berthd holds the event loop for milliseconds, ten of them when ten containers
+ * start together.
  *
  * A job is the steps joined with &&, each step's stdin a here-document. Output (stdout and stderr
  * together) comes back for errors.
  */
-import { LongLivedShell, ShellError, shQuote, shTag } from '../lib/long-lived-shell.js';
+import { ShellError, ShellPool, shQuote, shTag } from '../lib/long-lived-shell.js';
 import { ToolError } from './run-tool.js';
 
 export interface ShellStep {
@@ -16,7 +17,12 @@ export interface ShellStep {
 }
 
 export class ToolShell {
-  readonly #shell = new LongLivedShell('tool shell');
+  readonly #shell: ShellPool;
+
+  /** `shells`: jobs run side by side at most (each in a shell of its own). */
+  constructor(shells = 1) {
+    this.#shell = new ShellPool('tool shell', shells);
+  }
 
   /** Runs the steps in order, stopping at the first failure; resolves with their output. */
   run(steps: readonly ShellStep[]): Promise<string> {

@@ -1,8 +1,8 @@
 /**
  * Starts a container's conmon, preferably without forking berthd. Node's spawn forks the whole
  * daemon (~100 MB of page tables) and holds the event loop until the child has exec'd: 2-10 ms per
- * container, more under load. The long-lived `sh` of lib/long-lived-shell.ts forks a small process
- * instead; the daemon only writes a line to a pipe.
+ * container, more under load. A long-lived `sh` of lib/long-lived-shell.ts (one of a small pool)
+ * forks a small process instead; the daemon only writes a line to a pipe.
  *
  * The sync pipe becomes a named FIFO in the container's directory: berthd opens the read end
  * (non-blocking, so the open does not wait for a writer), the shell opens it as conmon's fd 3.
@@ -23,7 +23,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { internal } from '../lib/errors.js';
 import { loadLibc } from '../lib/libc.js';
 import { log } from '../lib/log.js';
-import { LongLivedShell, ShellError, shQuote } from '../lib/long-lived-shell.js';
+import { ShellError, ShellPool, shQuote } from '../lib/long-lived-shell.js';
 import { conmonEnv } from './conmon-sync.js';
 
 /** A started conmon: its sync pipe, and when its first process (which writes conmon.pid) is gone. */
@@ -31,6 +31,9 @@ export interface Launched {
   pipe: Readable;
   firstExited: Promise<void>;
 }
+
+/** Shells launching conmons side by side at most (more only queue for the same two cores here). */
+const LAUNCHER_SHELLS = 4;
 
 let mkfifoFn: ((path: string, mode: number) => number) | null | undefined;
 
@@ -46,12 +49,14 @@ export function makeFifo(path: string): boolean {
 
 export class ConmonLauncher {
   /** undefined: spawn() (option `launcher: false`, or no shell could be started here). */
-  #shell: LongLivedShell | undefined;
+  #shell: ShellPool | undefined;
   #closed = false;
 
   constructor(useShell = true) {
     // conmon's environment (PATH only, see conmonEnv) with the sync pipe's fd number.
-    if (useShell) this.#shell = new LongLivedShell('conmon launcher', conmonEnv({ _OCI_SYNCPIPE: '3' }));
+    // Several shells: containers started together (compose up) would otherwise queue behind each
+    // other's conmon start-up, a few ms each.
+    if (useShell) this.#shell = new ShellPool('conmon launcher', LAUNCHER_SHELLS, conmonEnv({ _OCI_SYNCPIPE: '3' }));
   }
 
   /**

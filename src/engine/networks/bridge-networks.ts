@@ -138,14 +138,12 @@ export class BridgeNetworks {
       if (n.bridgeName === bridgeName) throw conflict(`bridge ${bridgeName} is already used by network ${n.name}`);
     }
     return withHostLock(this.#opts.subnetLockPath ?? SUBNET_LOCK_PATH, async () => {
-      const [routes, nameservers] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes()]);
+      // The host's routes, resolvers and (for a new bridge) links are read side by side: each is a process.
+      const [routes, nameservers, links] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes(), predefined ? undefined : this.#driver.links()]);
       const ours = [...this.#networks.values()].flatMap((n) => [n.subnet, n.subnet6].filter((s): s is string => !!s).map((s) => parseCidr(s)!));
       const subnet4 = this.#pickSubnet(pools.v4, ours, () => chooseSubnet(defaultIPv4Pools(), [...routes, ...ours, ...nameservers]), 4);
       const subnet6 = enableIPv6 ? this.#pickSubnet(pools.v6, ours, () => chooseSubnet(randomIPv6Pools(), [...routes, ...ours]), 6) : undefined;
-      if (!predefined) {
-        const links = await this.#driver.links();
-        if (links.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
-      }
+      if (links?.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
       const record: NetworkRecord = {
         id,
         name: spec.name,
@@ -170,13 +168,25 @@ export class BridgeNetworks {
         ...(spec.driver === 'overlay' ? { overlay: true } : {}),
         ...(spec.driver === 'overlay' && spec.ingress ? { ingress: true } : {}),
       };
-      await this.#driver.createBridge(bridgeSpec(record));
+      // The rules name the bridge by its name only: they need not wait for the device. Whichever of
+      // the two was made goes again when the other failed.
+      const live = this.#live();
+      const [bridge, rules] = await Promise.allSettled([this.#driver.createBridge(bridgeSpec(record)), live ? this.#driver.firewall.addNetwork(this.#firewallNetwork(record)) : undefined]);
+      if (bridge.status === 'rejected' || rules.status === 'rejected') {
+        if (bridge.status === 'fulfilled') await this.#driver.deleteBridge(bridgeName).catch(() => {});
+        if (live && rules.status === 'fulfilled') await this.#driver.firewall.removeNetwork(this.#firewallNetwork(record)).catch(() => {});
+        throw bridge.status === 'rejected' ? bridge.reason : (rules as PromiseRejectedResult).reason;
+      }
       let saved = false;
       try {
-        if (this.#live()) await this.#driver.firewall.addNetwork(this.#firewallNetwork(record));
         this.#table.saveNetwork(record);
         saved = true;
         await this.runHooks('created', record);
+        // The DNS server is made ready for the network now, in the background: its first containers
+        // then do not wait for it to start when they start together (compose up).
+        if (record.dnsEnabled && this.#live()) {
+          void this.#driver.dns.prepare(dnsNetwork(record, [], this.#table.extraDns.get(record.id))).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) }));
+        }
       } catch (err) {
         if (saved) this.#table.deleteNetwork(record.id);
         await this.#driver.deleteBridge(bridgeName).catch(() => {});

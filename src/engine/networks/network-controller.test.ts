@@ -15,6 +15,7 @@ import { mountPoints } from '../../network/netns.js';
 import { purgeHostState } from '../../network/purge-host-state.js';
 import { prefixClaimPath } from '../../network/host-lock.js';
 import { runTool } from '../../network/run-tool.js';
+import type { NetworkController } from './network-controller.js';
 import { controllerOn, inNs, NetFixture, nsLinks, retry } from '../../../test/fixtures/network-controller.js';
 
 const fx = new NetFixture();
@@ -162,15 +163,29 @@ fx.test('parallel daemons get their own subnets, devices and tables', async () =
   );
 });
 
-fx.test('purgeHostState removes what a stopped daemon left behind', async () => {
-  const p = `bq${randomBytes(3).toString('hex')}`;
-  const execRoot = join(fx.root, 'purge');
-  const pdb = openDatabase(join(fx.root, 'purge.db'));
-  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(fx.root, 'host-resolv.conf'), dnsPort: 5381 });
+/** A controller of its own (prefix, exec root, database, DNS port) whose host state is purged after the test. */
+function ownController(tag: string, dnsPort: number): { d: NetworkController; p: string; execRoot: string } {
+  const p = `${tag}${randomBytes(3).toString('hex')}`;
+  const execRoot = join(fx.root, p);
+  const pdb = openDatabase(join(fx.root, `${p}.db`));
+  const d = controllerOn(pdb, { execRoot, prefix: p, hostResolvConf: join(fx.root, 'host-resolv.conf'), dnsPort });
   fx.cleanups.push(async () => {
     await purgeHostState({ prefix: p, execRoot });
     pdb.close();
   });
+  return { d, p, execRoot };
+}
+
+/** Waits until aardvark-dns `pid` is gone (or a zombie). */
+async function aardvarkGone(pid: number): Promise<void> {
+  await retry(async () => {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => 'gone) Z');
+    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
+  });
+}
+
+fx.test('purgeHostState removes what a stopped daemon left behind', async () => {
+  const { d, p, execRoot } = ownController('bq', 5381);
   await d.init();
   await d.create({ name: 'left' });
   const id = randomBytes(32).toString('hex');
@@ -185,8 +200,42 @@ fx.test('purgeHostState removes what a stopped daemon left behind', async () => 
   assert.deepEqual([...(await mountPoints())].filter((m) => m.startsWith(execRoot)), []);
   assert.ok(!(await mountPoints()).has(c.netnsPath));
   await assert.rejects(readFile(prefixClaimPath(p)), { code: 'ENOENT' });
-  await retry(async () => {
-    const stat = await readFile(`/proc/${Number(pidText)}/stat`, 'utf8').catch(() => 'gone) Z');
-    if (!/\) Z/.test(stat)) throw new Error('aardvark-dns still running');
+  await aardvarkGone(Number(pidText));
+});
+
+fx.test('a new DNS-enabled network has its DNS server serving before any container joins; it goes with the network', async () => {
+  const { d, execRoot } = ownController('bd', 5382);
+  fx.cleanups.push(() => d.shutdown());
+  await d.init();
+  const n = await d.create({ name: 'ahead' });
+  const config = join(execRoot, 'network', 'dns', 'config');
+  // Made in the background of the create: the network's file (its gateway, no records) and a live server.
+  const pid = await retry(async () => {
+    assert.equal(await readFile(join(config, n.id), 'utf8'), `${n.gateway}\n`);
+    const pidNumber = Number(await readFile(join(config, 'aardvark.pid'), 'utf8'));
+    assert.match(await readFile(`/proc/${pidNumber}/cmdline`, 'utf8'), /aardvark-dns/);
+    return pidNumber;
   });
+  // A container joining gets its name added to that file, answered by the same server.
+  const id = randomBytes(32).toString('hex');
+  await d.setup({ containerId: id, name: '/early', networks: [{ network: 'ahead' }], dns: ['127.0.0.1'] });
+  assert.match(await readFile(join(config, n.id), 'utf8'), new RegExp(`^${id} \\S+ +early,`, 'm'));
+  assert.equal(Number(await readFile(join(config, 'aardvark.pid'), 'utf8')), pid);
+  await d.detach(id);
+  await d.removeNetns(id);
+  await d.remove('ahead');
+  await assert.rejects(readFile(join(config, n.id)), { code: 'ENOENT' });
+  await aardvarkGone(pid);
+});
+
+fx.test('a bridge device of the prefix left on the host is taken over: its old addresses go, the network gets its gateway', async () => {
+  const { d, p } = ownController('bl', 5383);
+  fx.cleanups.push(() => d.shutdown());
+  await runTool('ip', ['link', 'add', 'name', `${p}0`, 'type', 'bridge']);
+  await runTool('ip', ['addr', 'add', '10.251.77.1/24', 'dev', `${p}0`]);
+  await d.init();
+  const gateway = d.get('bridge').gateway;
+  const [link] = JSON.parse(await runTool('ip', ['-j', 'addr', 'show', 'dev', `${p}0`])) as { operstate: string; flags: string[]; addr_info: { family: string; local: string }[] }[];
+  assert.deepEqual(link!.addr_info.filter((a) => a.family === 'inet').map((a) => a.local), [gateway]);
+  assert.ok(link!.flags.includes('UP'), link!.flags.join(','));
 });
