@@ -31,6 +31,9 @@ const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_DIRECTORY 
 const DIR_CACHE = 32;
 /** Files up to this size are written synchronously in the rootfs (larger ones could hold the loop on a slow disk). */
 const SYNC_WRITE_MAX = 1024 * 1024;
+/** Who a file this process creates belongs to (in a directory without the setgid bit). */
+const CREATOR = { uid: process.geteuid?.() ?? -1, gid: process.getegid?.() ?? -1 };
+const S_ISGID = 0o2000;
 
 export interface UnpackOptions {
   noOverwriteDirNonDir: boolean;
@@ -42,6 +45,8 @@ export interface UnpackOptions {
 
 type Header = tarStream.Header;
 type Entry = AsyncIterable<Buffer> & { header: Header; resume(): unknown };
+/** A directory entries are created in; `setgid`: new entries take its group, not the creator's. */
+type Dir = ResolvedPath & { setgid: boolean };
 
 /** Extracts `tar` (uncompressed) into `dest`, an already resolved directory of the view. */
 export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: Readable, opts: UnpackOptions): Promise<void> {
@@ -68,7 +73,7 @@ export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: R
 
 class Unpacker {
   /** rel dir path ('' = dest) → descriptor; insertion order is the eviction order. */
-  readonly #dirs = new Map<string, ResolvedPath>();
+  readonly #dirs = new Map<string, Dir>();
   /** Directories whose times are set last (their entries change them). */
   readonly #dirTimes: { rel: string; mtime: Date }[] = [];
 
@@ -148,6 +153,8 @@ class Unpacker {
         if (!existing?.isDirectory()) await fsp.mkdir(name, 0o700);
         await fsp.lchown(name, uid, gid);
         await chmodAt(parent.fd, base, mode);
+        const known = this.#dirs.get(rel);
+        if (known) known.setgid = (mode & S_ISGID) !== 0; // its files' group follows the new mode
         this.#dirTimes.push({ rel, mtime: h.mtime ?? new Date() });
         return;
       case 'file':
@@ -156,7 +163,8 @@ class Unpacker {
         try {
           if (local && (h.size ?? 0) <= SYNC_WRITE_MAX) {
             for await (const chunk of e) for (let off = 0; off < chunk.length; ) off += writeSync(fd, chunk, off);
-            fchownSync(fd, uid, gid);
+            // A new file is already the creator's: most archives (root's files, extracted by root) need no chown.
+            if (created === undefined || uid !== CREATOR.uid || gid !== CREATOR.gid || parent.setgid) fchownSync(fd, uid, gid);
             fchmodSync(fd, mode);
             futimesSync(fd, h.mtime ?? new Date(), h.mtime ?? new Date());
           } else {
@@ -211,12 +219,14 @@ class Unpacker {
   }
 
   /** The directory at `rel` under the destination, created (0755, root) with its parents if missing. */
-  async #dir(rel: string): Promise<ResolvedPath> {
+  async #dir(rel: string): Promise<Dir> {
     const cached = this.#dirs.get(rel);
     if (cached) return cached;
     let r: ResolvedPath;
+    let setgid: boolean;
     if (rel === '') {
       r = { ...this.dest, fd: await openFd(at(this.dest.fd), O_PATH | O_DIRECTORY) };
+      setgid = (fstatSync(r.fd).mode & S_ISGID) !== 0;
     } else {
       try {
         r = await this.view.resolve(joinPath(this.dest.path, rel));
@@ -232,18 +242,21 @@ class Unpacker {
         await fsp.lchown(at(parent.fd, base), 0, 0);
         r = await this.view.resolve(joinPath(this.dest.path, rel));
       }
-      if (!fstatSync(r.fd).isDirectory()) {
+      const st = fstatSync(r.fd);
+      if (!st.isDirectory()) {
         closeSync(r.fd);
         throw invalidArgument(`cannot extract into ${joinPath(this.dest.path, rel)}: not a directory`);
       }
+      setgid = (st.mode & S_ISGID) !== 0;
     }
-    this.#dirs.set(rel, r);
+    const d: Dir = { ...r, setgid };
+    this.#dirs.set(rel, d);
     if (this.#dirs.size > DIR_CACHE) {
-      const [k, v] = this.#dirs.entries().next().value as [string, ResolvedPath];
+      const [k, v] = this.#dirs.entries().next().value as [string, Dir];
       this.#dirs.delete(k);
       closeSync(v.fd);
     }
-    return r;
+    return d;
   }
 
   /** An entry replaces what was at `rel`: descriptors of it and below it are stale. */
