@@ -275,6 +275,32 @@ describe('container archive (docker cp)', () => {
     await d.request('DELETE', `/containers/${ro}?force=1`);
   });
 
+  it('PUT into directories the archive makes: entries that replace or link to earlier files find them written, across batches', async () => {
+    const d = daemon();
+    const id = await container(d, 'true', { keep: true });
+    const many = Array.from({ length: 300 }, (_, i) => ({ name: `fresh/m/${i}`, content: `m${i}`, mode: 0o600 + (i % 8) }));
+    const big = randomBytes(1536 * 1024).toString('base64');
+    const body = await makeTar([
+      { name: 'fresh', type: 'directory', mode: 0o750 },
+      { name: 'fresh/a', content: 'one', uid: 1000, gid: 1000 },
+      ...many,
+      { name: 'fresh/a', content: 'two' },
+      { name: 'fresh/h', type: 'link', linkname: 'fresh/a' },
+      { name: 'fresh/b', content: 'a file first' },
+      { name: 'fresh/b', type: 'directory' },
+      { name: 'fresh/b/c', content: 'c', uid: 7, gid: 8 },
+      { name: 'fresh/s', type: 'symlink', linkname: 'a' },
+      { name: 'fresh/big', content: big },
+      { name: 'fresh/late', content: 'after the big one' },
+    ]);
+    const put = await d.request('PUT', `/containers/${id}/archive?path=/tmp`, { body });
+    assert.equal(put.status, 200, put.text());
+    const seen = await shIn(d, id, 'cd /tmp/fresh && stat -c "%n %u:%g %a %h" . a h b/c && cat a h b/c late && readlink s && ls m | wc -l && cat m/0 m/257 m/299 && stat -c %a m/0 m/257');
+    assert.equal(seen, '. 0:0 750 4\na 0:0 644 2\nh 0:0 644 2\nb/c 7:8 644 1\ntwotwocafter the big onea\n300\nm0m257m299600\n601\n');
+    assert.equal(await shIn(d, id, 'cat /tmp/fresh/big'), big);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
   it('PUT: gzip, bzip2 and xz archives as the API allows; a corrupt one is a 400', async () => {
     const d = daemon();
     const id = await container(d, 'mkdir /z', { keep: true });
