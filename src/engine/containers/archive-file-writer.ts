@@ -53,6 +53,7 @@ class SharedWorker {
       this.#waiting.delete(m.id);
       w?.resolve(m);
       if (this.#waiting.size === 0) {
+        clearTimeout(this.#idle);
         this.#idle = setTimeout(() => {
           if (this.#waiting.size > 0 || this.#worker !== worker) return;
           this.#worker = undefined;
