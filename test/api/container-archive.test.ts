@@ -282,8 +282,8 @@ describe('container archive (docker cp)', () => {
     const big = randomBytes(1536 * 1024).toString('base64');
     const body = await makeTar([
       { name: 'fresh', type: 'directory', mode: 0o750 },
-      { name: 'fresh/a', content: 'one', uid: 1000, gid: 1000 },
       ...many,
+      { name: 'fresh/a', content: 'one', uid: 1000, gid: 1000 },
       { name: 'fresh/a', content: 'two' },
       { name: 'fresh/h', type: 'link', linkname: 'fresh/a' },
       { name: 'fresh/b', content: 'a file first' },

@@ -19,6 +19,11 @@ export const BATCH = 1024 * 1024;
 const MAX_FILES = 256;
 const IN_FLIGHT = 2;
 const IDLE_MS = 30_000;
+/**
+ * The first files of a copy are left to the caller while the thread starts (~25–35 ms): a copy of
+ * a handful of files never waits for it.
+ */
+const START_AFTER = 32;
 /** Batch buffers kept for reuse (they come back from the worker). */
 const FREE_MAX = 4;
 
@@ -33,6 +38,13 @@ class SharedWorker {
   #next = 1;
   #idle: NodeJS.Timeout | undefined;
   readonly free: ArrayBuffer[] = [];
+
+  /** Starts the thread if it is not running (it ends again after IDLE_MS unused). */
+  warm(): void {
+    if (this.#worker) return;
+    this.#worker = this.#spawn();
+    this.#armIdle(this.#worker);
+  }
 
   run(jobs: FileJob[], data: ArrayBuffer): Promise<BatchOut> {
     const worker = (this.#worker ??= this.#spawn());
@@ -52,14 +64,7 @@ class SharedWorker {
       const w = this.#waiting.get(m.id);
       this.#waiting.delete(m.id);
       w?.resolve(m);
-      if (this.#waiting.size === 0) {
-        clearTimeout(this.#idle);
-        this.#idle = setTimeout(() => {
-          if (this.#waiting.size > 0 || this.#worker !== worker) return;
-          this.#worker = undefined;
-          void worker.terminate();
-        }, IDLE_MS).unref();
-      }
+      if (this.#waiting.size === 0) this.#armIdle(worker);
     });
     const fail = (err: unknown) => {
       if (this.#worker !== worker) return;
@@ -71,6 +76,15 @@ class SharedWorker {
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`the file writer thread exited (${code})`)));
     return worker;
+  }
+
+  #armIdle(worker: Worker): void {
+    clearTimeout(this.#idle);
+    this.#idle = setTimeout(() => {
+      if (this.#waiting.size > 0 || this.#worker !== worker) return;
+      this.#worker = undefined;
+      void worker.terminate();
+    }, IDLE_MS).unref();
   }
 }
 
@@ -87,6 +101,13 @@ export class SmallFileWriter {
   #jobs: (FileJob & { cpath: string })[] = [];
   readonly #out: Promise<void>[] = [];
   #failure: Error | undefined;
+  #offered = 0;
+
+  /** Whether the writer takes the next file the caller could give it (see START_AFTER). */
+  wants(): boolean {
+    if (++this.#offered === 1) shared.warm();
+    return this.#offered > START_AFTER;
+  }
 
   /** Adds a file of `size` bytes (at most BATCH) whose data `data` yields. */
   async add(job: Omit<FileJob, 'offset' | 'length'> & { cpath: string }, size: number, data: AsyncIterable<Buffer>): Promise<void> {

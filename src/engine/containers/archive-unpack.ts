@@ -141,7 +141,7 @@ class Unpacker {
     const mode = (h.mode ?? 0o644) & 0o7777;
     // A new file is already the creator's: most archives (root's files, extracted by root) need no chown.
     const chown = uid !== CREATOR.uid || gid !== CREATOR.gid || parent.setgid;
-    if (freshName && isFile && local && (h.size ?? 0) <= BATCH) {
+    if (freshName && isFile && local && (h.size ?? 0) <= BATCH && this.#writer.wants()) {
       const mtime = (h.mtime ?? new Date()).getTime() / 1000;
       await this.#writer.add({ dirFd: parent.fd, name: base, cpath, chown: chown ? { uid, gid } : undefined, mode, mtime }, h.size ?? 0, e);
       return;
