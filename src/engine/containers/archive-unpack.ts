@@ -30,6 +30,8 @@ const O_PATH = 0o10000000;
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_DIRECTORY } = constants;
 /** Parent directory descriptors kept open between entries (most archives write one directory at a time). */
 const DIR_CACHE = 32;
+/** Names remembered as made by this extraction; past this both sets start over (memory stays bounded). */
+const MADE_MAX = 65_536;
 /** Files up to this size are written synchronously in the rootfs (larger ones could hold the loop on a slow disk). */
 const SYNC_WRITE_MAX = 1024 * 1024;
 /** Who a file this process creates belongs to (in a directory without the setgid bit). */
@@ -106,6 +108,11 @@ class Unpacker {
     const cpath = joinPath(this.dest.path, rel);
     const isDir = h.type === 'directory';
     const isFile = h.type === 'file' || h.type === 'contiguous-file';
+    // Forgetting both sets at once is always safe: a directory made later starts with no names.
+    if (this.#made.size >= MADE_MAX) {
+      this.#made.clear();
+      this.#fresh.clear();
+    }
     // A name not made yet in a directory this extraction made is free: its file or directory needs
     // none of the files before it on disk. Anything else may replace or link to one of them, so it
     // waits until the writer thread has written them all.
