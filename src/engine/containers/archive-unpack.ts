@@ -181,8 +181,8 @@ class Unpacker {
         }
         await fsp.lchown(name, uid, gid);
         await chmodAt(parent.fd, base, mode);
-        const known = this.#dirs.get(rel);
-        if (known) known.setgid = (mode & S_ISGID) !== 0; // its files' group follows the new mode
+        // Its files' group follows the new mode.
+        if (this.#dirs.has(rel)) this.#dirs.get(rel)!.setgid = (mode & S_ISGID) !== 0;
         this.#dirTimes.push({ rel, mtime: h.mtime ?? new Date() });
         return;
       case 'file':
