@@ -220,7 +220,7 @@ describe('container archive (docker cp)', () => {
 
   it('PUT: owners from the headers, copyUIDGID, noOverwriteDirNonDir, 400 for a non-directory and read-only targets', async () => {
     const d = daemon();
-    const id = await container(d, 'mkdir -p /tmp/t/adir && echo f > /tmp/t/afile', { keep: true, extra: { User: 'berth' } });
+    const id = await container(d, 'mkdir -p /tmp/t/adir /tmp/t/sg && echo f > /tmp/t/afile && chgrp 1000 /tmp/t/sg && chmod 2775 /tmp/t/sg', { keep: true, extra: { User: 'berth' } });
     const body = await makeTar([{ name: 'owned', type: 'directory', uid: 1234, gid: 2345, mode: 0o710 }, { name: 'owned/f', content: 'data', uid: 1234, gid: 2345, mode: 0o4755 }]);
     const put = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t`, { body, headers: { 'Content-Type': 'application/x-tar' } });
     assert.equal(put.status, 200, put.text());
@@ -228,6 +228,14 @@ describe('container archive (docker cp)', () => {
     const asUser = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t&copyUIDGID=1`, { body: await makeTar([{ name: 'mine', content: 'm', uid: 5, gid: 6 }]) });
     assert.equal(asUser.status, 200, asUser.text());
     assert.equal(await shIn(d, id, 'stat -c "%u:%g" /tmp/t/mine'), '1000:1000\n');
+    // Root's entries stay root's in a setgid directory (which would give them its group), also in
+    // one the archive itself makes setgid after a file was already extracted into it.
+    const intoSetgid = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t/sg`, { body: await makeTar([{ name: 'f', content: 'r' }]) });
+    assert.equal(intoSetgid.status, 200, intoSetgid.text());
+    const late = await makeTar([{ name: 'late/a', content: 'a' }, { name: 'late', type: 'directory', gid: 1000, mode: 0o2775 }, { name: 'late/b', content: 'b' }]);
+    const madeSetgid = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t`, { body: late });
+    assert.equal(madeSetgid.status, 200, madeSetgid.text());
+    assert.equal(await shIn(d, id, 'cd /tmp/t && stat -c "%n %u:%g %a" sg/f late late/a late/b'), 'sg/f 0:0 644\nlate 0:1000 2775\nlate/a 0:0 644\nlate/b 0:0 644\n');
 
     const fileOverDir = await makeTar([{ name: 'adir', content: 'now a file' }]);
     const refused = await d.request('PUT', `/containers/${id}/archive?path=/tmp/t&noOverwriteDirNonDir=true`, { body: fileOverDir });
@@ -265,6 +273,32 @@ describe('container archive (docker cp)', () => {
     assert.match(roMount.json().message, /mounted volume is marked read-only/);
     assert.equal(existsSync(join(host, 'adir')), false);
     await d.request('DELETE', `/containers/${ro}?force=1`);
+  });
+
+  it('PUT into directories the archive makes: entries that replace or link to earlier files find them written, across batches', async () => {
+    const d = daemon();
+    const id = await container(d, 'true', { keep: true });
+    const many = Array.from({ length: 300 }, (_, i) => ({ name: `fresh/m/${i}`, content: `m${i}`, mode: 0o600 + (i % 8) }));
+    const big = randomBytes(1536 * 1024).toString('base64');
+    const body = await makeTar([
+      { name: 'fresh', type: 'directory', mode: 0o750 },
+      ...many,
+      { name: 'fresh/a', content: 'one', uid: 1000, gid: 1000 },
+      { name: 'fresh/a', content: 'two' },
+      { name: 'fresh/h', type: 'link', linkname: 'fresh/a' },
+      { name: 'fresh/b', content: 'a file first' },
+      { name: 'fresh/b', type: 'directory' },
+      { name: 'fresh/b/c', content: 'c', uid: 7, gid: 8 },
+      { name: 'fresh/s', type: 'symlink', linkname: 'a' },
+      { name: 'fresh/big', content: big },
+      { name: 'fresh/late', content: 'after the big one' },
+    ]);
+    const put = await d.request('PUT', `/containers/${id}/archive?path=/tmp`, { body });
+    assert.equal(put.status, 200, put.text());
+    const seen = await shIn(d, id, 'cd /tmp/fresh && stat -c "%n %u:%g %a %h" . a h b/c && cat a h b/c late && readlink s && ls m | wc -l && cat m/0 m/257 m/299 && stat -c %a m/0 m/257');
+    assert.equal(seen, '. 0:0 750 4\na 0:0 644 2\nh 0:0 644 2\nb/c 7:8 644 1\ntwotwocafter the big onea\n300\nm0m257m299600\n601\n');
+    assert.equal(await shIn(d, id, 'cat /tmp/fresh/big'), big);
+    await d.request('DELETE', `/containers/${id}?force=1`);
   });
 
   it('PUT: gzip, bzip2 and xz archives as the API allows; a corrupt one is a 400', async () => {

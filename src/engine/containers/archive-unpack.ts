@@ -23,14 +23,20 @@ import tarStream from 'tar-stream';
 import { BerthError, invalidArgument } from '../../lib/errors.js';
 import { at, chmodAt, isMissing, type ContainerView, type ResolvedPath } from '../../lib/in-root-fs.js';
 import { writeBatched } from '../../lib/batched-write.js';
+import { BATCH, SmallFileWriter } from './archive-file-writer.js';
 
 const openFd = promisify(open) as (path: string, flags: number, mode?: number) => Promise<number>;
 const O_PATH = 0o10000000;
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_DIRECTORY } = constants;
 /** Parent directory descriptors kept open between entries (most archives write one directory at a time). */
 const DIR_CACHE = 32;
+/** Names remembered as made by this extraction; past this both sets start over (memory stays bounded). */
+const MADE_MAX = 65_536;
 /** Files up to this size are written synchronously in the rootfs (larger ones could hold the loop on a slow disk). */
 const SYNC_WRITE_MAX = 1024 * 1024;
+/** Who a file this process creates belongs to (in a directory without the setgid bit). */
+const CREATOR = { uid: process.geteuid?.() ?? -1, gid: process.getegid?.() ?? -1 };
+const S_ISGID = 0o2000;
 
 export interface UnpackOptions {
   noOverwriteDirNonDir: boolean;
@@ -42,6 +48,8 @@ export interface UnpackOptions {
 
 type Header = tarStream.Header;
 type Entry = AsyncIterable<Buffer> & { header: Header; resume(): unknown };
+/** A directory entries are created in; `setgid`: new entries take its group, not the creator's. */
+type Dir = ResolvedPath & { setgid: boolean };
 
 /** Extracts `tar` (uncompressed) into `dest`, an already resolved directory of the view. */
 export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: Readable, opts: UnpackOptions): Promise<void> {
@@ -62,15 +70,19 @@ export async function unpackInto(view: ContainerView, dest: ResolvedPath, tar: R
     const fedErr = await fed.then(() => undefined, (e: unknown) => e);
     throw fedErr instanceof BerthError ? fedErr : err;
   } finally {
-    u.close();
+    await u.close();
   }
 }
 
 class Unpacker {
   /** rel dir path ('' = dest) → descriptor; insertion order is the eviction order. */
-  readonly #dirs = new Map<string, ResolvedPath>();
+  readonly #dirs = new Map<string, Dir>();
   /** Directories whose times are set last (their entries change them). */
   readonly #dirTimes: { rel: string; mtime: Date }[] = [];
+  /** Directories this extraction created (and still holds as created), and every name it made. */
+  readonly #fresh = new Set<string>();
+  readonly #made = new Set<string>();
+  readonly #writer = new SmallFileWriter();
 
   constructor(
     private readonly view: ContainerView,
@@ -94,7 +106,20 @@ class Unpacker {
     const base = parts[parts.length - 1]!;
     const parentRel = parts.slice(0, -1).join('/');
     const cpath = joinPath(this.dest.path, rel);
-    if (h.type !== 'directory') this.#forget(rel);
+    const isDir = h.type === 'directory';
+    const isFile = h.type === 'file' || h.type === 'contiguous-file';
+    // Forgetting both sets at once is always safe: a directory made later starts with no names.
+    if (this.#made.size >= MADE_MAX) {
+      this.#made.clear();
+      this.#fresh.clear();
+    }
+    // A name not made yet in a directory this extraction made is free: its file or directory needs
+    // none of the files before it on disk. Anything else may replace or link to one of them, so it
+    // waits until the writer thread has written them all.
+    const freshName = this.#fresh.has(parentRel) && !this.#made.has(rel);
+    if (!freshName || !(isFile || isDir)) await this.#writer.flush();
+    this.#made.add(rel);
+    if (!isDir) await this.#forget(rel);
     const parent = await this.#dir(parentRel);
     this.#checkWritable(parent, cpath);
 
@@ -118,9 +143,17 @@ class Unpacker {
     // synchronously, microseconds each instead of a pool round trip each; in a mount's source
     // (possibly a network file system) they stay asynchronous.
     const local = !parent.mount;
+    const uid = this.opts.chown?.uid ?? h.uid ?? 0;
+    const gid = this.opts.chown?.gid ?? h.gid ?? 0;
+    const mode = (h.mode ?? 0o644) & 0o7777;
+    // A new file is already the creator's: most archives (root's files, extracted by root) need no chown.
+    const chown = uid !== CREATOR.uid || gid !== CREATOR.gid || parent.setgid;
+    if (freshName && isFile && local && (h.size ?? 0) <= BATCH && this.#writer.wants()) {
+      const mtime = (h.mtime ?? new Date()).getTime() / 1000;
+      await this.#writer.add({ dirFd: parent.fd, name: base, cpath, chown: chown ? { uid, gid } : undefined, mode, mtime }, h.size ?? 0, e);
+      return;
+    }
     const name = at(parent.fd, base);
-    const isDir = h.type === 'directory';
-    const isFile = h.type === 'file' || h.type === 'contiguous-file';
     const createFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
     // A new file (the common case) is created at once: O_EXCL is the check that nothing is there.
     let created: number | undefined;
@@ -137,17 +170,19 @@ class Unpacker {
       if (this.opts.noOverwriteDirNonDir && !existing.isDirectory() && isDir) throw invalidArgument(`cannot overwrite non-directory "${cpath}" with directory "${h.name}"`);
       if (!(existing.isDirectory() && isDir)) {
         await removeAt(parent.fd, base);
-        this.#forget(rel); // a directory reached through what was there (a link) is not this one
+        await this.#forget(rel); // a directory reached through what was there (a link) is not this one
       }
     }
-    const uid = this.opts.chown?.uid ?? h.uid ?? 0;
-    const gid = this.opts.chown?.gid ?? h.gid ?? 0;
-    const mode = (h.mode ?? 0o644) & 0o7777;
     switch (h.type) {
       case 'directory':
-        if (!existing?.isDirectory()) await fsp.mkdir(name, 0o700);
+        if (!existing?.isDirectory()) {
+          await fsp.mkdir(name, 0o700);
+          this.#fresh.add(rel);
+        }
         await fsp.lchown(name, uid, gid);
         await chmodAt(parent.fd, base, mode);
+        // Its files' group follows the new mode.
+        if (this.#dirs.has(rel)) this.#dirs.get(rel)!.setgid = (mode & S_ISGID) !== 0;
         this.#dirTimes.push({ rel, mtime: h.mtime ?? new Date() });
         return;
       case 'file':
@@ -156,7 +191,7 @@ class Unpacker {
         try {
           if (local && (h.size ?? 0) <= SYNC_WRITE_MAX) {
             for await (const chunk of e) for (let off = 0; off < chunk.length; ) off += writeSync(fd, chunk, off);
-            fchownSync(fd, uid, gid);
+            if (created === undefined || chown) fchownSync(fd, uid, gid);
             fchmodSync(fd, mode);
             futimesSync(fd, h.mtime ?? new Date(), h.mtime ?? new Date());
           } else {
@@ -211,12 +246,14 @@ class Unpacker {
   }
 
   /** The directory at `rel` under the destination, created (0755, root) with its parents if missing. */
-  async #dir(rel: string): Promise<ResolvedPath> {
+  async #dir(rel: string): Promise<Dir> {
     const cached = this.#dirs.get(rel);
     if (cached) return cached;
     let r: ResolvedPath;
+    let setgid: boolean;
     if (rel === '') {
       r = { ...this.dest, fd: await openFd(at(this.dest.fd), O_PATH | O_DIRECTORY) };
+      setgid = (fstatSync(r.fd).mode & S_ISGID) !== 0;
     } else {
       try {
         r = await this.view.resolve(joinPath(this.dest.path, rel));
@@ -226,38 +263,58 @@ class Unpacker {
         const parent = await this.#dir(i < 0 ? '' : rel.slice(0, i));
         this.#checkWritable(parent, joinPath(this.dest.path, rel));
         const base = rel.slice(i + 1);
-        await fsp.mkdir(at(parent.fd, base), 0o755).catch((e: NodeJS.ErrnoException) => {
-          if (e.code !== 'EEXIST') throw e;
-        });
+        const made = await fsp.mkdir(at(parent.fd, base), 0o755).then(
+          () => true,
+          (e: NodeJS.ErrnoException) => {
+            if (e.code !== 'EEXIST') throw e;
+            return false;
+          },
+        );
         await fsp.lchown(at(parent.fd, base), 0, 0);
         r = await this.view.resolve(joinPath(this.dest.path, rel));
+        if (made) {
+          this.#fresh.add(rel);
+          this.#made.add(rel);
+        }
       }
-      if (!fstatSync(r.fd).isDirectory()) {
+      const st = fstatSync(r.fd);
+      if (!st.isDirectory()) {
         closeSync(r.fd);
         throw invalidArgument(`cannot extract into ${joinPath(this.dest.path, rel)}: not a directory`);
       }
+      setgid = (st.mode & S_ISGID) !== 0;
     }
-    this.#dirs.set(rel, r);
+    const d: Dir = { ...r, setgid };
+    this.#dirs.set(rel, d);
     if (this.#dirs.size > DIR_CACHE) {
-      const [k, v] = this.#dirs.entries().next().value as [string, ResolvedPath];
+      const [k, v] = this.#dirs.entries().next().value as [string, Dir];
+      await this.#writer.flush(); // files still to be written may be under it
       this.#dirs.delete(k);
       closeSync(v.fd);
     }
-    return r;
+    return d;
   }
 
-  /** An entry replaces what was at `rel`: descriptors of it and below it are stale. */
-  #forget(rel: string): void {
-    for (const [k, v] of this.#dirs) {
-      if (k === rel || k.startsWith(`${rel}/`)) {
-        this.#dirs.delete(k);
-        closeSync(v.fd);
-      }
+  /**
+   * An entry replaces what was at `rel`: descriptors of it and below it are stale, and directories
+   * there are no longer ones this extraction made. Descriptors close only once no file still to
+   * be written names them (a closed number could be reused for another directory meanwhile).
+   */
+  async #forget(rel: string): Promise<void> {
+    const under = (k: string) => k === rel || k.startsWith(`${rel}/`);
+    for (const k of this.#fresh) if (under(k)) this.#fresh.delete(k);
+    const stale = [...this.#dirs].filter(([k]) => under(k));
+    if (stale.length === 0) return;
+    await this.#writer.flush();
+    for (const [k, v] of stale) {
+      this.#dirs.delete(k);
+      closeSync(v.fd);
     }
   }
 
   /** Directory times last, deepest first, so creating their entries does not change them again. */
   async finish(): Promise<void> {
+    await this.#writer.flush();
     for (const d of this.#dirTimes.reverse()) {
       const r = await this.view.resolve(joinPath(this.dest.path, d.rel), { followLast: false }).catch(() => undefined);
       if (!r) continue;
@@ -269,7 +326,8 @@ class Unpacker {
     }
   }
 
-  close(): void {
+  async close(): Promise<void> {
+    await this.#writer.settle();
     for (const v of this.#dirs.values()) closeSync(v.fd);
     this.#dirs.clear();
   }
