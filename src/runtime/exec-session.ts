@@ -186,6 +186,9 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
   });
   if (child.stderr) child.stderr.pipe(stderr);
   else stderr.end();
+  // A reader that gives up (destroys its stream) closes the pipe itself, as before.
+  stdout?.once('close', () => child.stdout?.destroy());
+  stderr.once('close', () => child.stderr?.destroy());
 
   const first = await sync.next();
   if (!first || first.data < 0) {

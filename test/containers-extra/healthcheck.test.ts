@@ -80,6 +80,19 @@ describe('healthchecks', () => {
     await eventually(async () => (await d.request('GET', `/containers/${slow}/top`)).json().Processes.length === 1, 10_000, `probes gone: ${JSON.stringify(top.Processes)}`);
   });
 
+  it('a probe whose background child keeps its output open is recorded with what it wrote, as dockerd: without waiting for the child', async () => {
+    const d = daemon();
+    const id = await runShell(d, image, 'exec sleep 1000', {
+      Healthcheck: { Test: ['CMD-SHELL', 'echo before-exit; sleep 300 &'], Interval: 0.3 * SECOND, Timeout: 60 * SECOND, Retries: 1 },
+    });
+    containers.push(id);
+    // Each probe leaves a sleep holding the pipes for 5 minutes; the results come anyway.
+    await eventually(async () => (await health(id)).Log.length >= 2, 30_000, 'two probe results');
+    const h = await health(id);
+    assert.equal(h.Status, 'healthy');
+    for (const e of h.Log) assert.deepEqual([e.ExitCode, e.Output], [0, 'before-exit\n']);
+  });
+
   it('failures inside the start period do not count; NONE disables an image healthcheck', async () => {
     const d = daemon();
     const id = await runShell(d, image, 'exec sleep 1000', {
