@@ -3,29 +3,16 @@
  * meanwhile. Quick commands end (conmon too) before the daemon has handled their start; their
  * output must still reach the client and the health log, whole, every time.
  */
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
-import { eventually, inspect, removeQuietly, runShell, uniqueName } from './support.js';
+import { eventually, inspect, runShell, uniqueName, useBusyboxDaemon } from './support.js';
 
 const EXECS = 20;
 const STARTS = 6;
 
 describe('exec output under load', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
-  const containers: string[] = [];
-
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    const pull = await daemon().docker(['pull', image]);
-    assert.equal(pull.code, 0, pull.stderr);
-  });
-  after(async () => {
-    await removeQuietly(daemon(), containers);
-  });
+  const { daemon, image, containers } = useBusyboxDaemon();
 
   /** Containers that start and exit at once, named so that cleanup finds them. */
   const startLoad = (d: TestDaemon) =>
@@ -33,14 +20,14 @@ describe('exec output under load', () => {
       Array.from({ length: STARTS }, async () => {
         const name = uniqueName('load');
         containers.push(name);
-        const r = await d.docker(['run', '-d', '--name', name, image, 'true']);
+        const r = await d.docker(['run', '-d', '--name', name, image(), 'true']);
         assert.equal(r.code, 0, r.stderr);
       }),
     );
 
   it(`${EXECS} overlapping docker exec during container starts each print their output`, async () => {
     const d = daemon();
-    const target = await runShell(d, image, 'exec sleep 600');
+    const target = await runShell(d, image(), 'exec sleep 600');
     containers.push(target);
     const [results] = await Promise.all([
       Promise.all(Array.from({ length: EXECS }, (_, i) => d.docker(['exec', target, 'sh', '-c', `echo out-${i}; echo err-${i} >&2`]))),
@@ -54,7 +41,7 @@ describe('exec output under load', () => {
     const d = daemon();
     const probed = await Promise.all(
       ['a', 'b'].map(async (tag) => {
-        const id = await runShell(d, image, 'exec sleep 600', {
+        const id = await runShell(d, image(), 'exec sleep 600', {
           Healthcheck: { Test: ['CMD', 'echo', `probe-${tag}`], Interval: 200e6, Timeout: 10e9, Retries: 3 },
         });
         containers.push(id);
