@@ -76,4 +76,28 @@ describe('exec driver', () => {
     await driver.lifecycle.kill(c.id, 'KILL');
     assert.equal((await exited).exitCode, 137);
   });
+
+  test('output waits for a reader that comes after conmon has ended', async () => {
+    const c = await fx.create(['sleep', '100']);
+    const driver = fx.driver;
+    const exited = driver.lifecycle.waitExit(c.id);
+    await driver.lifecycle.start(c.id);
+    const execId = uniqueId('ex');
+    const e = await driver.execs.exec(c.id, {
+      execId,
+      process: { args: ['sh', '-c', 'echo to stdout; echo to stderr >&2'], env: [], terminal: false },
+      stdin: false,
+    });
+    assert.equal((await e.exit).exitCode, 0);
+    // The exec's directory goes once conmon has exited and its pipes are closed: only then read.
+    const dir = driver.host.execDir(c.id, execId);
+    for (let i = 0; i < 200 && existsSync(dir); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(!existsSync(dir), 'conmon ended');
+    const [out, err] = await Promise.all([streamText(e.stdout), streamText(e.stderr)]);
+    assert.equal(out, 'to stdout\n');
+    assert.equal(err, 'to stderr\n');
+
+    await driver.lifecycle.kill(c.id, 'KILL');
+    await exited;
+  });
 });

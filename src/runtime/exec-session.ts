@@ -173,13 +173,22 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
   const sync = new SyncPipeReader(child.stdio[3] as Readable);
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const exited = conmonExit(child);
+  // Node resumes a child's unread stdio once the child has exited (child_process's flushStdio),
+  // dropping what it reads: a conmon that ends before the caller attaches (a quick command
+  // under load) would lose the output. Piped into streams of our own right away, nothing is
+  // dropped, and back-pressure still reaches the process.
+  const stdout = child.stdout ? child.stdout.pipe(new PassThrough()) : undefined;
   // Keep the start of stderr: when the runtime fails, its message is the only explanation.
   let errHead = '';
   const stderr = new PassThrough();
   child.stderr?.on('data', (d: Buffer) => {
     if (errHead.length < 4096) errHead += d.toString('utf8');
   });
-  child.stderr?.pipe(stderr);
+  if (child.stderr) child.stderr.pipe(stderr);
+  else stderr.end();
+  // A reader that gives up (destroys its stream) closes the pipe itself, as before.
+  stdout?.once('close', () => child.stdout?.destroy());
+  stderr.once('close', () => child.stderr?.destroy());
 
   const first = await sync.next();
   if (!first || first.data < 0) {
@@ -190,7 +199,7 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
       execId: opts.execId,
       pid: 0,
       stdin: child.stdin ?? undefined,
-      stdout: child.stdout ?? undefined,
+      stdout,
       stderr,
       exit: Promise.resolve({ exitCode: failedExecExitCode(message), error: message }),
       dispose,
@@ -199,7 +208,7 @@ async function startPipedExec(ctx: ExecContext, opts: ExecOptions, args: string[
   const exit = exitFrom(sync, exited);
   // The directory goes once the process is done and conmon let go of everything.
   void Promise.all([exit, closed]).then(dispose, () => undefined);
-  return { execId: opts.execId, pid: first.data, stdin: child.stdin ?? undefined, stdout: child.stdout ?? undefined, stderr, exit, dispose };
+  return { execId: opts.execId, pid: first.data, stdin: child.stdin ?? undefined, stdout, stderr, exit, dispose };
 }
 
 async function exitFrom(sync: SyncPipeReader, exited: Promise<number>): Promise<ExecResult> {

@@ -109,6 +109,15 @@ describe('exec', () => {
     assert.equal((await inspect(id)).ExitCode, 2);
   });
 
+  it('docker exec ends after the process, as dockerd: a child it left writing on its output does not hold the stream', async () => {
+    // The child writes 120 lines over 30 s; the stream closes shortly after the shell's exit.
+    const r = await daemon().docker(['exec', ctr, 'sh', '-c', 'echo first; (i=0; while [ $i -lt 120 ]; do echo tick; sleep 0.25; i=$((i+1)); done) & exit 3'], { timeoutMs: 60_000 });
+    assert.equal(r.code, 3, r.stderr);
+    const lines = r.stdout.split('\n').filter(Boolean);
+    assert.equal(lines[0], 'first');
+    assert.ok(lines.length < 121, `the stream ended before the child's output did (${lines.length} lines)`);
+  });
+
   it('exec_create, exec_start and exec_die events with the exec id and exit code', async () => {
     const since = Math.floor(Date.now() / 1000) - 1;
     const id = await createExec({ Cmd: ['sh', '-c', 'exit 4'], AttachStdout: true });

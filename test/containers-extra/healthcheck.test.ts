@@ -3,27 +3,14 @@
  * its results (starting → healthy → unhealthy after Retries failures), events and `docker ps`
  * show it, the health filter finds it, and a probe that overruns its Timeout is a failure.
  */
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
-import { eventually, inspect, removeQuietly, runShell, uniqueName } from './support.js';
+import { eventually, inspect, runShell, uniqueName, useBusyboxDaemon } from './support.js';
 
 const SECOND = 1e9;
 
 describe('healthchecks', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
-  const containers: string[] = [];
-
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    const pull = await daemon().docker(['pull', image]);
-    assert.equal(pull.code, 0, pull.stderr);
-  });
-  after(async () => {
-    await removeQuietly(daemon(), containers);
-  });
+  const { daemon, image, containers } = useBusyboxDaemon();
 
   const health = async (id: string) => (await inspect(daemon(), 'containers', id)).State.Health;
 
@@ -33,7 +20,7 @@ describe('healthchecks', () => {
     const name = uniqueName('hc');
     // Healthy once /ok exists (the failures before that fall in the start period and do not
     // count); /ok is removed again a few seconds later, and then failures count.
-    const id = await runShell(d, image, 'sleep 2; touch /ok; sleep 3; rm /ok; exec sleep 1000', {
+    const id = await runShell(d, image(), 'sleep 2; touch /ok; sleep 3; rm /ok; exec sleep 1000', {
       Healthcheck: { Test: ['CMD-SHELL', 'echo probing; test -f /ok'], Interval: 0.5 * SECOND, Timeout: 5 * SECOND, Retries: 2, StartPeriod: 60 * SECOND, StartInterval: 0.5 * SECOND },
     });
     containers.push(id);
@@ -67,7 +54,7 @@ describe('healthchecks', () => {
 
   it('a probe that overruns its timeout fails with dockerd\'s message; exec-form tests run without a shell', async () => {
     const d = daemon();
-    const slow = await runShell(d, image, 'exec sleep 1000', {
+    const slow = await runShell(d, image(), 'exec sleep 1000', {
       Healthcheck: { Test: ['CMD', 'sleep', '30'], Interval: 0.5 * SECOND, Timeout: 0.3 * SECOND, Retries: 1 },
     });
     containers.push(slow);
@@ -80,9 +67,22 @@ describe('healthchecks', () => {
     await eventually(async () => (await d.request('GET', `/containers/${slow}/top`)).json().Processes.length === 1, 10_000, `probes gone: ${JSON.stringify(top.Processes)}`);
   });
 
+  it('a probe whose background child keeps its output open is recorded with what it wrote, as dockerd: without waiting for the child', async () => {
+    const d = daemon();
+    const id = await runShell(d, image(), 'exec sleep 1000', {
+      Healthcheck: { Test: ['CMD-SHELL', 'echo before-exit; sleep 300 &'], Interval: 0.3 * SECOND, Timeout: 60 * SECOND, Retries: 1 },
+    });
+    containers.push(id);
+    // Each probe leaves a sleep holding the pipes for 5 minutes; the results come anyway.
+    await eventually(async () => (await health(id)).Log.length >= 2, 30_000, 'two probe results');
+    const h = await health(id);
+    assert.equal(h.Status, 'healthy');
+    for (const e of h.Log) assert.deepEqual([e.ExitCode, e.Output], [0, 'before-exit\n']);
+  });
+
   it('failures inside the start period do not count; NONE disables an image healthcheck', async () => {
     const d = daemon();
-    const id = await runShell(d, image, 'exec sleep 1000', {
+    const id = await runShell(d, image(), 'exec sleep 1000', {
       Healthcheck: { Test: ['CMD', 'false'], Interval: 0.3 * SECOND, StartPeriod: 60 * SECOND, StartInterval: 0.3 * SECOND, Retries: 1 },
     });
     containers.push(id);
@@ -91,7 +91,7 @@ describe('healthchecks', () => {
     assert.equal(h.Status, 'starting');
     assert.equal(h.FailingStreak, 0);
 
-    const none = await runShell(d, image, 'exec sleep 1000', { Healthcheck: { Test: ['NONE'] } });
+    const none = await runShell(d, image(), 'exec sleep 1000', { Healthcheck: { Test: ['NONE'] } });
     containers.push(none);
     const c = await inspect(d, 'containers', none);
     assert.equal(c.State.Health, undefined);
@@ -99,7 +99,7 @@ describe('healthchecks', () => {
 
   it('the check stops with the container and starts again with it', async () => {
     const d = daemon();
-    const id = await runShell(d, image, 'exec sleep 1000', { Healthcheck: { Test: ['CMD', 'true'], Interval: 0.3 * SECOND } });
+    const id = await runShell(d, image(), 'exec sleep 1000', { Healthcheck: { Test: ['CMD', 'true'], Interval: 0.3 * SECOND } });
     containers.push(id);
     await eventually(async () => (await health(id)).Status === 'healthy', 20_000, 'healthy');
     assert.equal((await d.request('POST', `/containers/${id}/stop?t=1`)).status, 204);

@@ -1,7 +1,9 @@
 /** Helpers shared by the commit/top/diff/export/stats/healthcheck tests: containers through raw HTTP. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import type { TestDaemon } from '../harness/daemon.js';
+import { useDaemon, useSeededRegistry } from '../harness/index.js';
 
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
@@ -65,4 +67,24 @@ export async function waitForPath(d: TestDaemon, id: string, path: string): Prom
 
 export async function removeQuietly(d: TestDaemon, ids: string[]): Promise<void> {
   for (const id of ids) await d.request('DELETE', `/containers/${id}?force=1`).catch(() => undefined);
+}
+
+/**
+ * For a describe block: a daemon with the seeded busybox pulled (`image()`), and `containers`, the
+ * ids or names its tests push, removed after.
+ */
+export function useBusyboxDaemon(): { daemon: () => TestDaemon; image: () => string; containers: string[] } {
+  const daemon = useDaemon();
+  const reg = useSeededRegistry('open');
+  let image = '';
+  const containers: string[] = [];
+  before(async () => {
+    image = reg().seeded.refs.busybox;
+    const pull = await daemon().docker(['pull', image]);
+    assert.equal(pull.code, 0, pull.stderr);
+  });
+  after(async () => {
+    await removeQuietly(daemon(), containers);
+  });
+  return { daemon, image: () => image, containers };
 }

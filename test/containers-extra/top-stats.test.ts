@@ -1,28 +1,15 @@
 /** GET /containers/{id}/top (`docker top`) and /stats (`docker stats`) on real running containers. */
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createInterface } from 'node:readline';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
-import { createContainer, inspect, removeQuietly, runShell, waitExit, waitForPath } from './support.js';
+import { createContainer, inspect, runShell, useBusyboxDaemon, waitExit, waitForPath } from './support.js';
 
 describe('top and stats', () => {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
-  const containers: string[] = [];
-
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    const pull = await daemon().docker(['pull', image]);
-    assert.equal(pull.code, 0, pull.stderr);
-  });
-  after(async () => {
-    await removeQuietly(daemon(), containers);
-  });
+  const { daemon, image, containers } = useBusyboxDaemon();
 
   it('top: the container processes only, with the default -ef and with ps_args', async () => {
     const d = daemon();
-    const id = await runShell(d, image, 'sleep 1001 & sleep 1002 & touch /ready; wait');
+    const id = await runShell(d, image(), 'sleep 1001 & sleep 1002 & touch /ready; wait');
     containers.push(id);
     await waitForPath(d, id, '/ready');
     const pid = (await inspect(d, 'containers', id)).State.Pid as number;
@@ -48,13 +35,13 @@ describe('top and stats', () => {
 
   it('top: 409 for a container that is not running, 404 for none, 500 for bad ps args', async () => {
     const d = daemon();
-    const id = await createContainer(d, { Image: image, Cmd: ['true'] });
+    const id = await createContainer(d, { Image: image(), Cmd: ['true'] });
     containers.push(id);
     const r = await d.request('GET', `/containers/${id}/top`);
     assert.equal(r.status, 409);
     assert.match(r.json().message, /is not running/);
     assert.equal((await d.request('GET', '/containers/nope/top')).status, 404);
-    const running = await runShell(d, image, 'exec sleep 1000');
+    const running = await runShell(d, image(), 'exec sleep 1000');
     containers.push(running);
     const bad = await d.request('GET', `/containers/${running}/top?ps_args=--no-such-option`);
     assert.equal(bad.status, 500);
@@ -63,7 +50,7 @@ describe('top and stats', () => {
 
   it('stats: one sample with stream=0 carries usage, limits and a precpu for CPU %', async () => {
     const d = daemon();
-    const id = await runShell(d, image, 'while :; do :; done', { HostConfig: { Memory: 64 * 1024 * 1024, PidsLimit: 50 } });
+    const id = await runShell(d, image(), 'while :; do :; done', { HostConfig: { Memory: 64 * 1024 * 1024, PidsLimit: 50 } });
     containers.push(id);
     const r = await d.request('GET', `/containers/${id}/stats?stream=0`, { timeoutMs: 30_000 });
     assert.equal(r.status, 200, r.text());
@@ -90,7 +77,7 @@ describe('top and stats', () => {
 
   it('stats: a stream gives one object per second until the client leaves', async () => {
     const d = daemon();
-    const id = await runShell(d, image, 'exec sleep 1000');
+    const id = await runShell(d, image(), 'exec sleep 1000');
     containers.push(id);
     const res = await d.stream('GET', `/containers/${id}/stats`);
     assert.equal(res.statusCode, 200);
@@ -109,7 +96,7 @@ describe('top and stats', () => {
 
   it('stats: a stopped container gives zeros; docker stats --no-stream prints sane numbers', async () => {
     const d = daemon();
-    const stopped = await runShell(d, image, 'true');
+    const stopped = await runShell(d, image(), 'true');
     containers.push(stopped);
     assert.equal(await waitExit(d, stopped), 0);
     const z = (await d.request('GET', `/containers/${stopped}/stats?stream=0`)).json();
@@ -117,7 +104,7 @@ describe('top and stats', () => {
     assert.equal(z.cpu_stats.cpu_usage.total_usage, 0);
     assert.equal(z.id, stopped);
 
-    const id = await runShell(d, image, 'exec sleep 1000', { HostConfig: { Memory: 32 * 1024 * 1024 } });
+    const id = await runShell(d, image(), 'exec sleep 1000', { HostConfig: { Memory: 32 * 1024 * 1024 } });
     containers.push(id);
     const name = (await inspect(d, 'containers', id)).Name.slice(1);
     const r = await d.docker(['stats', '--no-stream', '--format', '{{.Name}}|{{.CPUPerc}}|{{.MemUsage}}|{{.PIDs}}', id]);

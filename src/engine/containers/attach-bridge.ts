@@ -161,10 +161,9 @@ export interface ProcessPipes {
  * (every holder closed them); input stops at the client's EOF or departure. Output the client did
  * not ask for, or that comes after it left, is read and dropped so the process never blocks on it.
  */
-export function bridgePipes(p: ProcessPipes, client: AttachClient, o: BridgeOptions): { done: Promise<void>; lastOutputAt: () => number } {
+export function bridgePipes(p: ProcessPipes, client: AttachClient, o: BridgeOptions): { done: Promise<void> } {
   const input = client.input;
   let clientGone = false;
-  let lastOutputAt = Date.now();
   void client.gone.then(() => {
     clientGone = true;
     p.stdin?.end();
@@ -179,7 +178,6 @@ export function bridgePipes(p: ProcessPipes, client: AttachClient, o: BridgeOpti
       r.once('error', () => resolve());
     });
     r.on('data', (data: Buffer) => {
-      lastOutputAt = Date.now();
       if (!wanted || clientGone) return;
       if (!client.write(stream, data)) {
         r.pause();
@@ -205,5 +203,5 @@ export function bridgePipes(p: ProcessPipes, client: AttachClient, o: BridgeOpti
     input.resume();
   }
   const done = Promise.all([pump('stdout', p.stdout, o.stdout), pump('stderr', p.stderr, o.stderr)]).then(() => undefined);
-  return { done, lastOutputAt: () => (client.backlog() > 0 ? Date.now() : lastOutputAt) };
+  return { done };
 }

@@ -60,7 +60,7 @@ interface LaunchOptions {
 
 /** How long a finished exec stays inspectable. */
 const KEEP_FINISHED_MS = 10 * 60 * 1000;
-/** After the exit, how long output pipes held open by leftover children may keep the stream open. */
+/** After the exit, how long output pipes held open by leftover children may keep the stream open (dockerd's wait). */
 const OUTPUT_GRACE_MS = 2000;
 /** How long a resize waits for the process to start (the CLI resizes right after the hijack). */
 const RESIZE_WAIT_MS = 10_000;
@@ -157,7 +157,12 @@ export class ExecService {
       }
       const output = bridgePipes(session, client, bridgeOpts);
       await exited;
-      await Promise.race([output.done, client.gone, idle(output.lastOutputAt)]);
+      const cut = await Promise.race([output.done.then(() => false), client.gone.then(() => false), streamWaitOver(client)]);
+      if (cut) {
+        // Closed as dockerd closes an exec's streams: what a leftover child writes next fails.
+        session.stdout?.destroy();
+        session.stderr?.destroy();
+      }
       return 'exited';
     }
 
@@ -258,17 +263,14 @@ export class ExecService {
 }
 
 /**
- * Resolves once no output has come for OUTPUT_GRACE_MS: after the exit, pipes that stay open
- * belong to leftover background children, which must not hold the client's stream.
+ * Resolves OUTPUT_GRACE_MS after the exit, once the client has taken what it was sent. dockerd
+ * waits that long for an exec's streams after its exit, then closes them: pipes that children
+ * the process left behind hold open (and may go on writing to) must not hold the client's stream.
  */
-function idle(lastOutputAt: () => number): Promise<void> {
+function streamWaitOver(client: AttachClient): Promise<true> {
   return new Promise((resolve) => {
-    const check = () => {
-      const quiet = Date.now() - lastOutputAt();
-      if (quiet >= OUTPUT_GRACE_MS) resolve();
-      else setTimeout(check, OUTPUT_GRACE_MS - quiet + 10).unref();
-    };
-    check();
+    const check = () => (client.backlog() > 0 ? setTimeout(check, 50).unref() : resolve(true));
+    setTimeout(check, OUTPUT_GRACE_MS).unref();
   });
 }
 

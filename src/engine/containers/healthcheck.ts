@@ -23,8 +23,8 @@ const DEFAULT_START_INTERVAL_NS = 5e9;
 const DEFAULT_RETRIES = 3;
 const MAX_LOG_ENTRIES = 5;
 const MAX_OUTPUT = 4096;
-/** How long a probe's output may still be read after its exit (see #exec). */
-const OUTPUT_GRACE_MS = 100;
+/** How long a probe's output may still be read after its exit: dockerd's wait for an exec's streams. */
+const STREAM_WAIT_MS = 2000;
 
 export interface HealthProbe {
   test: string[];
@@ -186,11 +186,16 @@ export class HealthMonitor {
       session.stderr?.destroy();
       return { exitCode: -1, output: `Health check exceeded timeout (${formatDuration(probe.timeoutMs)})` };
     }
-    // The output pipes end once every holder has closed them; a probe that left a child behind
-    // holding them must not stall us, and with other execs and starts under way the end comes up
-    // to a second late (a third of the probes of two containers probing every 200 ms). What the
-    // probe wrote before its exit is in the pipe already: a short grace reads it.
-    await Promise.race([streams, new Promise((r2) => setTimeout(r2, OUTPUT_GRACE_MS).unref())]);
+    // The output pipes end once every holder has closed them. A probe that left a child behind
+    // holding them must not stall the monitor: as dockerd (which waits 2 s for an exec's streams
+    // after its exit, then closes them), the output is read up to then.
+    let wait: NodeJS.Timeout | undefined;
+    const waited = await Promise.race([streams.then(() => true), new Promise<false>((r2) => (wait = setTimeout(() => r2(false), STREAM_WAIT_MS)))]);
+    clearTimeout(wait);
+    if (!waited) {
+      session.stdout?.destroy();
+      session.stderr?.destroy();
+    }
     if (outcome.error && !output) output = outcome.error;
     return { exitCode: outcome.exitCode, output: output.slice(0, MAX_OUTPUT) };
   }
