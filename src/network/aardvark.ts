@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { internal } from '../lib/errors.js';
 import { log } from '../lib/log.js';
+import { awaitListeners, udpListeners } from './aardvark-listeners.js';
 
 export interface DnsRecord {
   containerId: string;
@@ -77,15 +78,17 @@ export class Aardvark {
       await mkdir(this.#dir, { recursive: true });
       await mkdir(this.#tmpDir, { recursive: true });
       const keep = new Set<string>();
+      const listen: string[] = [];
       for (const n of networks) {
         if (n.records.length === 0) continue;
         keep.add(n.id);
+        listen.push(...n.listen.filter(isIPv4));
         await this.#write(n);
       }
       for (const f of await readdir(this.#dir)) {
         if (f !== PID_FILE && !keep.has(f)) await rm(join(this.#dir, f), { force: true });
       }
-      await this.#converge(keep.size > 0);
+      await this.#converge(keep.size > 0, listen);
     });
   }
 
@@ -121,13 +124,15 @@ export class Aardvark {
             this.#dirsMade = true;
           }
           let wrote = false;
+          const listen: string[] = [];
           for (const { network: n, keepEmpty: keep } of networks.values()) {
             if (n.records.length > 0 || keep) {
               await this.#write(n);
+              listen.push(...n.listen.filter(isIPv4));
               wrote = true;
             } else await rm(join(this.#dir, n.id), { force: true });
           }
-          await this.#converge(wrote || (await this.#hasNetworks()));
+          await this.#converge(wrote || (await this.#hasNetworks()), listen);
         } catch (err) {
           this.#dirsMade = false; // made again by the next change, in case they went
           throw err;
@@ -170,17 +175,24 @@ export class Aardvark {
     return (await readdir(this.#dir)).some((f) => f !== PID_FILE);
   }
 
-  async #converge(wanted: boolean): Promise<void> {
+  /**
+   * Started, reloaded or stopped to match the directory; a start or reload has finished when its
+   * listeners are bound anew (aardvark-listeners.ts), so the names just written are answered and the
+   * next reload is not lost. `listen`: the IPv4 addresses that must be served afterwards.
+   */
+  async #converge(wanted: boolean, listen: string[] = []): Promise<void> {
     const pid = await this.#runningPid();
     if (!wanted) {
       if (pid) await this.#stop();
       return;
     }
     if (pid) {
+      const before = new Set((await udpListeners(pid, this.#port)).keys());
       process.kill(pid, 'SIGHUP');
+      if (!(await awaitListeners(pid, this.#port, listen, before))) log.warn('aardvark-dns did not rebind its listeners after a reload', { dir: this.#dir });
       return;
     }
-    await this.#start();
+    await this.#start(listen);
   }
 
   /** The pid from the pid file, if that process is alive and is our aardvark (not a recycled pid). */
@@ -200,7 +212,7 @@ export class Aardvark {
     }
   }
 
-  async #start(): Promise<void> {
+  async #start(listen: string[]): Promise<void> {
     // aardvark-dns forks into the background once it listens, and the foreground process exits.
     const logPath = join(this.#tmpDir, 'aardvark.log');
     const logFile = await open(logPath, 'w');
@@ -220,7 +232,10 @@ export class Aardvark {
     } finally {
       await logFile.close();
     }
-    if (!(await this.#runningPid())) throw internal('aardvark-dns started but wrote no pid file');
+    const pid = await this.#runningPid();
+    if (!pid) throw internal('aardvark-dns started but wrote no pid file');
+    // It says it is ready before it listens or handles SIGHUP (which would kill it until then).
+    if (!(await awaitListeners(pid, this.#port, listen))) log.warn('aardvark-dns started but is not listening yet', { dir: this.#dir });
     log.debug('aardvark-dns started', { dir: this.#dir });
   }
 
@@ -242,3 +257,5 @@ async function isAlive(pid: number): Promise<boolean> {
     return false;
   }
 }
+
+const isIPv4 = (ip: string): boolean => /^\d+\.\d+\.\d+\.\d+$/.test(ip);

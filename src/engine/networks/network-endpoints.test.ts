@@ -351,3 +351,19 @@ fx.test('parallel starts get distinct addresses and ports', async () => {
   await Promise.all(ids8.map((id) => fx.stopContainer(id)));
   assert.deepEqual(ids8.map((id) => fx.driver.containerNetworks(id)), ids8.map(() => ({ endpoints: {}, ports: [] })));
 });
+
+fx.test('containers starting together on a new network, and one after another, resolve each other at once: no reload of the DNS server is lost', async () => {
+  await fx.createNetwork({ name: 'burst' });
+  // As compose starts them: together, right after the network's create (its DNS server starting).
+  const together = await Promise.all([0, 1, 2, 3].map((i) => fx.startContainer({ containerId: fx.containerId(), name: `/t${i}`, networks: [{ network: 'burst' }], dns: ['127.0.0.1'] })));
+  const joined = together.map((c, i) => ({ name: `t${i}`, ip: c.endpoints.burst!.ipAddress }));
+  for (let i = 0; i < 4; i++) {
+    const c = await fx.startContainer({ containerId: fx.containerId(), name: `/b${i}`, networks: [{ network: 'burst' }], dns: ['127.0.0.1'] });
+    // No retry: the attach has finished only once the server answers the names it just wrote.
+    for (const earlier of joined) {
+      const out = await inNs(c.netnsPath, ['busybox', 'nslookup', earlier.name, '127.0.0.11']);
+      assert.match(out, new RegExp(`Address:\\s+${earlier.ip.replace(/\./g, '\\.')}`), `b${i} resolving ${earlier.name}`);
+    }
+    joined.push({ name: `b${i}`, ip: c.endpoints.burst!.ipAddress });
+  }
+});
