@@ -6,7 +6,7 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server } from 'node:net';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDaemon } from '../harness/index.js';
@@ -55,13 +55,25 @@ describe('swarm port and etcd log', () => {
     const addr = JSON.parse((await d.docker(['info', '--format', '{{json .Swarm.RemoteManagers}}'])).stdout) as { Addr: string }[];
     assert.deepEqual(addr.map((r) => r.Addr), [`127.0.0.1:${port}`]);
 
-    const logFile = join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.log');
-    // etcd's start-up alone writes several KiB; more comes with every request.
+    const etcdDir = join(d.dataRoot, 'swarm', 'cluster', 'etcd');
+    const logFile = join(etcdDir, 'etcd.log');
+    // etcd writes a line for each connection to its client port that is not TLS, so the test makes
+    // its log grow at will (its start-up alone writes a few KiB, and then little).
+    const cmdline = readFileSync(`/proc/${Number(readFileSync(join(etcdDir, 'etcd.pid'), 'utf8'))}/cmdline`, 'utf8').split('\0');
+    const clientUrl = new URL(cmdline[cmdline.indexOf('--listen-client-urls') + 1]!);
+    const poke = () =>
+      new Promise<void>((resolve) => {
+        const s = connect({ host: clientUrl.hostname, port: Number(clientUrl.port) }, () => s.end('not tls\r\n\r\n'));
+        s.on('error', () => resolve());
+        s.on('close', () => resolve());
+      });
     await eventually('etcd.log rotated twice', async () => {
-      await d.docker(['node', 'ls']);
+      for (let i = 0; i < 10; i++) await poke();
       return existsSync(`${logFile}.2`);
-    }, 60_000, 300);
+    }, 60_000, 100);
     assert.ok(!existsSync(`${logFile}.3`), 'no more than max-file files');
+    const kept = [logFile, `${logFile}.1`, `${logFile}.2`].map((f) => readFileSync(f, 'utf8')).join('');
+    assert.match(kept, /TLS handshake error|rejected connection/, 'the pokes are what made it grow');
     for (const f of [`${logFile}.1`, `${logFile}.2`]) {
       assert.ok(statSync(f).size > 0, f);
       assert.match(readFileSync(f, 'utf8'), /"level":"\w+"/, `${f} holds etcd's log`);

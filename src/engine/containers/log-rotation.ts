@@ -42,6 +42,7 @@ export class LogRotator {
   #watcher: FSWatcher | undefined;
   #checking = false;
   #lastCheck = 0;
+  #trailing: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly path: string,
@@ -61,11 +62,22 @@ export class LogRotator {
   stop(): void {
     this.#watcher?.close();
     this.#watcher = undefined;
+    clearTimeout(this.#trailing);
+    this.#trailing = undefined;
   }
 
   async #check(): Promise<void> {
     const now = Date.now();
-    if (this.#checking || now - this.#lastCheck < 20) return;
+    if (this.#checking || now - this.#lastCheck < 20) {
+      // Not dropped: a burst that ends inside the pause would otherwise leave the file over its
+      // limit until the writer's next write, which may never come.
+      this.#trailing ??= setTimeout(() => {
+        this.#trailing = undefined;
+        void this.#check();
+      }, 25);
+      this.#trailing.unref();
+      return;
+    }
     this.#checking = true;
     this.#lastCheck = now;
     try {
