@@ -88,6 +88,7 @@ export class Aardvark {
       for (const f of await readdir(this.#dir)) {
         if (f !== PID_FILE && !keep.has(f)) await rm(join(this.#dir, f), { force: true });
       }
+      await this.#stopStrays();
       await this.#converge(keep.size > 0, listen);
     });
   }
@@ -237,6 +238,28 @@ export class Aardvark {
     // It says it is ready before it listens or handles SIGHUP (which would kill it until then).
     if (!(await awaitListeners(pid, this.#port, listen))) log.warn('aardvark-dns started but is not listening yet', { dir: this.#dir });
     log.debug('aardvark-dns started', { dir: this.#dir });
+  }
+
+  /**
+   * At start-up: servers of this directory other than the one its pid file names (left by a daemon
+   * killed while it started one, or whose pid file was lost) are stopped. One would hold its
+   * addresses, and a new server could not bind them (it stays up, answering nothing).
+   */
+  async #stopStrays(): Promise<void> {
+    const current = await this.#runningPid();
+    for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+      const pid = Number(entry);
+      if (!Number.isInteger(pid) || pid === current || pid === process.pid) continue;
+      const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+      if (!args[0]?.endsWith('aardvark-dns') || args[args.indexOf('--config') + 1] !== this.#dir) continue;
+      log.warn('stopping an aardvark-dns of this daemon that its pid file does not name', { pid });
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        continue; // gone meanwhile
+      }
+      for (let i = 0; i < 400 && (await isAlive(pid)); i++) await sleep(5);
+    }
   }
 
   async #stop(): Promise<void> {

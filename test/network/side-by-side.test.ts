@@ -6,7 +6,7 @@
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { run, startDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { newNetworkPrefix, removeNetworkLeftovers } from '../harness/network-cleanup.js';
 import { listLinks } from '../../src/network/bridge-device.js';
 
@@ -84,7 +84,9 @@ describe('daemons side by side and leftovers', () => {
     assert.equal((await second.docker(['network', 'create', 'secondnet'])).code, 0);
     assert.equal((await second.docker(['run', '-d', '--network', 'secondnet', '--name', 'server', image, 'sleep', '300'])).code, 0);
     const ping = await second.docker(['run', '--rm', '--network', 'secondnet', image, 'ping', '-c', '1', '-W', '2', 'server']);
-    assert.equal(ping.code, 0, ping.stdout + ping.stderr + second.logTail());
+    // On failure: who serves DNS where (a second aardvark-dns cannot bind an address another holds).
+    const listeners = ping.code === 0 ? '' : (await run('ss', ['-ulpnH', 'sport = :53']).catch((e: Error) => ({ stdout: e.message }))).stdout;
+    assert.equal(ping.code, 0, ping.stdout + ping.stderr + listeners + second.logTail());
   });
 });
 

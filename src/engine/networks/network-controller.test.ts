@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openDatabase } from '../../state/db.js';
 import { mountPoints } from '../../network/netns.js';
@@ -238,4 +238,19 @@ fx.test('a bridge device of the prefix left on the host is taken over: its old a
   const [link] = JSON.parse(await runTool('ip', ['-j', 'addr', 'show', 'dev', `${p}0`])) as { operstate: string; flags: string[]; addr_info: { family: string; local: string }[] }[];
   assert.deepEqual(link!.addr_info.filter((a) => a.family === 'inet').map((a) => a.local), [gateway]);
   assert.ok(link!.flags.includes('UP'), link!.flags.join(','));
+});
+
+fx.test('at start an aardvark-dns of the daemon that its pid file does not name is stopped (it would hold the addresses)', async () => {
+  const { d, execRoot } = ownController('bs', 5384);
+  fx.cleanups.push(() => d.shutdown());
+  const config = join(execRoot, 'network', 'dns', 'config');
+  await mkdir(config, { recursive: true });
+  await writeFile(join(config, 'stray-net'), '127.0.0.1\n');
+  await runTool('/usr/lib/podman/aardvark-dns', ['--config', config, '-p', '5384', 'run']);
+  const stray = Number(await readFile(join(config, 'aardvark.pid'), 'utf8'));
+  await rm(join(config, 'aardvark.pid'));
+  assert.match(await readFile(`/proc/${stray}/cmdline`, 'utf8'), /aardvark-dns/);
+  fx.cleanups.push(async () => void (await readFile(`/proc/${stray}/stat`, 'utf8').then(() => process.kill(stray, 'SIGKILL'), () => undefined)));
+  await d.init();
+  await aardvarkGone(stray);
 });
