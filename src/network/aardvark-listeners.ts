@@ -53,3 +53,20 @@ export async function awaitListeners(pid: number, port: number, ipv4: string[], 
     await sleep(wait);
   }
 }
+
+/**
+ * Other aardvark-dns processes bound to any of `ipv4` on `port`: servers of a daemon that is gone,
+ * whose bridge (and so the address) went with a stray-device sweep and came back on a new network.
+ */
+export async function otherHolders(ipv4: string[], port: number, except: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === except || pid === process.pid) continue;
+    const argv0 = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')[0] ?? '';
+    if (!argv0.endsWith('aardvark-dns')) continue;
+    const bound = new Set((await udpListeners(pid, port)).values());
+    if (ipv4.some((ip) => bound.has(ip))) out.push(pid);
+  }
+  return out;
+}

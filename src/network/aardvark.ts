@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { internal } from '../lib/errors.js';
 import { log } from '../lib/log.js';
-import { awaitListeners, udpListeners } from './aardvark-listeners.js';
+import { awaitListeners, otherHolders, udpListeners } from './aardvark-listeners.js';
 
 export interface DnsRecord {
   containerId: string;
@@ -190,10 +190,32 @@ export class Aardvark {
     if (pid) {
       const before = new Set((await udpListeners(pid, this.#port)).keys());
       process.kill(pid, 'SIGHUP');
-      if (!(await awaitListeners(pid, this.#port, listen, before))) log.warn('aardvark-dns did not rebind its listeners after a reload', { dir: this.#dir });
+      if (await awaitListeners(pid, this.#port, listen, before)) return;
+      if (!(await this.#freeAddresses(pid, listen))) log.warn('aardvark-dns did not rebind its listeners after a reload', { dir: this.#dir });
       return;
     }
     await this.#start(listen);
+  }
+
+  /**
+   * Our gateway addresses are ours: another aardvark-dns bound to one is a dead daemon's, left when
+   * its bridge went as a stray device. It is stopped and ours reloaded. Answers whether ours then listens.
+   */
+  async #freeAddresses(pid: number, listen: string[]): Promise<boolean> {
+    const holders = await otherHolders(listen, this.#port, pid);
+    if (holders.length === 0) return false;
+    for (const h of holders) {
+      log.warn('stopping an aardvark-dns of another daemon that holds this daemon\'s gateway address', { pid: h });
+      try {
+        process.kill(h, 'SIGTERM');
+      } catch {
+        continue;
+      }
+      for (let i = 0; i < 400 && (await isAlive(h)); i++) await sleep(5);
+    }
+    const before = new Set((await udpListeners(pid, this.#port)).keys());
+    process.kill(pid, 'SIGHUP');
+    return awaitListeners(pid, this.#port, listen, before);
   }
 
   /** The pid from the pid file, if that process is alive and is our aardvark (not a recycled pid). */
@@ -236,7 +258,7 @@ export class Aardvark {
     const pid = await this.#runningPid();
     if (!pid) throw internal('aardvark-dns started but wrote no pid file');
     // It says it is ready before it listens or handles SIGHUP (which would kill it until then).
-    if (!(await awaitListeners(pid, this.#port, listen))) log.warn('aardvark-dns started but is not listening yet', { dir: this.#dir });
+    if (!(await awaitListeners(pid, this.#port, listen)) && !(await this.#freeAddresses(pid, listen))) log.warn('aardvark-dns started but is not listening yet', { dir: this.#dir });
     log.debug('aardvark-dns started', { dir: this.#dir });
   }
 

@@ -254,3 +254,34 @@ fx.test('at start an aardvark-dns of the daemon that its pid file does not name 
   await d.init();
   await aardvarkGone(stray);
 });
+
+fx.test("a dead daemon's aardvark-dns still bound to an address that is now this daemon's gateway is stopped, and names resolve", async () => {
+  // A daemon that is gone: its DNS server stays bound to its network's gateway, and its bridge goes
+  // (as another daemon's stray-device sweep removes it).
+  const gone = ownController('bg', 5385);
+  await gone.d.init();
+  const old = await gone.d.create({ name: 'oldnet', ipam: { config: [{ subnet: '10.213.90.0/24' }] } });
+  const oldServer = await retry(async () => {
+    const pid = Number(await readFile(join(gone.execRoot, 'network', 'dns', 'config', 'aardvark.pid'), 'utf8'));
+    assert.match(await runTool('ss', ['-ulpnH', 'sport = :5385']), new RegExp(`10\\.213\\.90\\.1:5385.*pid=${pid}`));
+    return pid;
+  });
+  await gone.d.shutdown();
+  await runTool('ip', ['link', 'del', old.bridgeName]);
+
+  const now = ownController('bn', 5385);
+  fx.cleanups.push(() => now.d.shutdown());
+  await now.d.init();
+  await now.d.create({ name: 'newnet', ipam: { config: [{ subnet: '10.213.90.0/24' }] } });
+  const a = await now.d.setup({ containerId: fx.containerId(), name: '/alpha', networks: [{ network: 'newnet' }], dns: ['127.0.0.1'] });
+  const b = await now.d.setup({ containerId: fx.containerId(), name: '/beta', networks: [{ network: 'newnet' }], dns: ['127.0.0.1'] });
+  fx.cleanups.push(async () => {
+    for (const id of [a, b].map((x) => x.netnsPath.split('/').pop()!)) {
+      await now.d.detach(id).catch(() => {});
+      await now.d.removeNetns(id).catch(() => {});
+    }
+  });
+  await aardvarkGone(oldServer);
+  const out = await inNs(b.netnsPath, ['busybox', 'nslookup', 'alpha', '127.0.0.11']);
+  assert.match(out, new RegExp(`Address:\\s+${a.endpoints.newnet!.ipAddress.replace(/\./g, '\\.')}`));
+});
