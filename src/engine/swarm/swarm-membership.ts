@@ -16,6 +16,7 @@ import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
+import { NO_TOKENS } from './cluster/sealed-tokens.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
@@ -234,7 +235,8 @@ export class SwarmMembership extends SwarmPart {
       nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
       ...(role === 'manager' && files.dataKey ? { dataKey: files.dataKey.toString('base64') } : {}), endpoints, ...(initialCluster ? { initialCluster } : {}),
       ...(this.d.externalEtcd ? { externalEtcd: true } : {}),
-      cluster: sharedCluster(c), node,
+      // A worker holds no join token (a manager's could promote it).
+      cluster: role === 'manager' ? sharedCluster(c) : { ...sharedCluster(c), joinTokens: { ...NO_TOKENS } }, node,
     };
   }
 

@@ -7,6 +7,7 @@ import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { Membership } from './cluster/membership.js';
 import type { ManagerKeys } from './cluster/manager-keys.js';
+import { NO_TOKENS } from './cluster/sealed-tokens.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
@@ -90,10 +91,15 @@ export class SwarmRoles extends SwarmPart {
     }
   }
 
-  /** A worker holds neither the data key nor the CA key, nor any secret or config. */
+  /** A worker holds neither the data key nor the CA key, nor any secret, config or join token. */
   async dropKeys(): Promise<void> {
     await this.keys.drop();
     for (const b of Object.values(this.blobs)) b.clear();
+    const c = this.store.cluster;
+    if (c && (c.joinTokens.worker || c.joinTokens.manager)) {
+      c.joinTokens = { ...NO_TOKENS };
+      this.store.saveCluster(true);
+    }
   }
 
   /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */
