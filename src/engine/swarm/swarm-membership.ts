@@ -17,6 +17,7 @@ import { SwarmPeers } from './swarm-peers.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
 import { NO_TOKENS } from './cluster/sealed-tokens.js';
+import { EtcdAuth, workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
@@ -219,6 +220,8 @@ export class SwarmMembership extends SwarmPart {
       }
     }
     const now = new Date().toISOString();
+    // Its etcd user first: the node reaches etcd with its certificate as soon as it has the answer.
+    await this.#auth(state)?.setNode(nodeId, role);
     const node: NodeRecord = {
       id: nodeId, version: 0, createdAt: now, updatedAt: now,
       spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
@@ -267,8 +270,11 @@ export class SwarmMembership extends SwarmPart {
     const unlockKey = manager ? c.unlockKey : '';
     c.unlockKey = '';
     this.sync.attach(state, self);
+    // A worker reads what etcd lets it (etcd-auth.ts), range by range.
+    state.restrictReads(manager ? undefined : workerReadRanges(state.prefix));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
+    if (manager) await this.#enableAuth(state, before.entries);
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
     if (manager) this.keys.share(state, before.entries);
     else await this.roles.dropKeys();
@@ -296,6 +302,40 @@ export class SwarmMembership extends SwarmPart {
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** etcd's access control, on the etcd berthd runs only (an external one is its operator's). */
+  #auth(state: EtcdState | undefined): EtcdAuth | undefined {
+    return state && !this.d.externalEtcd ? new EtcdAuth(state.client, state.prefix) : undefined;
+  }
+
+  /** A manager linking turns etcd's auth on (a cluster from before too), with a user for every node. */
+  async #enableAuth(state: EtcdState, entries: Map<string, unknown>): Promise<void> {
+    const auth = this.#auth(state);
+    if (!auth) return;
+    const nodes = new Map<string, NodeRole>([[this.store.selfId, 'manager']]);
+    for (const [key, doc] of entries) if (key.startsWith('nodes/')) nodes.set(key.slice(6), (doc as NodeRecord).spec.Role === 'worker' ? 'worker' : 'manager');
+    await auth.enable([...nodes].map(([id, role]) => ({ id, role }))).catch((err) => log.error('turning on etcd auth failed', { err: errorMessage(err) }));
+  }
+
+  /**
+   * A manager changed a node's role or removed it (undefined): its etcd user follows. Demoted, it
+   * keeps root until its etcd member has left (which it does itself, and needs root for).
+   */
+  nodeChanged(id: string, role: NodeRole | undefined): void {
+    const auth = this.#auth(this.members.state);
+    const state = this.members.state;
+    if (!auth || !state) return;
+    const change = async () => {
+      if (!role) return auth.removeNode(id);
+      for (let i = 0; role === 'worker' && i < 120; i++) {
+        const list = await state.client.cluster.memberList({});
+        if (!list.members.some((m) => m.name === id)) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      if (this.store.nodes.get(id)?.spec.Role === role) await auth.setNode(id, role);
+    };
+    void change().catch((err) => log.warn('changing a node\'s etcd user failed', { node: id, role, err: errorMessage(err) }));
   }
 
   /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */

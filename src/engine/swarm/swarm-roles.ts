@@ -8,6 +8,7 @@ import { log } from '../../lib/log.js';
 import { Membership } from './cluster/membership.js';
 import type { ManagerKeys } from './cluster/manager-keys.js';
 import { NO_TOKENS } from './cluster/sealed-tokens.js';
+import { workerReadRanges } from './cluster/etcd-auth.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
@@ -78,11 +79,18 @@ export class SwarmRoles extends SwarmPart {
     const c = this.store.cluster;
     const state = this.members.state;
     if (!c || !state || this.core.closed) return;
-    if (c.node.spec.Role === 'worker') return this.dropKeys();
-    // The other managers may hear of the promotion a moment after this node does.
+    if (c.node.spec.Role === 'worker') {
+      await this.dropKeys();
+      // What a worker may read of etcd (etcd-auth.ts), watched from now on.
+      state.restrictReads(workerReadRanges(state.prefix));
+      return state.rewatch((await state.snapshot()).revision);
+    }
+    // The other managers may hear of the promotion a moment after this node does (and let etcd know).
+    state.restrictReads(undefined);
     for (let attempt = 0; ; attempt++) {
       try {
-        if (await this.keys.adopt(this.peers.managerAddrs())) await this.sync.openBlobs(state);
+        await this.keys.adopt(this.peers.managerAddrs());
+        await state.rewatch(await this.sync.openBlobs(state));
         return;
       } catch (err) {
         if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;

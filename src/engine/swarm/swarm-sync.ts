@@ -66,9 +66,10 @@ export class SwarmSync {
   }
 
   /** A node that just got the data key opens the join tokens, secrets and configs etcd holds. */
-  async openBlobs(state: EtcdState): Promise<void> {
+  async openBlobs(state: EtcdState): Promise<string> {
     const snap = await state.snapshot();
     for (const [key, doc] of snap.entries) if (key === 'cluster' || key.startsWith('secrets/') || key.startsWith('configs/')) this.onRemote(key, doc, true);
+    return snap.revision;
   }
 
   /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
@@ -187,14 +188,16 @@ export class SwarmSync {
       }
       case 'taskstatus': {
         if (!doc) return;
-        const local = store.tasks.get(id);
+        // `<node>/<task>`, or `<task>` as clusters from before keep it.
+        const taskId = id.slice(id.lastIndexOf('/') + 1);
+        const local = store.tasks.get(taskId);
         if (local && local.nodeId === store.selfId) {
           // This node is the one that knows its tasks' state; after a restart etcd may lag behind it.
           store.seen(key, json);
           if (snapshot) store.saveTask(local);
           return;
         }
-        const t = store.applyRemoteStatus(id, doc as TaskStatusDoc, json);
+        const t = store.applyRemoteStatus(key, taskId, doc as TaskStatusDoc, json);
         if (!t) return;
         // A task that waited (restart delay, update order) and started on its node wants to run now.
         if (this.core.leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {
