@@ -47,6 +47,8 @@ export class SwarmMembership extends SwarmPart {
   /** Leadership, promotion and demotion. */
   readonly roles: SwarmRoles;
   #joining = false;
+  /** Per node, the etcd user changes under way (one at a time). */
+  readonly #accessChanges = new Map<string, Promise<void>>();
 
   constructor(core: SwarmCore) {
     super(core);
@@ -199,6 +201,8 @@ export class SwarmMembership extends SwarmPart {
     const c = this.store.cluster;
     const files = this.members.files;
     if (!c || !files || c.node.spec.Role !== 'manager') throw unavailable(NOT_MANAGER);
+    // Just promoted, this manager may not have opened the sealed tokens yet.
+    if (!c.joinTokens.worker && this.members.state) await this.sync.openBlobs(this.members.state);
     const role = ask.token === c.joinTokens.manager ? 'manager' : ask.token === c.joinTokens.worker ? 'worker' : undefined;
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
@@ -274,7 +278,8 @@ export class SwarmMembership extends SwarmPart {
     state.restrictReads(manager ? undefined : workerReadRanges(state.prefix));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
-    if (manager) await this.#enableAuth(state, before.entries);
+    // etcd's auth goes on once: at init, or at the first manager link of a cluster from before.
+    if (manager && !(before.entries.get('cluster') as ClusterRecord | undefined)?.etcdAuth) await this.#enableAuth(state, before.entries);
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
     if (manager) this.keys.share(state, before.entries);
     else await this.roles.dropKeys();
@@ -315,27 +320,43 @@ export class SwarmMembership extends SwarmPart {
     if (!auth) return;
     const nodes = new Map<string, NodeRole>([[this.store.selfId, 'manager']]);
     for (const [key, doc] of entries) if (key.startsWith('nodes/')) nodes.set(key.slice(6), (doc as NodeRecord).spec.Role === 'worker' ? 'worker' : 'manager');
-    await auth.enable([...nodes].map(([id, role]) => ({ id, role }))).catch((err) => log.error('turning on etcd auth failed', { err: errorMessage(err) }));
+    try {
+      await auth.enable([...nodes].map(([id, role]) => ({ id, role })));
+      const c = this.store.cluster!;
+      c.etcdAuth = true;
+      if (entries.has('cluster')) this.store.saveCluster();
+    } catch (err) {
+      log.error('turning on etcd auth failed', { err: errorMessage(err) });
+    }
   }
 
   /**
-   * A manager changed a node's role or removed it (undefined): its etcd user follows. Demoted, it
-   * keeps root until its etcd member has left (which it does itself, and needs root for).
+   * A manager changed a node's role or removed it: its etcd user follows what the node is by then,
+   * one change per node at a time. Demoted, it keeps root until its etcd member has left (which it
+   * does itself, and needs root for).
    */
-  nodeChanged(id: string, role: NodeRole | undefined): void {
+  nodeChanged(id: string): void {
     const auth = this.#auth(this.members.state);
     const state = this.members.state;
     if (!auth || !state) return;
+    const isWorker = () => this.store.nodes.get(id)?.spec.Role === 'worker';
     const change = async () => {
-      if (!role) return auth.removeNode(id);
-      for (let i = 0; role === 'worker' && i < 120; i++) {
+      for (let i = 0; isWorker() && i < 120; i++) {
         const list = await state.client.cluster.memberList({});
         if (!list.members.some((m) => m.name === id)) break;
         await new Promise((r) => setTimeout(r, 500));
       }
-      if (this.store.nodes.get(id)?.spec.Role === role) await auth.setNode(id, role);
+      const n = this.store.nodes.get(id);
+      if (!n) await auth.removeNode(id);
+      else await auth.setNode(id, n.spec.Role === 'worker' ? 'worker' : 'manager');
     };
-    void change().catch((err) => log.warn('changing a node\'s etcd user failed', { node: id, role, err: errorMessage(err) }));
+    const next = (this.#accessChanges.get(id) ?? Promise.resolve())
+      .then(change)
+      .catch((err) => log.warn('changing a node\'s etcd user failed', { node: id, err: errorMessage(err) }))
+      .finally(() => {
+        if (this.#accessChanges.get(id) === next) this.#accessChanges.delete(id);
+      });
+    this.#accessChanges.set(id, next);
   }
 
   /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */

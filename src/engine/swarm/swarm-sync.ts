@@ -65,10 +65,10 @@ export class SwarmSync {
     else log.warn('a secret or config was not shared: this node holds no data key', { key });
   }
 
-  /** A node that just got the data key opens the join tokens, secrets and configs etcd holds. */
+  /** A node that just got the data key opens the join tokens, secrets, configs and managers' keys etcd holds. */
   async openBlobs(state: EtcdState): Promise<string> {
     const snap = await state.snapshot();
-    for (const [key, doc] of snap.entries) if (key === 'cluster' || key.startsWith('secrets/') || key.startsWith('configs/')) this.onRemote(key, doc, true);
+    for (const [key, doc] of snap.entries) if (key === 'cluster' || /^(secrets|configs|keys)\//.test(key)) this.onRemote(key, doc, true);
     return snap.revision;
   }
 

@@ -3,7 +3,7 @@
  * up). With auth on and client certificates required, etcd takes a certificate's CN, the node id, for
  * the user. Managers' users hold the `root` role (everything, membership and auth included). A
  * worker's user holds `berth-worker`: read everything under the prefix but `configs/`, `keys/` and
- * `secrets/`, and claim addresses (`addresses/`); and its own `berth-node-<id>`: write its heartbeat
+ * `secrets/`, and who leads (the election's keys), and claim addresses (`addresses/`); and its own `berth-node-<id>`: write its heartbeat
  * (`alive/<id>`), its containers' addresses (`attachments/<id>`) and its tasks' status
  * (`taskstatus/<id>/...`). Users get a random password nobody uses: etcd 3.4 wants one.
  */
@@ -47,9 +47,10 @@ export class EtcdAuth {
     private readonly prefix: string,
   ) {}
 
+  /** The role, with these permissions (granted again each time: a role from an older berthd gets what is new). */
   async #role(name: string, perms: IPermissionRequest[]): Promise<void> {
-    const created = await this.client.role(name).create().then(() => true, (err) => (ignore(EtcdRoleExistsError)(err), false));
-    if (created && perms.length) await this.client.role(name).grant(perms);
+    await this.client.role(name).create().catch(ignore(EtcdRoleExistsError));
+    if (perms.length) await this.client.role(name).grant(perms);
   }
 
   async #user(id: string): Promise<void> {
@@ -71,6 +72,8 @@ export class EtcdAuth {
       await this.#role(WORKERS, [
         ...workerReadRanges(p).map((range) => ({ permission: 'Read' as const, range })),
         { permission: 'Readwrite', range: Range.prefix(`${p}addresses/`) },
+        // Who leads: the etcd3 client keeps an election's keys under `election/<name>/`.
+        { permission: 'Read', range: Range.prefix(`election/${p}leader/`) },
       ]);
       await this.#role(nodeRoleName(id), [
         { permission: 'Write', key: `${p}alive/${id}` },
