@@ -81,13 +81,17 @@ export async function runningOn(d: TestDaemon, service: string): Promise<number>
   return r.stdout.split('\n').filter(Boolean).length;
 }
 
-/** etcdctl against the etcd member a node runs, with that node's certificate (`withCert` false: none). */
-export async function etcdctl(d: TestDaemon, args: string[], withCert = true): Promise<{ code: number; stdout: string; stderr: string }> {
+/**
+ * etcdctl against the etcd member a node runs, with that node's certificate (`withCert` false: none),
+ * or node `as`'s (a worker's, which runs no member).
+ */
+export async function etcdctl(d: TestDaemon, args: string[], withCert = true, as = d): Promise<{ code: number; stdout: string; stderr: string }> {
   const dir = join(d.dataRoot, 'swarm', 'cluster');
+  const certDir = join(as.dataRoot, 'swarm', 'cluster');
   const pid = readFileSync(join(dir, 'etcd', 'etcd.pid'), 'utf8').trim();
   const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
   const endpoint = cmd[cmd.indexOf('--listen-client-urls') + 1]!;
-  const certs = withCert ? ['--cert', join(dir, 'node.pem'), '--key', join(dir, 'node-key.pem')] : [];
+  const certs = withCert ? ['--cert', join(certDir, 'node.pem'), '--key', join(certDir, 'node-key.pem')] : [];
   return run('etcdctl', ['--endpoints', endpoint, '--cacert', join(dir, 'ca.pem'), ...certs, '--dial-timeout', '3s', '--command-timeout', '5s', ...args], {
     env: { ...process.env, ETCDCTL_API: '3' },
     timeoutMs: 20_000,

@@ -16,6 +16,8 @@ import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
+import { NO_TOKENS } from './cluster/sealed-tokens.js';
+import { EtcdAuth, workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
@@ -45,6 +47,8 @@ export class SwarmMembership extends SwarmPart {
   /** Leadership, promotion and demotion. */
   readonly roles: SwarmRoles;
   #joining = false;
+  /** Per node, the etcd user changes under way (one at a time). */
+  readonly #accessChanges = new Map<string, Promise<void>>();
 
   constructor(core: SwarmCore) {
     super(core);
@@ -197,6 +201,8 @@ export class SwarmMembership extends SwarmPart {
     const c = this.store.cluster;
     const files = this.members.files;
     if (!c || !files || c.node.spec.Role !== 'manager') throw unavailable(NOT_MANAGER);
+    // Just promoted, this manager may not have opened the sealed tokens yet.
+    if (!c.joinTokens.worker && this.members.state) await this.sync.openBlobs(this.members.state);
     const role = ask.token === c.joinTokens.manager ? 'manager' : ask.token === c.joinTokens.worker ? 'worker' : undefined;
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
@@ -218,6 +224,8 @@ export class SwarmMembership extends SwarmPart {
       }
     }
     const now = new Date().toISOString();
+    // Its etcd user first: the node reaches etcd with its certificate as soon as it has the answer.
+    await this.#auth(state)?.setNode(nodeId, role);
     const node: NodeRecord = {
       id: nodeId, version: 0, createdAt: now, updatedAt: now,
       spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
@@ -234,7 +242,8 @@ export class SwarmMembership extends SwarmPart {
       nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
       ...(role === 'manager' && files.dataKey ? { dataKey: files.dataKey.toString('base64') } : {}), endpoints, ...(initialCluster ? { initialCluster } : {}),
       ...(this.d.externalEtcd ? { externalEtcd: true } : {}),
-      cluster: sharedCluster(c), node,
+      // A worker holds no join token (a manager's could promote it).
+      cluster: role === 'manager' ? sharedCluster(c) : { ...sharedCluster(c), joinTokens: { ...NO_TOKENS } }, node,
     };
   }
 
@@ -265,8 +274,12 @@ export class SwarmMembership extends SwarmPart {
     const unlockKey = manager ? c.unlockKey : '';
     c.unlockKey = '';
     this.sync.attach(state, self);
+    // A worker reads what etcd lets it (etcd-auth.ts), range by range.
+    state.restrictReads(manager ? undefined : workerReadRanges(state.prefix));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
     const before = await state.snapshot();
+    // etcd's auth goes on once: at init, or at the first manager link of a cluster from before.
+    if (manager && !(before.entries.get('cluster') as ClusterRecord | undefined)?.etcdAuth) await this.#enableAuth(state, before.entries);
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
     if (manager) this.keys.share(state, before.entries);
     else await this.roles.dropKeys();
@@ -294,6 +307,56 @@ export class SwarmMembership extends SwarmPart {
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** etcd's access control, on the etcd berthd runs only (an external one is its operator's). */
+  #auth(state: EtcdState | undefined): EtcdAuth | undefined {
+    return state && !this.d.externalEtcd ? new EtcdAuth(state.client, state.prefix) : undefined;
+  }
+
+  /** A manager linking turns etcd's auth on (a cluster from before too), with a user for every node. */
+  async #enableAuth(state: EtcdState, entries: Map<string, unknown>): Promise<void> {
+    const auth = this.#auth(state);
+    if (!auth) return;
+    const nodes = new Map<string, NodeRole>([[this.store.selfId, 'manager']]);
+    for (const [key, doc] of entries) if (key.startsWith('nodes/')) nodes.set(key.slice(6), (doc as NodeRecord).spec.Role === 'worker' ? 'worker' : 'manager');
+    try {
+      await auth.enable([...nodes].map(([id, role]) => ({ id, role })));
+      const c = this.store.cluster!;
+      c.etcdAuth = true;
+      if (entries.has('cluster')) this.store.saveCluster();
+    } catch (err) {
+      log.error('turning on etcd auth failed', { err: errorMessage(err) });
+    }
+  }
+
+  /**
+   * A manager changed a node's role or removed it: its etcd user follows what the node is by then,
+   * one change per node at a time. Demoted, it keeps root until its etcd member has left (which it
+   * does itself, and needs root for).
+   */
+  nodeChanged(id: string): void {
+    const auth = this.#auth(this.members.state);
+    const state = this.members.state;
+    if (!auth || !state) return;
+    const isWorker = () => this.store.nodes.get(id)?.spec.Role === 'worker';
+    const change = async () => {
+      for (let i = 0; isWorker() && i < 120; i++) {
+        const list = await state.client.cluster.memberList({});
+        if (!list.members.some((m) => m.name === id)) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const n = this.store.nodes.get(id);
+      if (!n) await auth.removeNode(id);
+      else await auth.setNode(id, n.spec.Role === 'worker' ? 'worker' : 'manager');
+    };
+    const next = (this.#accessChanges.get(id) ?? Promise.resolve())
+      .then(change)
+      .catch((err) => log.warn('changing a node\'s etcd user failed', { node: id, err: errorMessage(err) }))
+      .finally(() => {
+        if (this.#accessChanges.get(id) === next) this.#accessChanges.delete(id);
+      });
+    this.#accessChanges.set(id, next);
   }
 
   /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */

@@ -164,6 +164,8 @@ export interface ClusterRecord extends Meta {
   node: NodeRecord;
   /** The cluster CA (PEM), when the swarm has one. */
   caCert?: string;
+  /** etcd's auth is on (cluster/etcd-auth.ts; the etcd berthd runs only). */
+  etcdAuth?: boolean;
   /** This node's link to the cluster (absent in a swarm of one without etcd). */
   local?: ClusterLocal;
   /** The other nodes as last seen, for a start without etcd. */

@@ -17,6 +17,8 @@ export class SwarmNodes extends SwarmPart {
     core: SwarmCore,
     /** This node was promoted or demoted here. */
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
+    /** A node's role changed here, or it was removed: its etcd access follows. */
+    private readonly accessChanged: (id: string) => void,
   ) {
     super(core);
   }
@@ -57,6 +59,7 @@ export class SwarmNodes extends SwarmPart {
     const before = n.spec.Role;
     n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
     if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
+    if (role !== before && this.store.clustered) this.accessChanged(n.id);
     this.store.touch(n);
     this.store.saveNode(n);
     if (n.id === this.store.selfId && this.store.clustered && role !== before) this.roleChanged(role);
@@ -69,6 +72,7 @@ export class SwarmNodes extends SwarmPart {
     if (n.spec.Role !== 'worker') throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
     if (this.nodeReady(n.id) && !force) throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is not down and can't be removed`);
     this.store.deleteNode(n.id);
+    if (this.store.clustered) this.accessChanged(n.id);
     this.core.reconcileAll('live');
   }
 }

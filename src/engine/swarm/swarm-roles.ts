@@ -7,6 +7,8 @@ import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { Membership } from './cluster/membership.js';
 import type { ManagerKeys } from './cluster/manager-keys.js';
+import { NO_TOKENS } from './cluster/sealed-tokens.js';
+import { workerReadRanges } from './cluster/etcd-auth.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
@@ -77,11 +79,18 @@ export class SwarmRoles extends SwarmPart {
     const c = this.store.cluster;
     const state = this.members.state;
     if (!c || !state || this.core.closed) return;
-    if (c.node.spec.Role === 'worker') return this.dropKeys();
-    // The other managers may hear of the promotion a moment after this node does.
+    if (c.node.spec.Role === 'worker') {
+      await this.dropKeys();
+      // What a worker may read of etcd (etcd-auth.ts), watched from now on.
+      state.restrictReads(workerReadRanges(state.prefix));
+      return state.rewatch((await state.snapshot()).revision);
+    }
+    // The other managers may hear of the promotion a moment after this node does (and let etcd know).
+    state.restrictReads(undefined);
     for (let attempt = 0; ; attempt++) {
       try {
-        if (await this.keys.adopt(this.peers.managerAddrs())) await this.sync.openBlobs(state);
+        await this.keys.adopt(this.peers.managerAddrs());
+        await state.rewatch(await this.sync.openBlobs(state));
         return;
       } catch (err) {
         if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') throw err;
@@ -90,10 +99,15 @@ export class SwarmRoles extends SwarmPart {
     }
   }
 
-  /** A worker holds neither the data key nor the CA key, nor any secret or config. */
+  /** A worker holds neither the data key nor the CA key, nor any secret, config or join token. */
   async dropKeys(): Promise<void> {
     await this.keys.drop();
     for (const b of Object.values(this.blobs)) b.clear();
+    const c = this.store.cluster;
+    if (c && (c.joinTokens.worker || c.joinTokens.manager)) {
+      c.joinTokens = { ...NO_TOKENS };
+      this.store.saveCluster(true);
+    }
   }
 
   /** A promoted node becomes an etcd member (learner first), a demoted one leaves etcd's member list. */

@@ -20,6 +20,14 @@ export interface StoreSink {
   leading(): boolean;
 }
 
+/**
+ * Where a task's status lives in etcd: under its node (`taskstatus/<node>/<task>`, `-` while it has
+ * none), so that etcd can let each node write its own tasks' status only. Clusters from before keep
+ * `taskstatus/<task>`: still read, deleted with the task.
+ */
+export const statusKey = (t: { id: string; nodeId: string }) => `taskstatus/${t.nodeId || '-'}/${t.id}`;
+const statusKeys = (t: { id: string; nodeId: string }) => [...new Set([statusKey(t), `taskstatus/-/${t.id}`, `taskstatus/${t.id}`])];
+
 /** The fields of a task its node reports; the rest is the leader's. */
 const STATUS_FIELDS = ['status', 'runningSince', 'containerGone'] as const;
 type TaskStatusField = (typeof STATUS_FIELDS)[number];
@@ -169,7 +177,12 @@ export class SwarmStore {
     const { main, status } = splitTask(t);
     const mine = t.nodeId === sink.self();
     if (sink.leading()) this.#out(`tasks/${t.id}`, main);
-    if (mine || (sink.leading() && (!t.nodeId || !this.nodeUp(t.nodeId) || t.status.state === 'assigned' || t.status.state === 'pending'))) this.#out(`taskstatus/${t.id}`, status);
+    if (mine || (sink.leading() && (!t.nodeId || !this.nodeUp(t.nodeId) || t.status.state === 'assigned' || t.status.state === 'pending'))) {
+      const key = statusKey(t);
+      this.#out(key, status);
+      // The leader clears what an assigned task's status was kept as before (no node yet, or the old layout).
+      if (sink.leading()) for (const k of statusKeys(t)) if (k !== key && this.#seen.has(k)) this.#gone(k);
+    }
   }
 
   deleteTask(id: string, remote = false): void {
@@ -179,7 +192,9 @@ export class SwarmStore {
     if (t?.status.containerId) this.#byContainer.delete(t.status.containerId);
     if (this.#sink && !remote) {
       this.#gone(`tasks/${id}`);
-      this.#gone(`taskstatus/${id}`);
+      const key = t ? statusKey(t) : `taskstatus/-/${id}`;
+      this.#gone(key);
+      for (const k of statusKeys({ id, nodeId: t?.nodeId ?? '' })) if (k !== key && this.#seen.has(k)) this.#gone(k);
     }
   }
 
@@ -190,7 +205,7 @@ export class SwarmStore {
     if (o.task) {
       const { main, status } = splitTask(o.task);
       this.#out(`tasks/${o.task.id}`, main);
-      this.#out(`taskstatus/${o.task.id}`, status);
+      this.#out(statusKey(o.task), status);
     }
   }
 
@@ -212,9 +227,9 @@ export class SwarmStore {
     return t;
   }
 
-  /** A task status from another node (the caller keeps this node's own tasks out). */
-  applyRemoteStatus(id: string, doc: TaskStatusDoc, json: string): TaskRecord | undefined {
-    this.#seen.set(`taskstatus/${id}`, json);
+  /** A task status from another node, etcd's `key` (the caller keeps this node's own tasks out). */
+  applyRemoteStatus(key: string, id: string, doc: TaskStatusDoc, json: string): TaskRecord | undefined {
+    this.#seen.set(key, json);
     const t = this.tasks.get(id);
     if (!t) {
       this.#earlyStatus.set(id, doc);

@@ -9,6 +9,7 @@ import { log } from '../../lib/log.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
+import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
 import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
@@ -43,11 +44,18 @@ export class SwarmSync {
     for (const [k, d] of this.#early) {
       if (d === null) state.del(k);
       else if (d && typeof d === 'object' && 'sealLater' in d) this.#putSealed(state, k, (d as { sealLater: unknown }).sealLater);
-      else state.put(k, d);
+      else this.#put(state, k, d);
     }
     this.#early.clear();
-    this.core.store.attach({ put: (k, d) => state.put(k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
+    this.core.store.attach({ put: (k, d) => this.#put(state, k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
     for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? this.#putSealed(state, `${b.kind}s/${id}`, rec) : state.del(`${b.kind}s/${id}`)));
+  }
+
+  /** The cluster document goes out with its join tokens sealed; a node without the data key never writes it. */
+  #put(state: EtcdState, key: string, doc: unknown): void {
+    if (key !== 'cluster') return state.put(key, doc);
+    const sealed = sealTokens(this.members.files?.dataKey, doc as ClusterRecord);
+    if (sealed) state.put(key, sealed);
   }
 
   /** Secrets and configs are only written by managers, which hold the data key (a promoted one once it has it). */
@@ -57,10 +65,11 @@ export class SwarmSync {
     else log.warn('a secret or config was not shared: this node holds no data key', { key });
   }
 
-  /** A node that just got the data key opens the secrets and configs etcd holds. */
-  async openBlobs(state: EtcdState): Promise<void> {
+  /** A node that just got the data key opens the join tokens, secrets, configs and managers' keys etcd holds. */
+  async openBlobs(state: EtcdState): Promise<string> {
     const snap = await state.snapshot();
-    for (const [key, doc] of snap.entries) if (key.startsWith('secrets/') || key.startsWith('configs/')) this.onRemote(key, doc, true);
+    for (const [key, doc] of snap.entries) if (key === 'cluster' || /^(secrets|configs|keys)\//.test(key)) this.onRemote(key, doc, true);
+    return snap.revision;
   }
 
   /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
@@ -105,11 +114,20 @@ export class SwarmSync {
       case 'cluster': {
         const c = store.cluster;
         if (!c || !doc) return;
-        const shared = doc as ClusterRecord;
-        Object.assign(c, sharedCluster({ ...shared, node: c.node } as ClusterRecord));
+        const { sealedJoinTokens: _sealed, ...shared } = doc as ClusterRecord & { sealedJoinTokens?: unknown };
+        let opened;
+        try {
+          opened = openTokens(this.members.files?.dataKey, doc as ClusterRecord);
+        } catch (err) {
+          log.warn('the join tokens could not be opened', { err: errorMessage(err) });
+          opened = { tokens: c.joinTokens, plain: false };
+        }
+        Object.assign(c, sharedCluster({ ...shared, joinTokens: opened.tokens, node: c.node } as ClusterRecord));
         store.bump(shared.version);
-        store.seen('cluster', json);
-        store.saveCluster(true);
+        // Remembered as this node would write it (sealing differs each time): no echo back. A manager
+        // seals a document from before that holds the tokens plain.
+        store.seen('cluster', opened.plain && this.members.files?.dataKey ? '' : JSON.stringify(sharedCluster(c)));
+        store.saveCluster(!(opened.plain && this.members.files?.dataKey));
         return;
       }
       case 'nodes': {
@@ -170,14 +188,16 @@ export class SwarmSync {
       }
       case 'taskstatus': {
         if (!doc) return;
-        const local = store.tasks.get(id);
+        // `<node>/<task>`, or `<task>` as clusters from before keep it.
+        const taskId = id.slice(id.lastIndexOf('/') + 1);
+        const local = store.tasks.get(taskId);
         if (local && local.nodeId === store.selfId) {
           // This node is the one that knows its tasks' state; after a restart etcd may lag behind it.
           store.seen(key, json);
           if (snapshot) store.saveTask(local);
           return;
         }
-        const t = store.applyRemoteStatus(id, doc as TaskStatusDoc, json);
+        const t = store.applyRemoteStatus(key, taskId, doc as TaskStatusDoc, json);
         if (!t) return;
         // A task that waited (restart delay, update order) and started on its node wants to run now.
         if (this.core.leads && t.desiredState === 'ready' && ['starting', 'running'].includes(t.status.state)) {

@@ -37,7 +37,7 @@ export class SwarmService {
   constructor(private readonly d: SwarmDeps) {
     this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => (this.#core.store.clustered ? this.#membership.members.state : undefined));
     this.#membership = new SwarmMembership(this.#core);
-    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role));
+    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role), (id) => this.#membership.nodeChanged(id));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
     this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));

@@ -1,13 +1,15 @@
 /**
  * The cluster's state in etcd, under one prefix: `cluster`, `nodes/<id>`, `services/<id>`,
- * `tasks/<id>` (what managers decide) and `taskstatus/<id>` (what the node running the task
+ * `tasks/<id>` (what managers decide) and `taskstatus/<node>/<id>` (what the node running the task
  * observes), `secrets/<id>`, `configs/<id>`, `networks/<id>`, and lease-bound `alive/<id>` heartbeats.
  * Each value is `{"w": writer node, "d": document}`, so a node skips its own writes coming back
  * through the watch. Writes are queued per key (the latest wins) and retried until etcd takes them:
- * a node cut off from etcd keeps working on its cache and catches up when it is back.
+ * a node cut off from etcd keeps working on its cache and catches up when it is back. A write etcd
+ * refuses (a worker's, beyond what etcd-auth.ts grants it) is dropped, never retried.
+ * A worker reads only the ranges it may (`restrictReads`): several of them instead of the prefix.
  */
 import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, retry } from 'cockatiel';
-import { Etcd3, isRecoverableError, type IKeyValue, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
+import { Etcd3, EtcdPermissionDeniedError, isRecoverableError, type IKeyValue, type Range, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
 
@@ -32,7 +34,11 @@ export class EtcdState {
   readonly #pending = new Map<string, string | null>();
   #flushing = false;
   #closed = false;
-  #watcher: Watcher | undefined;
+  #watchers: Watcher[] = [];
+  #onChange: ChangeFn | undefined;
+  /** The key ranges this node may read (undefined: the whole prefix). */
+  #ranges: Range[] | undefined;
+  readonly #refused = new Set<string>();
   #lease: Lease | undefined;
   #campaign: Campaign | undefined;
   #observer: ElectionObserver | undefined;
@@ -56,9 +62,21 @@ export class EtcdState {
     });
   }
 
-  /** Every document under the prefix, with the revision to watch from. */
+  /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */
+  restrictReads(ranges: Range[] | undefined): void {
+    this.#ranges = ranges;
+  }
+
+  /** Every document under the prefix (or in the readable ranges, read at one revision), with the revision to watch from. */
   async snapshot(timeoutMs = 10_000): Promise<Snapshot> {
-    const res = await withTimeout(this.client.getAll().prefix(this.prefix).exec(), timeoutMs, 'reading the cluster state from etcd');
+    const ranges = this.#ranges;
+    const read = ranges
+      ? this.client.kv.txn({ compare: [], success: ranges.map((r) => ({ request_range: { key: r.start, range_end: r.end } })), failure: [] }).then((t) => ({
+          kvs: t.responses.flatMap((op) => op.response_range?.kvs ?? []),
+          header: t.header,
+        }))
+      : this.client.getAll().prefix(this.prefix).exec();
+    const res = await withTimeout(read, timeoutMs, 'reading the cluster state from etcd');
     const entries = new Map<string, unknown>();
     for (const kv of res.kvs) {
       const doc = decode(kv);
@@ -69,8 +87,23 @@ export class EtcdState {
 
   /** Follows changes after `revision`; own writes are skipped. */
   async watch(revision: string, onChange: ChangeFn): Promise<void> {
-    const w = await this.client.watch().prefix(this.prefix).startRevision(String(BigInt(revision) + 1n)).create();
-    this.#watcher = w;
+    this.#onChange = onChange;
+    for (const r of this.#ranges ?? [undefined]) {
+      const b = this.client.watch();
+      const w = await (r ? b.inRange(r) : b.prefix(this.prefix)).startRevision(String(BigInt(revision) + 1n)).create();
+      this.#watchers.push(w);
+      this.#follow(w, onChange);
+    }
+  }
+
+  /** Watches again after `revision`, the readable ranges as they are now (a promoted or demoted node). */
+  async rewatch(revision: string): Promise<void> {
+    const old = this.#watchers.splice(0);
+    if (this.#onChange && !this.#closed) await this.watch(revision, this.#onChange);
+    for (const w of old) await w.cancel().catch(() => undefined);
+  }
+
+  #follow(w: Watcher, onChange: ChangeFn): void {
     w.on('put', (kv) => {
       const doc = decode(kv);
       const key = kv.key.toString().slice(this.prefix.length);
@@ -115,6 +148,12 @@ export class EtcdState {
           // A newer value queued meanwhile stays queued.
           if (this.#pending.get(key) === value) this.#pending.delete(key);
         } catch (err) {
+          if (err instanceof EtcdPermissionDeniedError) {
+            if (!this.#refused.has(key)) log.warn('etcd refused a write of this node: dropped', { key });
+            this.#refused.add(key);
+            if (this.#pending.get(key) === value) this.#pending.delete(key);
+            continue;
+          }
           if (failures++ % 20 === 0) log.warn('etcd write failed; retrying', { key, err: errorMessage(err) });
           await new Promise((r) => setTimeout(r, Math.min(1000, 100 * failures)));
         }
@@ -212,7 +251,7 @@ export class EtcdState {
     if (this.#closed) return;
     await this.flushed(2000);
     this.#closed = true;
-    await this.#watcher?.cancel().catch(() => undefined);
+    for (const w of this.#watchers.splice(0)) await w.cancel().catch(() => undefined);
     await this.#observer?.cancel().catch(() => undefined);
     await this.resign();
     if (leaving) await this.#lease?.revoke().catch(() => undefined);

@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { EtcdPermissionDeniedError } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage, unavailable } from '../../../lib/errors.js';
 import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
@@ -208,6 +209,8 @@ export class Membership {
         await state.client.get('/berth/ping').exec();
         break;
       } catch (err) {
+        // A worker may not read that key (etcd-auth.ts): etcd answered all the same.
+        if (err instanceof EtcdPermissionDeniedError) break;
         if (Date.now() > deadline) {
           state.client.close();
           throw unavailable(`etcd at ${endpoints.join(', ')} does not answer: ${errorMessage(err)}`);
@@ -259,7 +262,17 @@ export class Membership {
   async becomeMember(nodeId: string, addr: string, clusterId: string): Promise<NonNullable<ClusterLocal['member']> & { clientUrl: string }> {
     const client = this.state!.client;
     const ports = await this.memberPorts(addr);
-    const added = await client.cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
+    // The promoting manager gives this node's etcd user root (membership changes need it) meanwhile.
+    let added;
+    for (let i = 0; ; i++) {
+      try {
+        added = await client.cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
+        break;
+      } catch (err) {
+        if (!(err instanceof EtcdPermissionDeniedError) || i >= 40) throw err;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
     const initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
     const member = { ...ports, initialCluster, initialState: 'existing' as const };
     try {
