@@ -206,12 +206,7 @@ export class Aardvark {
     if (holders.length === 0) return false;
     for (const h of holders) {
       log.warn('stopping an aardvark-dns of another daemon that holds this daemon\'s gateway address', { pid: h });
-      try {
-        process.kill(h, 'SIGTERM');
-      } catch {
-        continue;
-      }
-      for (let i = 0; i < 400 && (await isAlive(h)); i++) await sleep(5);
+      await terminate(h);
     }
     const before = new Set((await udpListeners(pid, this.#port)).keys());
     process.kill(pid, 'SIGHUP');
@@ -275,22 +270,26 @@ export class Aardvark {
       const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
       if (!args[0]?.endsWith('aardvark-dns') || args[args.indexOf('--config') + 1] !== this.#dir) continue;
       log.warn('stopping an aardvark-dns of this daemon that its pid file does not name', { pid });
-      try {
-        process.kill(pid, 'SIGTERM');
-      } catch {
-        continue; // gone meanwhile
-      }
-      for (let i = 0; i < 400 && (await isAlive(pid)); i++) await sleep(5);
+      await terminate(pid);
     }
   }
 
   async #stop(): Promise<void> {
     const pid = await this.#runningPid();
     if (!pid) return;
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 400 && (await isAlive(pid)); i++) await sleep(5);
+    await terminate(pid);
     await rm(join(this.#dir, PID_FILE), { force: true });
   }
+}
+
+/** SIGTERM, then a bounded wait (2 s) for the process to be gone; one already gone is fine. */
+async function terminate(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  for (let i = 0; i < 400 && (await isAlive(pid)); i++) await sleep(5);
 }
 
 /** Alive and not a zombie (a daemonized process is reaped by init, possibly late). */
