@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Writes src/lib/engine-api-schema.json: for every operation of the Engine API spec that
+ * Writes generated/engine-api-schema.json: for every operation of the Engine API spec that
  * takes a JSON body or a typed query parameter, what berthd checks before a handler runs. berthd
  * never reads the YAML at run time; run this after the spec in ../shared/reference changes:
  *
@@ -29,7 +29,7 @@ const repo = path.resolve(here, '..');
 // ../shared beside the repo (CI, main checkout) or beside the worktrees' parent.
 const specPath = (process.argv[2] || undefined) ?? ['..', '../..'].map((up) => path.resolve(repo, up, 'shared/reference/docker-engine-api-v1.55.yaml')).find((p) => fs.existsSync(p));
 if (!specPath) throw new Error('docker-engine-api-v1.55.yaml not found; pass its path');
-const outPath = process.argv[3] ?? path.join(repo, 'src/lib/engine-api-schema.json');
+const outPath = process.argv[3] ?? path.join(repo, 'generated/engine-api-schema.json');
 const spec = parse(fs.readFileSync(specPath, 'utf8'));
 
 /** Go's strslice.StrSlice: decodes from a JSON string or a list of strings. */

@@ -56,7 +56,8 @@ function importsOf(file: string): string[] {
 }
 
 const files = sourceFiles(SRC).map((f) => ({ path: relative(SRC, f).split('\\').join('/'), imports: importsOf(f) }));
-const layer = (p: string) => p.split('/')[0]!;
+/** The top folder under src/; data generated from the spec lives outside src/, in generated/ (a leaf). */
+const layer = (p: string) => (p.startsWith('../generated/') ? '../generated' : p.split('/')[0]!);
 
 function violations(pick: (path: string) => boolean, allowed: (target: string, path: string) => boolean): string[] {
   const bad: string[] = [];
@@ -96,7 +97,7 @@ test('stores and drivers import no layer above them; lib/ is a leaf', () => {
     state: ['state', 'lib'],
     // Plumbing: the engine's network controller owns the records (engine/networks/).
     network: ['network', 'runtime', 'lib'],
-    lib: ['lib'],
+    lib: ['lib', '../generated'],
   };
   assert.deepEqual(violations((p) => layer(p) in below, (t, p) => below[layer(p)]!.includes(layer(t))), []);
 });

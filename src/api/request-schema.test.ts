@@ -98,7 +98,7 @@ describe('request schema (no daemon)', () => {
     try {
       const out = join(dir, 'schema.json');
       execFileSync(process.execPath, [join(REPO, 'scripts/gen-api-schema.mjs'), spec!, out], { cwd: REPO, stdio: 'pipe' });
-      assert.equal(readFileSync(out, 'utf8'), readFileSync(join(REPO, 'src/lib/engine-api-schema.json'), 'utf8'));
+      assert.equal(readFileSync(out, 'utf8'), readFileSync(join(REPO, 'generated/engine-api-schema.json'), 'utf8'));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,6 +1,6 @@
 /**
  * The Engine API's request schema, generated from the spec by scripts/gen-api-schema.mjs into
- * engine-api-schema.json (berthd never reads the YAML). It says only what dockerd's Go decoder
+ * generated/engine-api-schema.json (berthd never reads the YAML). It says only what dockerd's Go decoder
  * refuses: wrong JSON types, integers out of their Go type's range, unknown enum values. Unknown
  * fields are ignored and null is taken wherever Go takes it; `goStruct` matches a struct's keys in
  * any case and leaves a null field unset, `goNull` makes a null element of a list or map its zero
@@ -12,7 +12,7 @@
  */
 import { createRequire } from 'node:module';
 import type { Ajv as AjvType, AnySchemaObject, FuncKeywordDefinition, ValidateFunction } from 'ajv';
-import spec from './engine-api-schema.json' with { type: 'json' };
+import spec from '../../generated/engine-api-schema.json' with { type: 'json' };
 
 export interface QueryCheck {
   type: string;

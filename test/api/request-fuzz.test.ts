@@ -34,7 +34,7 @@ interface Schema {
   exclusiveMaximum?: number;
 }
 
-const spec = JSON.parse(readFileSync(new URL('../../src/lib/engine-api-schema.json', import.meta.url), 'utf8')) as {
+const spec = JSON.parse(readFileSync(new URL('../../generated/engine-api-schema.json', import.meta.url), 'utf8')) as {
   operations: Record<string, { body?: Schema }>;
   definitions: Record<string, Schema>;
 };
