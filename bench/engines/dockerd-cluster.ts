@@ -8,7 +8,7 @@ import { makeTempDir } from '../../test/harness/temp-dir.js';
 import { createTestNet, forwardPort, type TestNet } from '../../test/cluster/harness.js';
 import { detectCgroupLayout, removeCgroup } from '../../src/runtime/cgroups.js';
 import { ApiClient } from '../lib/api-client.js';
-import { onCleanup } from '../lib/cleanup.js';
+import { startOrTeardown } from '../lib/cleanup.js';
 import { runCommand, type CommandResult } from '../lib/run-command.js';
 import { waitForPing } from './engine.js';
 import { describeLog, spawnDaemon, teardownDaemon } from './daemon-process.js';
@@ -55,8 +55,7 @@ export async function startDockerdCluster(n: number, busyboxRef: string): Promis
     net.remove();
     if (!hadTrustKey) await rm(TRUST_KEY, { force: true });
   };
-  const undo = onCleanup('dockerd cluster', teardown);
-  try {
+  return startOrTeardown('dockerd cluster', teardown, async (stop) => {
     const regPort = Number(busyboxRef.split('/')[0]!.split(':')[1]);
     const f = await forwardPort(net.hostAddr, regPort);
     fwd = f.server;
@@ -88,16 +87,9 @@ export async function startDockerdCluster(n: number, busyboxRef: string): Promis
       net,
       nodes,
       image,
-      teardown: async () => {
-        await teardown();
-        undo();
-      },
+      teardown: stop,
     };
-  } catch (err) {
-    await teardown().catch(() => undefined);
-    undo();
-    throw err;
-  }
+  });
 }
 
 /** `swarm init` on node 1 and `swarm join` of the others as workers. */

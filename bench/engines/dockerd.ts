@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { LoggedProcess } from '../../test/harness/child-process.js';
 import { makeTempDir } from '../../test/harness/temp-dir.js';
 import { detectCgroupLayout, removeCgroup } from '../../src/runtime/cgroups.js';
-import { onCleanup } from '../lib/cleanup.js';
+import { startOrTeardown } from '../lib/cleanup.js';
 import { assembleEngine, waitForPing, type Engine } from './engine.js';
 import { describeLog, spawnDaemon, teardownDaemon } from './daemon-process.js';
 import { createBridge, pickFreeSubnet } from './host-network.js';
@@ -59,8 +59,7 @@ export async function startDockerd(o: { dockerConfig: string }): Promise<Engine>
     if (bridge) await bridge.remove();
     if (!hadTrustKey) await rm(TRUST_KEY, { force: true });
   };
-  const undo = onCleanup('dockerd', teardown);
-  try {
+  return startOrTeardown('dockerd', teardown, async (stop) => {
     const net = await pickFreeSubnet();
     bridge = await createBridge('bbd', `${net.gateway}/16`);
     const args = [...dockerdArgs(dir, cgroupParent), '--bridge', bridge.name];
@@ -74,14 +73,7 @@ export async function startDockerd(o: { dockerConfig: string }): Promise<Engine>
       pid: () => p.pid,
       dockerConfig: o.dockerConfig,
       details: `managed containerd, runc, overlay2, cgroupfs, json-file logs, bridge ${net.subnet}, --iptables=false`,
-      stopDaemon: async () => {
-        await teardown();
-        undo();
-      },
+      stopDaemon: stop,
     });
-  } catch (err) {
-    await teardown().catch(() => undefined);
-    undo();
-    throw err;
-  }
+  });
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { LoggedProcess } from '../../test/harness/child-process.js';
 import { makeTempDir } from '../../test/harness/temp-dir.js';
 import { detectCgroupLayout, removeCgroup } from '../../src/runtime/cgroups.js';
-import { onCleanup } from '../lib/cleanup.js';
+import { startOrTeardown } from '../lib/cleanup.js';
 import { runCommand } from '../lib/run-command.js';
 import { assembleEngine, waitForPing, type Engine } from './engine.js';
 import { describeLog, spawnDaemon, teardownDaemon } from './daemon-process.js';
@@ -106,8 +106,7 @@ export async function startPodman(o: { dockerConfig: string; registryHost: strin
     if (!hadParent) await removeCgroup(detectCgroupLayout(), CGROUP_PARENT).catch(() => undefined);
     if (!hadLock && !shared) await rm(SHM_LOCK, { force: true });
   };
-  const undo = onCleanup('podman', teardown);
-  try {
+  return startOrTeardown('podman', teardown, async (stop) => {
     const net = await pickFreeSubnet();
     subnet = net.subnet;
     for (const d of ['tmp', 'libpod-tmp', 'networks', 'volumes']) mkdirSync(join(dir, d));
@@ -165,14 +164,7 @@ export async function startPodman(o: { dockerConfig: string; registryHost: strin
       pid: () => p.pid,
       dockerConfig: o.dockerConfig,
       details: `podman system service, crun, overlay, cgroupfs, k8s-file logs, netavark ${net.subnet}, ulimits as the caller's`,
-      stopDaemon: async () => {
-        await teardown();
-        undo();
-      },
+      stopDaemon: stop,
     });
-  } catch (err) {
-    await teardown().catch(() => undefined);
-    undo();
-    throw err;
-  }
+  });
 }

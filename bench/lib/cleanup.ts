@@ -49,3 +49,22 @@ export function installSignalCleanup(): void {
     });
   }
 }
+
+/**
+ * An engine's start with several steps: `teardown` is registered as an undo, `start` gets a `stop` that
+ * tears down and unregisters (for the engine's own stop), and a start that throws is torn down at once.
+ */
+export async function startOrTeardown<T>(what: string, teardown: () => Promise<void>, start: (stop: () => Promise<void>) => Promise<T>): Promise<T> {
+  const undo = onCleanup(what, teardown);
+  const stop = async () => {
+    await teardown();
+    undo();
+  };
+  try {
+    return await start(stop);
+  } catch (err) {
+    await teardown().catch(() => undefined);
+    undo();
+    throw err;
+  }
+}
