@@ -54,17 +54,25 @@ export async function awaitListeners(pid: number, port: number, ipv4: string[], 
   }
 }
 
+/** Every aardvark-dns process on the host but `except`, with the config directory it serves. */
+export async function aardvarkProcesses(except: number | null): Promise<{ pid: number; configDir: string }[]> {
+  const out: { pid: number; configDir: string }[] = [];
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === except || pid === process.pid) continue;
+    const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (args[0]?.endsWith('aardvark-dns')) out.push({ pid, configDir: args[args.indexOf('--config') + 1] ?? '' });
+  }
+  return out;
+}
+
 /**
  * Other aardvark-dns processes bound to any of `ipv4` on `port`: servers of a daemon that is gone,
  * whose bridge (and so the address) went with a stray-device sweep and came back on a new network.
  */
 export async function otherHolders(ipv4: string[], port: number, except: number): Promise<number[]> {
   const out: number[] = [];
-  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === except || pid === process.pid) continue;
-    const argv0 = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')[0] ?? '';
-    if (!argv0.endsWith('aardvark-dns')) continue;
+  for (const { pid } of await aardvarkProcesses(except)) {
     const bound = new Set((await udpListeners(pid, port)).values());
     if (ipv4.some((ip) => bound.has(ip))) out.push(pid);
   }

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { internal } from '../lib/errors.js';
 import { log } from '../lib/log.js';
-import { awaitListeners, otherHolders, udpListeners } from './aardvark-listeners.js';
+import { aardvarkProcesses, awaitListeners, otherHolders, udpListeners } from './aardvark-listeners.js';
 
 export interface DnsRecord {
   containerId: string;
@@ -263,12 +263,8 @@ export class Aardvark {
    * addresses, and a new server could not bind them (it stays up, answering nothing).
    */
   async #stopStrays(): Promise<void> {
-    const current = await this.#runningPid();
-    for (const entry of await readdir('/proc').catch(() => [] as string[])) {
-      const pid = Number(entry);
-      if (!Number.isInteger(pid) || pid === current || pid === process.pid) continue;
-      const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
-      if (!args[0]?.endsWith('aardvark-dns') || args[args.indexOf('--config') + 1] !== this.#dir) continue;
+    for (const { pid, configDir } of await aardvarkProcesses(await this.#runningPid())) {
+      if (configDir !== this.#dir) continue;
       log.warn('stopping an aardvark-dns of this daemon that its pid file does not name', { pid });
       await terminate(pid);
     }
