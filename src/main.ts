@@ -191,7 +191,7 @@ async function main(): Promise<void> {
   execRoutes(router, containers);
   containerExtraRoutes(router, containers);
   containerArchiveRoutes(router, containers);
-  swarmRoutes(router, swarm, containers);
+  swarmRoutes(router, swarm);
   buildRoutes(router, builds);
   // Last: `docker system prune` calls /build/prune and fails on a 404 while no builder answers it.
   if (!router.has('POST', '/build/prune')) emptyBuildPruneRoute(router);

@@ -7,14 +7,13 @@
 import type { Router } from '../router.js';
 import { queryBool, queryString, type RequestContext } from '../request.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { SwarmService } from '../../engine/swarm/swarm.js';
 import type { TaskLogQuery, TaskRecord } from '../../engine/swarm/swarm-model.js';
 import { formatLogTimestamp, type LogRecord } from '../../engine/containers/log-reader.js';
 import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 
-export function swarmLogRoutes(r: Router, swarm: SwarmService, containers: ContainerService): void {
+export function swarmLogRoutes(r: Router, swarm: SwarmService): void {
   r.on('GET', '/services/:id/logs', (ctx) => {
     const s = swarm.service(ctx.params.id!);
     return streamLogs(ctx, swarm, {

@@ -3,7 +3,6 @@ import type { Router } from '../router.js';
 import { queryBool, readJsonObject, sendJson } from '../request.js';
 import { matchLabels, parseFilters } from '../filters.js';
 import { invalidArgument } from '../../lib/errors.js';
-import type { ContainerService } from '../../engine/containers/container-service.js';
 import type { InitRequest, SwarmService } from '../../engine/swarm/swarm.js';
 import type { NodeSpec, SwarmSpec } from '../../engine/swarm/swarm-model.js';
 import { clusterJson, nodeJson } from './swarm-json.js';
@@ -13,7 +12,7 @@ import { secretRoutes } from './secrets.js';
 import { swarmLogRoutes } from './swarm-logs.js';
 import { objectVersion, sendEmpty } from './swarm-request.js';
 
-export function swarmRoutes(r: Router, swarm: SwarmService, containers: ContainerService): void {
+export function swarmRoutes(r: Router, swarm: SwarmService): void {
   r.on('POST', '/swarm/init', async (ctx) => {
     const body = await readJsonObject(ctx);
     sendJson(ctx, 200, await swarm.init(body as InitRequest));
@@ -76,5 +75,5 @@ export function swarmRoutes(r: Router, swarm: SwarmService, containers: Containe
   serviceRoutes(r, swarm);
   taskRoutes(r, swarm);
   secretRoutes(r, swarm);
-  swarmLogRoutes(r, swarm, containers);
+  swarmLogRoutes(r, swarm);
 }
