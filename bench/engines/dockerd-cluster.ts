@@ -92,7 +92,11 @@ export async function startDockerdCluster(n: number, busyboxRef: string): Promis
   });
 }
 
-/** `swarm init` on node 1 and `swarm join` of the others as workers. */
+/**
+ * `swarm init` on node 1 and `swarm join` of the others as workers. The heartbeat is 1 s, as Berth's
+ * cluster harness sets it (test/cluster/support.ts), so both engines' recovery is timed from the same
+ * node-down timeout.
+ */
 export async function formDockerdSwarm(c: DockerdCluster): Promise<void> {
   const [first, ...rest] = c.nodes;
   const must = async (node: DockerdNode, args: string[]) => {
@@ -100,7 +104,7 @@ export async function formDockerdSwarm(c: DockerdCluster): Promise<void> {
     if (r.code !== 0) throw new Error(`node ${node.index}: docker ${args.join(' ')}: ${r.stderr.trim()}`);
     return r.stdout.trim();
   };
-  await must(first!, ['swarm', 'init', '--advertise-addr', first!.addr]);
+  await must(first!, ['swarm', 'init', '--advertise-addr', first!.addr, '--dispatcher-heartbeat', '1s']);
   const token = await must(first!, ['swarm', 'join-token', '-q', 'worker']);
   for (const node of rest) await must(node, ['swarm', 'join', '--advertise-addr', node.addr, '--token', token, `${first!.addr}:2377`]);
 }
