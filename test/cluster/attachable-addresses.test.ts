@@ -88,7 +88,15 @@ describe('attachable overlay addresses across nodes', () => {
     assert.equal(read.code, 0, read.stderr);
     assert.equal((JSON.parse(read.stdout) as { d: { container: string } }).d.container, someClaim.container);
 
-    // Containers gone, their claims go (each node drops its own).
+    // A claim of a node gone from the swarm (left there by a node removed while down): the leader
+    // drops it at the next node change.
+    const free = Array.from({ length: 50 }, (_, i) => someIp.replace(/\d+$/, String(200 + i))).find((ip) => !claims.has(ip))!;
+    const gone = `/berth/swarm/addresses/${netId}/${free}`;
+    assert.equal((await etcdctl(d1, ['put', gone, JSON.stringify({ w: 'gone', d: { node: 'gone', container: 'e'.repeat(64) } })])).code, 0);
+    await ok(d1, ['node', 'update', '--label-add', 'claims=checked', nodeIds[1]!]);
+    await eventually('the removed node\'s claim dropped', async () => ((await etcdctl(d1, ['get', gone, '--keys-only'])).stdout.trim() === '' ? true : undefined), 20_000, 300);
+
+    // Containers gone, their claims go (each node drops its own; a worker's, through a manager).
     for (const d of [d1, d2]) await ok(d, ['rm', '-f', ...made.filter((m) => m.d === d).map((m) => m.name)]);
     made.length = 0;
     await eventually('no address claimed any more', async () => {

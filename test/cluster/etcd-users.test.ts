@@ -15,6 +15,7 @@ import { etcdctl, eventually, formSwarm, nodesOf, ok } from './support.js';
 
 /** Undecodable, so no node takes it for a service: only whether etcd lets the write through counts. */
 const PROBE = '/berth/swarm/services/probe';
+const CLAIMS = '/berth/swarm/addresses/';
 
 describe('etcd users follow the node records', () => {
   const reg = useSeededRegistry('open');
@@ -28,13 +29,13 @@ describe('etcd users follow the node records', () => {
   });
 
   /** Writes (and deletes again) the probe key with node `as`'s certificate: whether etcd allowed it. */
-  async function writes(as: TestDaemon): Promise<boolean> {
-    const r = await etcdctl(d1(), ['put', PROBE, 'not-json'], true, as);
+  async function writes(as: TestDaemon, key = PROBE): Promise<boolean> {
+    const r = await etcdctl(d1(), ['put', key, 'not-json'], true, as);
     if (r.code !== 0) {
       assert.match(r.stderr, /permission denied/);
       return false;
     }
-    assert.equal((await etcdctl(d1(), ['del', PROBE])).code, 0);
+    assert.equal((await etcdctl(d1(), ['del', key])).code, 0);
     return true;
   }
 
@@ -71,10 +72,13 @@ describe('etcd users follow the node records', () => {
     await eventually('the worker\'s user without root again', async () => ((await writes(d2())) ? undefined : true), 20_000, 300);
     assert.doesNotMatch(await rolesOf(ids[1]!), /\broot\b/);
 
-    // A half-done demotion, its manager gone: the next leader (node 1 again, restarted) finishes it.
+    // A half-done demotion, its manager gone, and the workers' role as a berthd from before granted
+    // it (address claims writable): the next leader (node 1 again, restarted) puts both right.
     assert.equal((await etcdctl(d1(), ['user', 'grant-role', ids[1]!, 'root'])).code, 0);
+    assert.equal((await etcdctl(d1(), ['role', 'grant-permission', '--prefix=true', 'berth-worker', 'readwrite', CLAIMS])).code, 0);
     await d1().restart();
     await eventually('the restarted leader repaired the user', async () => ((await writes(d2())) ? undefined : true), 60_000, 500);
     assert.match(await rolesOf(ids[1]!), /berth-node-/);
+    assert.equal(await writes(d2(), `${CLAIMS}forged`), false, 'the worker writes an address claim');
   });
 });

@@ -68,6 +68,18 @@ export class EtcdAuth {
     return this.client.user(id).roles().then((rs) => rs.map((r) => r.name), (err) => (ignore(EtcdUserNotFoundError)(err), []));
   }
 
+  /** What every worker may: read all but what only managers read, and who leads. */
+  async #workersRole(): Promise<void> {
+    const p = this.prefix;
+    await this.#role(WORKERS, [
+      ...workerReadRanges(p).map((range) => ({ permission: 'Read' as const, range })),
+      // Read only; granted on this exact range, it replaces the Readwrite an older berthd granted there.
+      { permission: 'Read', range: Range.prefix(`${p}addresses/`) },
+      // Who leads: the etcd3 client keeps an election's keys under `election/<name>/`.
+      { permission: 'Read', range: Range.prefix(`election/${p}leader/`) },
+    ]);
+  }
+
   /** The node's user, with the roles of `role` only. */
   async setNode(id: string, role: NodeRole): Promise<void> {
     await this.#user(id);
@@ -75,13 +87,7 @@ export class EtcdAuth {
     const want = wantedRoles(id, role);
     if (role === 'worker') {
       const p = this.prefix;
-      await this.#role(WORKERS, [
-        ...workerReadRanges(p).map((range) => ({ permission: 'Read' as const, range })),
-        // Read only; granted on this exact range, it replaces the Readwrite an older berthd granted there.
-        { permission: 'Read', range: Range.prefix(`${p}addresses/`) },
-        // Who leads: the etcd3 client keeps an election's keys under `election/<name>/`.
-        { permission: 'Read', range: Range.prefix(`election/${p}leader/`) },
-      ]);
+      await this.#workersRole();
       await this.#role(nodeRoleName(id), [
         { permission: 'Write', key: `${p}alive/${id}` },
         { permission: 'Write', key: `${p}attachments/${id}` },
@@ -121,6 +127,8 @@ export class EtcdAuth {
     const nodes = await this.nodeRoles();
     const changed: string[] = [];
     if (!nodes.has(self)) return { nodes, changed };
+    // Workers whose users are right still get what a role from an older berthd lacks (or had too much of).
+    if ([...nodes.values()].includes('worker')) await this.#workersRole();
     for (const id of users) {
       if (id === 'root' || nodes.has(id)) continue;
       await this.removeNode(id);
