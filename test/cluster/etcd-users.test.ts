@@ -3,7 +3,8 @@
  * etcd's root before `docker node demote` answers (its etcd member still leaves the etcd cluster, and
  * the node works on as a worker). A user left wrong (as a manager that died midway through a role
  * change would leave it; here rewritten with root's certificate) is put right by the leader, on the
- * next node change and when it takes the lead again.
+ * next node change and when it takes the lead again. A manager demoting itself loses root and its
+ * member just as well.
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -80,5 +81,20 @@ describe('etcd users follow the node records', () => {
     await eventually('the restarted leader repaired the user', async () => ((await writes(d2())) ? undefined : true), 60_000, 500);
     assert.match(await rolesOf(ids[1]!), /berth-node-/);
     assert.equal(await writes(d2(), `${CLAIMS}forged`), false, 'the worker writes an address claim');
+  });
+
+  it('promoted again, then demoting itself: root and its etcd member go before the answer; node 1 leads', async () => {
+    await ok(d1(), ['node', 'promote', ids[1]!]);
+    await eventually('node 2 an etcd member again', async () => ((await etcdctl(d1(), ['member', 'list'])).stdout.includes(ids[1]!) ? true : undefined), 60_000, 500);
+    await eventually('node 2 a reachable manager', async () => (await nodesOf(d2()).catch(() => [])).length === 2, 30_000, 500);
+    assert.equal(await writes(d2()), true);
+    await ok(d2(), ['node', 'demote', ids[1]!]);
+    assert.equal(await writes(d2()), false, 'right after demoting itself, its certificate still writes a service key');
+    assert.doesNotMatch((await etcdctl(d1(), ['member', 'list'])).stdout, new RegExp(ids[1]!));
+    await eventually('node 1 leads, node 2 a ready worker', async () => {
+      const ns = await nodesOf(d1());
+      const [n1, n2] = [ns.find((n) => n.ID === ids[0]), ns.find((n) => n.ID === ids[1])];
+      return n1?.ManagerStatus?.Leader && n2?.Spec.Role === 'worker' && n2.Status.State === 'ready' ? true : undefined;
+    }, 30_000, 500);
   });
 });

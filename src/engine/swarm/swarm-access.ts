@@ -69,7 +69,8 @@ export class SwarmAccess {
 
   /** The leader brings etcd's users, members and claims in line with the node records (in the background, one pass at a time). */
   repair(): void {
-    if (!this.core.leads || !this.auth()) return;
+    // A leader that demoted itself is leading no more, whatever it has not heard yet.
+    if (!this.core.leads || this.core.store.cluster?.node.spec.Role !== 'manager' || !this.auth()) return;
     if (this.#running) {
       this.#again = true;
       return;
