@@ -4,7 +4,10 @@
  * the node works on as a worker). A user left wrong (as a manager that died midway through a role
  * change would leave it; here rewritten with root's certificate) is put right by the leader, on the
  * next node change and when it takes the lead again. A manager demoting itself loses root and its
- * member just as well.
+ * member just as well. And a cluster formed by a berthd whose etcd ran without auth (as an older
+ * berthd left it: auth off, no users or roles, no `etcdAuth` on the cluster record), every daemon
+ * restarted: the manager turns etcd's auth on with a user for every node, both nodes work on (a
+ * service spreads over them, its tasks' state reaches the manager), the worker is limited again.
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +15,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { useCluster } from './harness.js';
-import { etcdctl, eventually, formSwarm, nodesOf, ok } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, nodesOf, ok, waitSpread } from './support.js';
+
+const CLUSTER_KEY = '/berth/swarm/cluster';
 
 /** Undecodable, so no node takes it for a service: only whether etcd lets the write through counts. */
 const PROBE = '/berth/swarm/services/probe';
@@ -96,5 +101,40 @@ describe('etcd users follow the node records', () => {
       const [n1, n2] = [ns.find((n) => n.ID === ids[0]), ns.find((n) => n.ID === ids[1])];
       return n1?.ManagerStatus?.Leader && n2?.Spec.Role === 'worker' && n2.Status.State === 'ready' ? true : undefined;
     }, 30_000, 500);
+  });
+
+  it('a cluster from before auth (node 2 now a worker): every daemon restarted, auth is on, every node works, the worker is limited', async () => {
+    const workerPut = () => etcdctl(d1(), ['put', PROBE, 'not-json'], true, d2());
+    // What an older berthd left: no auth, users or roles, nor the record's mark.
+    const off = await etcdctl(d1(), ['auth', 'disable']);
+    assert.equal(off.code, 0, off.stderr);
+    for (const kind of ['user', 'role'] as const) {
+      const list = await etcdctl(d1(), [kind, 'list']);
+      assert.equal(list.code, 0, list.stderr);
+      for (const name of list.stdout.split('\n').filter(Boolean)) assert.equal((await etcdctl(d1(), [kind, 'delete', name])).code, 0);
+    }
+    const got = await etcdctl(d1(), ['get', CLUSTER_KEY, '--print-value-only']);
+    const value = JSON.parse(got.stdout.trim()) as { w: string; d: Record<string, unknown> };
+    assert.equal(value.d.etcdAuth, true);
+    delete value.d.etcdAuth;
+    assert.equal((await etcdctl(d1(), ['put', CLUSTER_KEY, JSON.stringify({ ...value, w: 'a-node-from-before' })])).code, 0);
+    const open = await workerPut();
+    assert.equal(open.code, 0, `without auth the worker writes anything: ${open.stderr}`);
+    assert.equal((await etcdctl(d1(), ['del', PROBE])).code, 0);
+
+    for (const n of c().nodes) await n.daemon.stop();
+    for (const n of c().nodes) await n.daemon.restart();
+
+    await eventually('auth on again, the worker refused', async () => ((await workerPut()).code !== 0 ? true : undefined), 60_000, 500);
+    assert.match((await workerPut()).stderr, /permission denied/);
+    const users = await etcdctl(d1(), ['user', 'list']);
+    assert.equal(users.code, 0, users.stderr);
+    for (const id of ids) assert.match(users.stdout, new RegExp(id));
+    assert.match((await etcdctl(d1(), ['get', CLUSTER_KEY, '--print-value-only'])).stdout, /"etcdAuth":true/);
+
+    await eventually('both nodes ready', async () => ((await nodesOf(d1())).filter((n) => n.Status.State === 'ready').length === 2 ? true : undefined), 60_000);
+    await ok(d1(), ['service', 'create', '-d', '--name', 'upgraded', '--replicas', '2', c().image, 'sh', '-c', LOOP]);
+    await waitSpread(d1(), 'upgraded', { [ids[0]!]: 1, [ids[1]!]: 1 }, 90_000);
+    await ok(d1(), ['service', 'rm', 'upgraded']);
   });
 });

@@ -12,6 +12,7 @@ import type { Membership } from './cluster/membership.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
+import { SerialRerun } from '../../lib/serial-rerun.js';
 import type { SwarmCore } from './swarm-core.js';
 
 /** Removes the etcd member named `name` (a node id) when there is one; another removing it meanwhile is no error. */
@@ -28,8 +29,7 @@ export async function removeMember(state: EtcdState, name: string): Promise<bool
 }
 
 export class SwarmAccess {
-  #running: Promise<void> | undefined;
-  #again = false;
+  readonly #repairs = new SerialRerun(() => this.#repair(), (err) => log.warn('repairing etcd access failed', { err: errorMessage(err) }));
 
   constructor(
     private readonly core: SwarmCore,
@@ -70,20 +70,7 @@ export class SwarmAccess {
   /** The leader brings etcd's users, members and claims in line with the node records (in the background, one pass at a time). */
   repair(): void {
     // A leader that demoted itself is leading no more, whatever it has not heard yet.
-    if (!this.core.leads || this.core.store.cluster?.node.spec.Role !== 'manager' || !this.auth()) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#repair()
-      .catch((err) => log.warn('repairing etcd access failed', { err: errorMessage(err) }))
-      .finally(() => {
-        this.#running = undefined;
-        if (this.#again) {
-          this.#again = false;
-          this.repair();
-        }
-      });
+    if (this.core.leads && this.core.store.cluster?.node.spec.Role === 'manager' && this.auth()) this.#repairs.run();
   }
 
   async #repair(): Promise<void> {
