@@ -3,6 +3,8 @@
  * node picks their addresses itself, so without a claim in etcd both would take the lowest free one.
  * Every address is claimed in one etcd transaction (`addresses/<network>/<ip>`): however the starts
  * interleave, no address is held twice, and each claim names the node and container holding it.
+ * Node 2 is a worker: a manager makes its claims for it, and its own certificate can neither write
+ * nor delete one (so it cannot squat or drop another node's address).
  * And the `ingress` network swarm init makes is on every node, worker included, with both as peers.
  */
 import { describe, it, after } from 'node:test';
@@ -30,7 +32,7 @@ describe('attachable overlay addresses across nodes', () => {
   it(`${ROUNDS} rounds of ${PER_NODE} starts on each of two nodes at once: every address is held once, and claimed in etcd`, async () => {
     const c = cluster();
     const [d1, d2] = [c.node(1).daemon, c.node(2).daemon];
-    await formSwarm(c);
+    const { nodeIds } = await formSwarm(c);
     await eventually('two ready nodes', async () => (await nodesOf(d1)).filter((n) => n.Status.State === 'ready').length === 2, 90_000);
     await ok(d1, ['network', 'create', '-d', 'overlay', '--attachable', 'claimnet']);
     await eventually('node 2 has the network', async () => (await d2.request('GET', '/networks/claimnet')).status === 200, 30_000);
@@ -60,15 +62,41 @@ describe('attachable overlay addresses across nodes', () => {
     const got = await etcdctl(d1, ['get', '--prefix', `/berth/swarm/addresses/${netId}/`]);
     assert.equal(got.code, 0, got.stderr);
     const lines = got.stdout.split('\n').filter(Boolean);
-    const claims = new Map<string, string>();
-    for (let i = 0; i + 1 < lines.length; i += 2) claims.set(lines[i]!.split('/').pop()!, (JSON.parse(lines[i + 1]!) as { d: { container: string } }).d.container);
+    const claims = new Map<string, { container: string; node: string }>();
+    for (let i = 0; i + 1 < lines.length; i += 2) claims.set(lines[i]!.split('/').pop()!, (JSON.parse(lines[i + 1]!) as { d: { container: string; node: string } }).d);
     for (const [ip, name] of held) {
       const owner = made.find((m) => m.name === name)!;
       const id = await ok(owner.d, ['inspect', '--format', '{{.Id}}', name]);
-      assert.equal(claims.get(ip), id, `the claim of ${ip} names ${name}`);
+      assert.equal(claims.get(ip)?.container, id, `the claim of ${ip} names ${name}`);
+      assert.equal(claims.get(ip)?.node, nodeIds[owner.d === d1 ? 0 : 1], `the claim of ${ip} names the node of ${name}`);
     }
 
-    // Containers gone, their claims go (each node drops its own).
+    // The worker's certificate may read the claims, never make, take over or drop one.
+    const [someIp, someClaim] = [...claims].find(([, cl]) => cl.node === nodeIds[0])!;
+    const forged = JSON.stringify({ w: nodeIds[1], d: { node: nodeIds[1], container: 'f'.repeat(64) } });
+    for (const args of [
+      ['put', `/berth/swarm/addresses/${netId}/${someIp.replace(/\d+$/, '1')}`, forged],
+      ['put', `/berth/swarm/addresses/${netId}/${someIp}`, forged],
+      ['del', `/berth/swarm/addresses/${netId}/${someIp}`],
+      ['del', '--prefix', `/berth/swarm/addresses/`],
+    ]) {
+      const r = await etcdctl(d1, args, true, d2);
+      assert.notEqual(r.code, 0, `the worker's ${args.join(' ')} was allowed`);
+      assert.match(r.stderr, /permission denied/);
+    }
+    const read = await etcdctl(d1, ['get', `/berth/swarm/addresses/${netId}/${someIp}`, '--print-value-only'], true, d2);
+    assert.equal(read.code, 0, read.stderr);
+    assert.equal((JSON.parse(read.stdout) as { d: { container: string } }).d.container, someClaim.container);
+
+    // A claim of a node gone from the swarm (left there by a node removed while down): the leader
+    // drops it at the next node change.
+    const free = Array.from({ length: 50 }, (_, i) => someIp.replace(/\d+$/, String(200 + i))).find((ip) => !claims.has(ip))!;
+    const gone = `/berth/swarm/addresses/${netId}/${free}`;
+    assert.equal((await etcdctl(d1, ['put', gone, JSON.stringify({ w: 'gone', d: { node: 'gone', container: 'e'.repeat(64) } })])).code, 0);
+    await ok(d1, ['node', 'update', '--label-add', 'claims=checked', nodeIds[1]!]);
+    await eventually('the removed node\'s claim dropped', async () => ((await etcdctl(d1, ['get', gone, '--keys-only'])).stdout.trim() === '' ? true : undefined), 20_000, 300);
+
+    // Containers gone, their claims go (each node drops its own; a worker's, through a manager).
     for (const d of [d1, d2]) await ok(d, ['rm', '-f', ...made.filter((m) => m.d === d).map((m) => m.name)]);
     made.length = 0;
     await eventually('no address claimed any more', async () => {

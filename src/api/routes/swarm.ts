@@ -64,11 +64,11 @@ export function swarmRoutes(r: Router, swarm: SwarmService): void {
   r.on('POST', '/nodes/:id/update', async (ctx) => {
     const version = objectVersion(ctx, 'node');
     const body = await readJsonObject(ctx);
-    swarm.updateNode(ctx.params.id!, version, body as NodeSpec);
+    await swarm.updateNode(ctx.params.id!, version, body as NodeSpec);
     sendEmpty(ctx);
   });
-  r.on('DELETE', '/nodes/:id', (ctx) => {
-    swarm.removeNode(ctx.params.id!, queryBool(ctx.query, 'force'));
+  r.on('DELETE', '/nodes/:id', async (ctx) => {
+    await swarm.removeNode(ctx.params.id!, queryBool(ctx.query, 'force'));
     sendEmpty(ctx);
   });
 

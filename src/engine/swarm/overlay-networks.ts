@@ -15,6 +15,7 @@
  */
 import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
+import { SerialRerun } from '../../lib/serial-rerun.js';
 import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { hostRoutePrefixes } from '../../network/host-routes.js';
 import type { NetworkController } from '../networks/network-controller.js';
@@ -92,8 +93,7 @@ export class OverlayNetworks {
   readonly #removed = new Set<string>();
   /** network id -> its realisation under way on this node. */
   readonly #realising = new Map<string, Promise<NetworkRecord>>();
-  #running: Promise<void> | undefined;
-  #again = false;
+  readonly #syncs = new SerialRerun(() => (this.#closed ? Promise.resolve() : this.#sync()), (err) => log.warn('overlay networking out of step', { error: errorMessage(err) }));
   #closed = false;
   readonly #unsubscribe: () => void;
   readonly #unjoin: () => void;
@@ -447,25 +447,12 @@ export class OverlayNetworks {
 
   /** Brings this node in line with the records (in the background; changes arriving meanwhile run once more). */
   sync(): void {
-    if (this.#closed) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#sync()
-      .catch((err) => log.warn('overlay networking out of step', { error: errorMessage(err) }))
-      .finally(() => {
-        this.#running = undefined;
-        if (this.#again) {
-          this.#again = false;
-          this.sync();
-        }
-      });
+    if (!this.#closed) this.#syncs.run();
   }
 
   /** Resolves once no sync is under way (tests, shutdown). */
   async settled(): Promise<void> {
-    for (let i = 0; i < 100 && this.#running; i++) await this.#running;
+    for (let i = 0; i < 100 && this.#syncs.running; i++) await this.#syncs.running;
   }
 
   async #sync(): Promise<void> {

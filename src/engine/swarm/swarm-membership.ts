@@ -14,10 +14,12 @@ import { askToJoin, freeSwarmPort, splitRemote, sourceAddressFor, tokenDigest, t
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
+import type { ClaimStore } from './overlay-networks.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
 import { NO_TOKENS } from './cluster/sealed-tokens.js';
-import { EtcdAuth, workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
+import { workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
+import { SwarmAccess } from './swarm-access.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
@@ -46,18 +48,19 @@ export class SwarmMembership extends SwarmPart {
   readonly #peers: SwarmPeers;
   /** Leadership, promotion and demotion. */
   readonly roles: SwarmRoles;
+  /** Nodes' etcd users, members and claims kept in step with their records. */
+  readonly access: SwarmAccess;
   #joining = false;
-  /** Per node, the etcd user changes under way (one at a time). */
-  readonly #accessChanges = new Map<string, Promise<void>>();
 
   constructor(core: SwarmCore) {
     super(core);
     const { d } = core;
     this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
-    this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role));
+    this.access = new SwarmAccess(core, this.members);
+    this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role), () => this.access.repair());
     this.keys = new ManagerKeys(this.members);
     this.#peers = new SwarmPeers(core, this.members, this.keys);
-    this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync);
+    this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync, this.access);
     this.sync.watchDocs(KEYS_KIND, (id, doc) => this.keys.heard(id, doc));
   }
 
@@ -224,8 +227,6 @@ export class SwarmMembership extends SwarmPart {
       }
     }
     const now = new Date().toISOString();
-    // Its etcd user first: the node reaches etcd with its certificate as soon as it has the answer.
-    await this.#auth(state)?.setNode(nodeId, role);
     const node: NodeRecord = {
       id: nodeId, version: 0, createdAt: now, updatedAt: now,
       spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
@@ -237,6 +238,9 @@ export class SwarmMembership extends SwarmPart {
     this.store.touch(node);
     this.store.saveNode(node);
     await state.flushed();
+    // Its etcd user after its record (the leader's repair drops users without one), before the
+    // answer: the node reaches etcd with its certificate as soon as it has it.
+    await this.access.auth(state)?.setNode(nodeId, role);
     log.info('node joined', { node: nodeId, role, addr: ask.addr });
     return {
       nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),
@@ -309,14 +313,9 @@ export class SwarmMembership extends SwarmPart {
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
   }
 
-  /** etcd's access control, on the etcd berthd runs only (an external one is its operator's). */
-  #auth(state: EtcdState | undefined): EtcdAuth | undefined {
-    return state && !this.d.externalEtcd ? new EtcdAuth(state.client, state.prefix) : undefined;
-  }
-
   /** A manager linking turns etcd's auth on (a cluster from before too), with a user for every node. */
   async #enableAuth(state: EtcdState, entries: Map<string, unknown>): Promise<void> {
-    const auth = this.#auth(state);
+    const auth = this.access.auth(state);
     if (!auth) return;
     const nodes = new Map<string, NodeRole>([[this.store.selfId, 'manager']]);
     for (const [key, doc] of entries) if (key.startsWith('nodes/')) nodes.set(key.slice(6), (doc as NodeRecord).spec.Role === 'worker' ? 'worker' : 'manager');
@@ -330,33 +329,14 @@ export class SwarmMembership extends SwarmPart {
     }
   }
 
-  /**
-   * A manager changed a node's role or removed it: its etcd user follows what the node is by then,
-   * one change per node at a time. Demoted, it keeps root until its etcd member has left (which it
-   * does itself, and needs root for).
-   */
-  nodeChanged(id: string): void {
-    const auth = this.#auth(this.members.state);
-    const state = this.members.state;
-    if (!auth || !state) return;
-    const isWorker = () => this.store.nodes.get(id)?.spec.Role === 'worker';
-    const change = async () => {
-      for (let i = 0; isWorker() && i < 120; i++) {
-        const list = await state.client.cluster.memberList({});
-        if (!list.members.some((m) => m.name === id)) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      const n = this.store.nodes.get(id);
-      if (!n) await auth.removeNode(id);
-      else await auth.setNode(id, n.spec.Role === 'worker' ? 'worker' : 'manager');
-    };
-    const next = (this.#accessChanges.get(id) ?? Promise.resolve())
-      .then(change)
-      .catch((err) => log.warn('changing a node\'s etcd user failed', { node: id, err: errorMessage(err) }))
-      .finally(() => {
-        if (this.#accessChanges.get(id) === next) this.#accessChanges.delete(id);
-      });
-    this.#accessChanges.set(id, next);
+  /** A manager here changed a node (`role`: its role, or removed it): its etcd access follows before the API answers. */
+  nodeChanged(id: string, role: boolean): Promise<void> {
+    return this.access.nodeChanged(id, role);
+  }
+
+  /** Where this node's address claims go (a worker's through a manager), undefined outside a cluster. */
+  claimStore(): ClaimStore | undefined {
+    return this.#peers.claimStore();
   }
 
   /** A task's secrets and configs: from this node's store, or (a worker) opened by a manager. */

@@ -17,8 +17,8 @@ export class SwarmNodes extends SwarmPart {
     core: SwarmCore,
     /** This node was promoted or demoted here. */
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
-    /** A node's role changed here, or it was removed: its etcd access follows. */
-    private readonly accessChanged: (id: string) => void,
+    /** A node changed here (`role`: its role, or it was removed): its etcd access follows (resolves once it has). */
+    private readonly accessChanged: (id: string, role: boolean) => Promise<void>,
   ) {
     super(core);
   }
@@ -46,7 +46,7 @@ export class SwarmNodes extends SwarmPart {
     return found;
   }
 
-  updateNode(idOrName: string, version: number, spec: NodeSpec): void {
+  async updateNode(idOrName: string, version: number, spec: NodeSpec): Promise<void> {
     const n = this.node(idOrName);
     if (version !== n.version) throw conflict('update out of sequence');
     const availability = spec.Availability || 'active';
@@ -59,20 +59,21 @@ export class SwarmNodes extends SwarmPart {
     const before = n.spec.Role;
     n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
     if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
-    if (role !== before && this.store.clustered) this.accessChanged(n.id);
     this.store.touch(n);
     this.store.saveNode(n);
+    // Before the answer: a demoted node holds etcd's root no more once the client hears back.
+    if (this.store.clustered) await this.accessChanged(n.id, role !== before);
     if (n.id === this.store.selfId && this.store.clustered && role !== before) this.roleChanged(role);
     this.core.reconcileAll('live');
   }
 
   /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
-  removeNode(idOrName: string, force = false): void {
+  async removeNode(idOrName: string, force = false): Promise<void> {
     const n = this.node(idOrName);
     if (n.spec.Role !== 'worker') throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
     if (this.nodeReady(n.id) && !force) throw invalidArgument(`rpc error: code = FailedPrecondition desc = node ${n.id} is not down and can't be removed`);
     this.store.deleteNode(n.id);
-    if (this.store.clustered) this.accessChanged(n.id);
+    if (this.store.clustered) await this.accessChanged(n.id, true);
     this.core.reconcileAll('live');
   }
 }

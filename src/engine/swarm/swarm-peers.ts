@@ -1,24 +1,37 @@
 /**
  * What nodes ask each other over the swarm port (mutual TLS, cluster/peer-tls.ts): a task's log
- * (task-logs.ts), a task's secrets and configs, and the managers' keys (cluster/manager-keys.ts).
- * Workers hold no data key: a manager opens the secrets and configs of a task for the node the task
- * is assigned to, and for no other.
+ * (task-logs.ts), a task's secrets and configs, the managers' keys (cluster/manager-keys.ts), and a
+ * worker's address claims. Workers hold no data key: a manager opens the secrets and configs of a
+ * task for the node the task is assigned to, and for no other. Nor may workers write address claims
+ * in etcd (cluster/etcd-auth.ts): a manager makes and releases them for the node its certificate
+ * names, in the same transaction as its own, as swarmkit's managers allocate addresses.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
 import { refId, refsOf, type BlobKind } from './secrets.js';
-import { askAny, peerGetJson, peerNodeId, replyJson } from './cluster/peer-tls.js';
+import { askAny, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
 import { MANAGER_KEYS_PATH, type ManagerKeys } from './cluster/manager-keys.js';
 import type { Membership } from './cluster/membership.js';
 import { serveTaskLogs } from './task-logs.js';
 import type { SwarmCore } from './swarm-core.js';
 import type { TaskRecord } from './swarm-model.js';
 import type { BlobData } from './task-files.js';
-import { unavailable } from '../../lib/errors.js';
+import { errorMessage, unavailable } from '../../lib/errors.js';
+import type { ClaimStore } from './overlay-networks.js';
 
 /** On the wire: kind → id → base64 data. */
 type WireBlobs = Record<BlobKind, Record<string, string>>;
 
 const TASK_SECRETS = '/task-secrets/';
+const ADDRESS_CLAIMS = '/address-claims';
+
+/** A worker's claim (or release) of `ip` on overlay network `network` for its container. */
+interface ClaimAsk {
+  op: 'claim' | 'release';
+  network: string;
+  ip: string;
+  container: string;
+}
 
 export class SwarmPeers {
   constructor(
@@ -38,6 +51,8 @@ export class SwarmPeers {
       }, d.containers);
     } else if (path.startsWith(TASK_SECRETS)) {
       this.#serveTaskSecrets(req, res, decodeURIComponent(path.slice(TASK_SECRETS.length)));
+    } else if (path === ADDRESS_CLAIMS && req.method === 'POST') {
+      void this.#serveClaim(req, res).catch((err) => replyJson(res, 503, { message: errorMessage(err) }));
     } else if (path === MANAGER_KEYS_PATH) {
       this.keys.serve(req, res, (id) => store.nodes.get(id)?.spec.Role === 'manager');
     } else {
@@ -58,6 +73,54 @@ export class SwarmPeers {
       const b64 = wire[kind]?.[id];
       return typeof b64 === 'string' ? Buffer.from(b64, 'base64') : undefined;
     };
+  }
+
+  /**
+   * Where this node's address claims go: a manager makes them in etcd itself, a worker asks a
+   * manager. Undefined outside a cluster.
+   */
+  claimStore(): ClaimStore | undefined {
+    const { store } = this.core;
+    const state = this.members.state;
+    if (!store.clustered || !state) return undefined;
+    if (store.cluster?.node.spec.Role === 'manager') return state;
+    const ask = async (op: ClaimAsk['op'], key: string, doc: unknown) => {
+      const f = this.members.files;
+      if (!f) throw unavailable('this node has no cluster certificates');
+      // `addresses/<network>/<ip>`; the node is the one the certificate names.
+      const [, network = '', ip = ''] = key.split('/');
+      const body: ClaimAsk = { op, network, ip, container: String((doc as { container?: unknown }).container) };
+      return askAny(this.managerAddrs(), (addr) => peerPostJson<{ taken?: boolean; holder?: unknown }>(addr, f, ADDRESS_CLAIMS, body));
+    };
+    return {
+      claim: async (key, doc) => {
+        const r = await ask('claim', key, doc);
+        return r.taken === true ? { taken: true } : { taken: false, holder: r.holder };
+      },
+      release: async (key, doc) => void (await ask('release', key, doc)),
+    };
+  }
+
+  /** A manager's side: the claim or release a worker asks for, in that worker's name only. */
+  async #serveClaim(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const peer = peerNodeId(req, res);
+    if (!peer) return;
+    const ask = (await readPeerJson(req, res)) as Partial<ClaimAsk> | undefined;
+    if (ask === undefined) return;
+    const { store, d } = this.core;
+    const state = this.members.state;
+    if (!state || store.cluster?.node.spec.Role !== 'manager') return replyJson(res, 503, { message: 'this node is no manager' });
+    if (!store.nodes.has(peer)) return replyJson(res, 403, { message: `node ${peer} is not part of this swarm` });
+    const { op, network, ip, container } = ask ?? {};
+    if ((op !== 'claim' && op !== 'release') || typeof container !== 'string' || !/^[0-9a-f]{1,64}$/.test(container) || typeof ip !== 'string' || !isIP(ip)) {
+      return replyJson(res, 400, { message: 'malformed address claim' });
+    }
+    if (typeof network !== 'string' || !d.network?.list().some((n) => n.overlay && n.id === network)) return replyJson(res, 404, { message: `network ${String(network)} not found` });
+    const key = `addresses/${network}/${ip}`;
+    const doc = { node: peer, container };
+    if (op === 'claim') return replyJson(res, 200, await state.claim(key, doc, peer));
+    await state.release(key, doc, peer);
+    replyJson(res, 200, {});
   }
 
   /** The swarm ports of the other managers, those with a heartbeat first. */

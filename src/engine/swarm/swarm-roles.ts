@@ -12,6 +12,7 @@ import { workerReadRanges } from './cluster/etcd-auth.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
+import type { SwarmAccess } from './swarm-access.js';
 import { SECOND_NS } from './swarm-model.js';
 
 export class SwarmRoles extends SwarmPart {
@@ -24,6 +25,7 @@ export class SwarmRoles extends SwarmPart {
     private readonly keys: ManagerKeys,
     private readonly peers: SwarmPeers,
     private readonly sync: SwarmSync,
+    private readonly access: SwarmAccess,
   ) {
     super(core);
   }
@@ -54,6 +56,8 @@ export class SwarmRoles extends SwarmPart {
     this.#graceTimer.unref();
     this.core.takeOver();
     for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
+    // A role change its manager left half-done (it died midway) is finished by the next leader.
+    this.access.repair();
   }
 
   /** This node was promoted or demoted. */

@@ -30,6 +30,8 @@ export class SwarmSync {
     private readonly members: Membership,
     /** This node was promoted or demoted (by another manager). */
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
+    /** A node record changed on another manager (the leader repairs etcd access then). */
+    private readonly nodeChanged: () => void = () => undefined,
   ) {}
 
   /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
@@ -141,6 +143,7 @@ export class SwarmSync {
         } else {
           store.deleteNode(id, true);
         }
+        if (!snapshot) this.nodeChanged();
         if (!snapshot) this.#nodesChanged();
         return;
       }

@@ -35,9 +35,9 @@ export class SwarmService {
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
-    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => (this.#core.store.clustered ? this.#membership.members.state : undefined));
+    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => this.#membership.claimStore());
     this.#membership = new SwarmMembership(this.#core);
-    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role), (id) => this.#membership.nodeChanged(id));
+    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role), (id, role) => this.#membership.nodeChanged(id, role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
     this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
@@ -213,13 +213,13 @@ export class SwarmService {
     return this.d.host;
   }
 
-  updateNode(idOrName: string, version: number, spec: NodeSpec): void {
-    this.#nodes.updateNode(idOrName, version, spec);
+  updateNode(idOrName: string, version: number, spec: NodeSpec): Promise<void> {
+    return this.#nodes.updateNode(idOrName, version, spec);
   }
 
   /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
-  removeNode(idOrName: string, force = false): void {
-    this.#nodes.removeNode(idOrName, force);
+  removeNode(idOrName: string, force = false): Promise<void> {
+    return this.#nodes.removeNode(idOrName, force);
   }
 
   // --- secrets and configs ---

@@ -3,9 +3,12 @@
  * up). With auth on and client certificates required, etcd takes a certificate's CN, the node id, for
  * the user. Managers' users hold the `root` role (everything, membership and auth included). A
  * worker's user holds `berth-worker`: read everything under the prefix but `configs/`, `keys/` and
- * `secrets/`, and who leads (the election's keys), and claim addresses (`addresses/`); and its own `berth-node-<id>`: write its heartbeat
+ * `secrets/`, and who leads (the election's keys); and its own `berth-node-<id>`: write its heartbeat
  * (`alive/<id>`), its containers' addresses (`attachments/<id>`) and its tasks' status
- * (`taskstatus/<id>/...`). Users get a random password nobody uses: etcd 3.4 wants one.
+ * (`taskstatus/<id>/...`). Address claims (`addresses/`) a worker only reads: a manager makes and
+ * releases them for it (swarm-peers.ts), so no node can squat or drop another's. Users get a random
+ * password nobody uses: etcd 3.4 wants one. The leader reconciles the users with the node records
+ * (`reconcile`), so a role change a manager left half-done is finished.
  */
 import { randomBytes } from 'node:crypto';
 import { EtcdRoleExistsError, EtcdRoleNotFoundError, EtcdRoleNotGrantedError, EtcdUserExistsError, EtcdUserNotFoundError, type Etcd3, type IPermissionRequest } from 'etcd3';
@@ -37,6 +40,9 @@ export function workerReadRanges(prefix: string): Range[] {
   return out;
 }
 
+/** The etcd roles a node's user holds in `role`. */
+const wantedRoles = (id: string, role: NodeRole): string[] => (role === 'manager' ? ['root'] : [WORKERS, nodeRoleName(id)]);
+
 const ignore = (...kinds: (new (...a: never[]) => Error)[]) => (err: unknown) => {
   if (!kinds.some((k) => err instanceof k)) throw err;
 };
@@ -62,19 +68,26 @@ export class EtcdAuth {
     return this.client.user(id).roles().then((rs) => rs.map((r) => r.name), (err) => (ignore(EtcdUserNotFoundError)(err), []));
   }
 
+  /** What every worker may: read all but what only managers read, and who leads. */
+  async #workersRole(): Promise<void> {
+    const p = this.prefix;
+    await this.#role(WORKERS, [
+      ...workerReadRanges(p).map((range) => ({ permission: 'Read' as const, range })),
+      // Read only; granted on this exact range, it replaces the Readwrite an older berthd granted there.
+      { permission: 'Read', range: Range.prefix(`${p}addresses/`) },
+      // Who leads: the etcd3 client keeps an election's keys under `election/<name>/`.
+      { permission: 'Read', range: Range.prefix(`election/${p}leader/`) },
+    ]);
+  }
+
   /** The node's user, with the roles of `role` only. */
   async setNode(id: string, role: NodeRole): Promise<void> {
     await this.#user(id);
     const has = await this.#rolesOf(id);
-    const want = role === 'manager' ? ['root'] : [WORKERS, nodeRoleName(id)];
+    const want = wantedRoles(id, role);
     if (role === 'worker') {
       const p = this.prefix;
-      await this.#role(WORKERS, [
-        ...workerReadRanges(p).map((range) => ({ permission: 'Read' as const, range })),
-        { permission: 'Readwrite', range: Range.prefix(`${p}addresses/`) },
-        // Who leads: the etcd3 client keeps an election's keys under `election/<name>/`.
-        { permission: 'Read', range: Range.prefix(`election/${p}leader/`) },
-      ]);
+      await this.#workersRole();
       await this.#role(nodeRoleName(id), [
         { permission: 'Write', key: `${p}alive/${id}` },
         { permission: 'Write', key: `${p}attachments/${id}` },
@@ -83,6 +96,52 @@ export class EtcdAuth {
     }
     for (const r of want) if (!has.includes(r)) await this.client.user(id).addRole(r);
     for (const r of has) if (!want.includes(r)) await this.client.user(id).removeRole(r).catch(ignore(EtcdRoleNotGrantedError));
+  }
+
+  /**
+   * The node records as etcd holds them (id → role): what the users must match. Read after the users
+   * (see reconcile), a node admitted meanwhile is there, its record being written before its user.
+   */
+  async nodeRoles(): Promise<Map<string, NodeRole>> {
+    const docs = await this.client.getAll().prefix(`${this.prefix}nodes/`).strings();
+    const out = new Map<string, NodeRole>();
+    for (const [key, value] of Object.entries(docs)) {
+      let role: unknown;
+      try {
+        role = (JSON.parse(value) as { d?: { spec?: { Role?: unknown } } }).d?.spec?.Role;
+      } catch {
+        continue;
+      }
+      out.set(key.slice(`${this.prefix}nodes/`.length), role === 'worker' ? 'worker' : 'manager');
+    }
+    return out;
+  }
+
+  /**
+   * Every node's user as its record says, the users of nodes that are gone removed (root stays).
+   * Answers the records it went by, and the ids of the users it changed. Records that lack `self`
+   * (the node reconciling) are no sound basis: nothing changes then.
+   */
+  async reconcile(self: string): Promise<{ nodes: Map<string, NodeRole>; changed: string[] }> {
+    const users = (await this.client.getUsers()).map((u) => u.name);
+    const nodes = await this.nodeRoles();
+    const changed: string[] = [];
+    if (!nodes.has(self)) return { nodes, changed };
+    // Workers whose users are right still get what a role from an older berthd lacks (or had too much of).
+    if ([...nodes.values()].includes('worker')) await this.#workersRole();
+    for (const id of users) {
+      if (id === 'root' || nodes.has(id)) continue;
+      await this.removeNode(id);
+      changed.push(id);
+    }
+    for (const [id, role] of nodes) {
+      const has = await this.#rolesOf(id);
+      const want = wantedRoles(id, role);
+      if (users.includes(id) && has.length === want.length && want.every((r) => has.includes(r))) continue;
+      await this.setNode(id, role);
+      changed.push(id);
+    }
+    return { nodes, changed };
   }
 
   /** A node removed from the swarm: its user and role go. */

@@ -164,22 +164,23 @@ export class EtcdState {
   }
 
   /**
-   * Takes `key` for this node in one transaction, unless it exists: then answers its holder's
-   * document. Unlike put, nothing is queued: the answer is etcd's.
+   * Takes `key` for this node (or, a manager's claim on a worker's behalf, for `writer`) in one
+   * transaction, unless it exists: then answers its holder's document. Unlike put, nothing is
+   * queued: the answer is etcd's.
    */
-  async claim(key: string, doc: unknown): Promise<{ taken: true } | { taken: false; holder: unknown }> {
+  async claim(key: string, doc: unknown, writer = this.writer): Promise<{ taken: true } | { taken: false; holder: unknown }> {
     const k = this.prefix + key;
-    const value = JSON.stringify({ w: this.writer, d: doc });
+    const value = JSON.stringify({ w: writer, d: doc });
     const res = await this.client.if(k, 'Create', '==', 0).then(this.client.put(k).value(value)).else(this.client.get(k)).commit();
     if (res.succeeded) return { taken: true };
     const kv = res.responses[0]?.response_range?.kvs[0];
     return kv ? { taken: false, holder: decode(kv)?.d } : { taken: false, holder: undefined };
   }
 
-  /** Deletes `key` only while it holds `doc` as this node wrote it (a newer claim stays). */
-  async release(key: string, doc: unknown): Promise<void> {
+  /** Deletes `key` only while it holds `doc` as this node (or `writer`) wrote it (a newer claim stays). */
+  async release(key: string, doc: unknown, writer = this.writer): Promise<void> {
     const k = this.prefix + key;
-    await this.client.if(k, 'Value', '==', JSON.stringify({ w: this.writer, d: doc })).then(this.client.delete().key(k)).commit();
+    await this.client.if(k, 'Value', '==', JSON.stringify({ w: writer, d: doc })).then(this.client.delete().key(k)).commit();
   }
 
   /** Keeps `alive/<node>` bound to a lease of `ttlSeconds`; a lost lease is replaced. */

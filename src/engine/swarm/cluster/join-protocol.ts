@@ -60,7 +60,7 @@ export class JoinListener {
 
   constructor(
     private readonly handle: (ask: JoinAsk) => Promise<JoinAnswer>,
-    /** Other nodes' GET requests (a task's log or secrets, managers' keys): false when none of them. */
+    /** Other nodes' requests (a task's log or secrets, managers' keys, address claims): false when none of them. */
     private readonly peers?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {}
 
@@ -71,7 +71,7 @@ export class JoinListener {
   async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, manager: boolean): Promise<number> {
     // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
     const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
-      if (req.method === 'GET' && this.peers?.(req, res)) return;
+      if (req.url !== '/join' && this.peers?.(req, res)) return;
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {

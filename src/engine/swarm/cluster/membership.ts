@@ -288,12 +288,22 @@ export class Membership {
     return { ...member, clientUrl: clientUrl(addr, ports.clientPort) };
   }
 
-  /** A demoted manager's member leaves the etcd cluster; its data goes. */
+  /**
+   * A demoted manager's member leaves the etcd cluster; its data goes. The demoting manager removed
+   * it already (this node's etcd user is no root any more); one still listed is removed here if this
+   * node may, else waited for (the leader removes it), a bounded time: a member still in the list
+   * must keep running, or it would cost the quorum.
+   */
   async leaveMember(nodeId: string): Promise<void> {
     const client = this.state!.client;
-    const list = await client.cluster.memberList({});
-    const me = list.members.find((m) => m.name === nodeId);
-    if (me) await client.cluster.memberRemove({ ID: me.ID });
+    for (let i = 0; ; i++) {
+      const me = (await client.cluster.memberList({})).members.find((m) => m.name === nodeId);
+      if (!me) break;
+      if (i >= 60) throw unavailable('this node\'s etcd member is still in the etcd cluster');
+      // Refused (no root), or removed by a manager meanwhile: the list says which, next time round.
+      await client.cluster.memberRemove({ ID: me.ID }).catch((err) => log.debug('removing this etcd member failed', { err: errorMessage(err) }));
+      await new Promise((r) => setTimeout(r, 1000));
+    }
     await this.member?.stop(true);
     if (!this.member && existsSync(this.etcdDir)) await new EtcdMember({ dataDir: this.etcdDir } as never).stop(true);
     this.member = undefined;

@@ -33,12 +33,38 @@ export function peerNodeId(req: IncomingMessage, res: ServerResponse): string | 
   return undefined;
 }
 
+/** The JSON body of another node's request (small documents only), or undefined (and a 400 sent). */
+export async function readPeerJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > 64 << 10) return void replyJson(res, 413, { message: 'request too large' });
+    chunks.push(c);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch {
+    return void replyJson(res, 400, { message: 'invalid JSON' });
+  }
+}
+
 /** GET `path` from the node at `addr` (host:port of its swarm port); its JSON answer. */
-export async function peerGetJson<T>(addr: string, tls: NodeTls, path: string, timeoutMs = 15_000): Promise<T> {
+export function peerGetJson<T>(addr: string, tls: NodeTls, path: string, timeoutMs = 15_000): Promise<T> {
+  return peerJson<T>(addr, tls, path, undefined, timeoutMs);
+}
+
+/** POSTs `body` (JSON) to `path` of the node at `addr`; its JSON answer. */
+export function peerPostJson<T>(addr: string, tls: NodeTls, path: string, body: unknown, timeoutMs = 15_000): Promise<T> {
+  return peerJson<T>(addr, tls, path, JSON.stringify(body), timeoutMs);
+}
+
+async function peerJson<T>(addr: string, tls: NodeTls, path: string, body: string | undefined, timeoutMs: number): Promise<T> {
   const { host, port } = splitRemote(addr);
   return new Promise<T>((resolve, reject) => {
     const req = request({
-      host, port, method: 'GET', path, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs,
+      host, port, method: body === undefined ? 'GET' : 'POST', path, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs,
+      ...(body === undefined ? {} : { headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }),
       // Node certificates name the node's address, not a host name: the CA's signature is what counts.
       checkServerIdentity: () => undefined,
     }, (res) => {
@@ -63,7 +89,7 @@ export async function peerGetJson<T>(addr: string, tls: NodeTls, path: string, t
     });
     req.on('timeout', () => req.destroy(unavailable(`timeout asking the node at ${addr} for ${path}`)));
     req.on('error', (err) => reject(unavailable(`could not reach the node at ${addr}: ${errorMessage(err)}`)));
-    req.end();
+    req.end(body);
   });
 }
 
