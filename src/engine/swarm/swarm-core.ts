@@ -44,6 +44,8 @@ export interface SwarmDeps {
   network?: NetworkController;
   /** An etcd cluster to keep the swarm in, instead of one berthd runs. */
   externalEtcd?: ExternalEtcd;
+  /** berthd's exec root (a tmpfs): the etcd member's key file while it runs (cluster/membership.ts). */
+  execRoot: string;
 }
 
 /** Something that follows the services' published ports (the ingress listener). */

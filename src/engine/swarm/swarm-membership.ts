@@ -53,7 +53,7 @@ export class SwarmMembership extends SwarmPart {
   constructor(core: SwarmCore) {
     super(core);
     const { d } = core;
-    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
+    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), join(d.execRoot, 'swarm'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role));
     this.keys = new ManagerKeys(this.members);
     this.#peers = new SwarmPeers(core, this.members, this.keys);
