@@ -139,6 +139,7 @@ describe('manager keys', () => {
 
   it('auto-lock: every manager seals its keys; a restarted one is locked until unlocked with the current key; off, they are plain again', async () => {
     const [d1, d2] = [c.node(1).daemon, c.node(2).daemon];
+    const mark = d2.logs().length;
     assert.equal((await d1.docker(['node', 'promote', ids[1]!])).code, 0);
     await eventually('node 2 a manager with the data key', async () => existsSync(keyFile(d2, 'data.key')) && (await d2.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'true', 60_000, 300);
     assert.equal(sealed(d2, 'data.key'), false);
@@ -149,6 +150,8 @@ describe('manager keys', () => {
     assert.ok(first, on.stdout);
     assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), first);
     assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem') && sealed(d1, 'node-key.pem'), 'the key files of the manager that turned it on are sealed');
+    // Its etcd member a voter, and remembered (so that its restart below starts it again).
+    await eventually('node 2 an etcd member', async () => d2.logs().slice(mark).includes('etcd membership changed'), 60_000, 200);
     const sealedOnce = await eventually('node 2 seals its data key', async () => sealed(d2, 'data.key') && readFileSync(keyFile(d2, 'data.key'), 'utf8'), 30_000, 200);
     const nodeKeyOnce = await eventually('node 2 seals its node key', async () => sealed(d2, 'node-key.pem') && readFileSync(keyFile(d2, 'node-key.pem'), 'utf8'), 30_000, 200);
     const rot = await d1.docker(['swarm', 'unlock-key', '--rotate', '-q']);

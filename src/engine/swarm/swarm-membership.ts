@@ -287,6 +287,9 @@ export class SwarmMembership extends SwarmPart {
     await state.flushed();
     const snap = await state.snapshot();
     this.sync.applySnapshot(snap.entries);
+    // A snapshot without `keys/unlock` is not heard as a change: auto-lock turned off while this
+    // manager was away (or locked) leaves its files sealed unless looked at here.
+    if (manager) void this.keys.applyLock();
     if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
     await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
     // Members added since this node joined are remembered for its next start (a worker knew only

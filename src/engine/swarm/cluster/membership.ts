@@ -72,11 +72,18 @@ export class Membership {
     return join(this.dir, 'node-key.pem');
   }
 
+  /** Where openssl's plain keys live while it makes or signs: the exec root, never the data root. */
+  async #workDir(): Promise<string> {
+    await mkdir(this.runDir, { recursive: true, mode: 0o700 });
+    return this.runDir;
+  }
+
   /** A new CA, this node's certificate and a data key: the first manager of a new cluster. */
   async create(who: NodeIdentity): Promise<NodeFiles> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const [ca, { key, csr }] = await Promise.all([newCa(this.dir), newCsr(this.dir)]);
-    const cert = await signNode(this.dir, ca, csr, who);
+    const work = await this.#workDir();
+    const [ca, { key, csr }] = await Promise.all([newCa(work), newCsr(work)]);
+    const cert = await signNode(work, ca, csr, who);
     const files = { ca: ca.cert, caKey: ca.key, cert, key, dataKey: newDataKey() };
     await this.#write(files);
     return files;
@@ -166,17 +173,17 @@ export class Membership {
     await rm(join(this.dir, 'ca-key.pem'), { force: true });
     await rm(join(this.dir, 'data.key'), { force: true });
     // Workers' keys are never sealed (auto-lock is the managers').
-    if (this.files) await writeKeyFile(this.#nodeKeyFile, this.files.key, undefined);
+    if (this.files && isSealedSync(this.#nodeKeyFile)) await writeKeyFile(this.#nodeKeyFile, this.files.key, undefined);
   }
 
   newCsr(): Promise<{ key: string; csr: string }> {
-    return mkdir(this.dir, { recursive: true, mode: 0o700 }).then(() => newCsr(this.dir));
+    return this.#workDir().then((work) => newCsr(work));
   }
 
   sign(csr: string, who: NodeIdentity): Promise<string> {
     const f = this.#need();
     if (!f.caKey) throw unavailable('this node cannot sign certificates: it has no CA key');
-    return signNode(this.dir, { cert: f.ca, key: f.caKey } as CertPair, csr, who);
+    return this.#workDir().then((work) => signNode(work, { cert: f.ca, key: f.caKey } as CertPair, csr, who));
   }
 
   #need(): NodeFiles {
