@@ -1,7 +1,8 @@
 /**
- * `docker swarm leave` takes every swarm network off the node, as dockerd does: the overlay networks
- * of its tasks, the attachable ones (a plain container on one is disconnected first and keeps
- * running) and ingress, with their bridges, vxlan devices and the ARP guard's nft table.
+ * `docker swarm leave` (a manager's `--force` too) takes every swarm network off the node, as dockerd
+ * does: the overlay networks of its tasks, the attachable ones (a plain container on one is
+ * disconnected first and keeps running) and ingress, with their bridges, vxlan devices and the ARP
+ * guard's nft table.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -53,5 +54,19 @@ describe('swarm leave and overlay networks', () => {
     assert.equal(await ok(w, ['ps', '-aq', '--filter', 'label=com.docker.swarm.service.name=onw']), '');
     await ok(w, ['rm', '-f', plain]);
     await ok(m, ['service', 'rm', 'onw']);
+  });
+
+  it('so does a manager with leave --force', async () => {
+    const c = cluster();
+    const m = c.node(1).daemon;
+    const ns = c.net.netns(1);
+    const plain = await ok(m, ['run', '-d', '--network', 'att', c.image, 'sh', '-c', LOOP]);
+    await eventually('the manager has a vxlan device', async () => (await links(ns, 'vxlan')).length >= 1, 30_000, 300);
+    assert.notEqual((await m.docker(['swarm', 'leave'])).code, 0, 'a manager leaves only with --force');
+    await ok(m, ['swarm', 'leave', '--force']);
+    assert.deepEqual(await swarmNetworks(m), []);
+    assert.deepEqual(await links(ns, 'vxlan'), []);
+    assert.equal(await ok(m, ['inspect', '--format', '{{.State.Running}} {{len .NetworkSettings.Networks}}', plain]), 'true 0');
+    await ok(m, ['rm', '-f', plain]);
   });
 });
