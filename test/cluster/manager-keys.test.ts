@@ -194,6 +194,10 @@ describe('manager keys', () => {
     await eventually('node 2 serves the swarm again', async () => (await d2.docker(['node', 'ls', '-q'])).stdout.trim().split('\n').length === 3, 60_000, 300);
     await eventually('unlocked, its etcd member runs again, on the key copy in the exec root', async () => alive(etcdPid(d2)) && existsSync(memberKey(d2)), 60_000, 200);
     assert.deepEqual(plainKeysUnder(d2.dataRoot), [], 'unlocked, the key files stay sealed on disk');
+    // It reaches etcd again, with the key it opened: a change made on it shows on node 1.
+    const label = await d2.docker(['node', 'update', '--label-add', 'unlocked=yes', ids[1]!]);
+    assert.equal(label.code, 0, label.stderr);
+    await eventually('node 1 sees node 2\'s change', async () => (await d1.docker(['node', 'inspect', '--format', '{{index .Spec.Labels "unlocked"}}', ids[1]!])).stdout.trim() === 'yes', 30_000, 300);
     assert.equal((await d2.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
     const again = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
     assert.equal(again.status, 409);
