@@ -10,17 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EtcdMember, freePortOn, peerUrl, type MemberConfig } from '../../src/engine/swarm/cluster/etcd-member.js';
 import { newCa, newCsr, signNode } from '../../src/engine/swarm/cluster/pki.js';
-import { run } from '../harness/index.js';
+import { isRunning as alive, run } from '../harness/index.js';
 import { eventually } from './support.js';
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('etcd member', () => {
   it('a running member started on another key file starts again on the one named now, keeping its data', async () => {

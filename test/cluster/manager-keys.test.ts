@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { isRunning as alive, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { SWARM_LOCKED } from '../../src/engine/swarm/swarm.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
@@ -46,14 +46,6 @@ function plainKeysUnder(dir: string, depth = 0): string[] {
   });
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const etcdPid = (d: TestDaemon) => Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
 /** The etcd member's copy of the node key, in the exec root. */
 const memberKey = (d: TestDaemon) => join(d.execRoot, 'swarm', 'etcd-node-key.pem');
