@@ -155,7 +155,8 @@ async function main(): Promise<void> {
   const host = hostFacts();
   const pull: Puller = (ref, o, p) => images.pull(ref, o, p);
   const swarm = new SwarmService({ records: new SwarmRecords(db), secretRecords: new SwarmObjectRecords(db, 'swarm_secrets'), configRecords: new SwarmObjectRecords(db, 'swarm_configs'), containers, images, events, host, pull: taskImagePuller(pull),
-    externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined, network });
+    externalEtcd: config.swarmEtcdEndpoints.length ? { endpoints: config.swarmEtcdEndpoints, caFile: config.swarmEtcdCaCert, certFile: config.swarmEtcdCert, keyFile: config.swarmEtcdKey } : undefined, network, execRoot: config.execRoot,
+    disconnect: (n, c) => networks.disconnect(n, c, true) });
   swarmMade = swarm;
   swarm.start();
   const builds = new BuildService(containers, images, new BuildCacheRecords(db), pull, config.dataRoot);

@@ -6,10 +6,10 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
+import { isRunning as alive, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { SWARM_LOCKED } from '../../src/engine/swarm/swarm.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
@@ -17,6 +17,38 @@ import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
 const keyFile = (d: TestDaemon, name: string) => join(d.dataRoot, 'swarm', 'cluster', name);
 /** A sealed key file holds JSON; a plain one a PEM or base64 text. */
 const sealed = (d: TestDaemon, name: string) => readFileSync(keyFile(d, name), 'utf8').startsWith('{');
+
+/** Whether the file holds a PEM private key in the clear (read in 1 MiB chunks: etcd's WAL is large). */
+function holdsPlainKey(path: string): boolean {
+  const needle = Buffer.from('PRIVATE KEY-----');
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(1 << 20);
+    let tail = Buffer.alloc(0);
+    for (let n = readSync(fd, buf); n > 0; n = readSync(fd, buf)) {
+      const chunk = Buffer.concat([tail, buf.subarray(0, n)]);
+      if (chunk.includes(needle)) return true;
+      tail = chunk.subarray(Math.max(0, chunk.length - needle.length));
+    }
+    return false;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The files under `dir` (links not followed) that hold a plain PEM private key. */
+function plainKeysUnder(dir: string, depth = 0): string[] {
+  if (depth > 40) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return plainKeysUnder(p, depth + 1);
+    return e.isFile() && holdsPlainKey(p) ? [p] : [];
+  });
+}
+
+const etcdPid = (d: TestDaemon) => Number(readFileSync(join(d.dataRoot, 'swarm', 'cluster', 'etcd', 'etcd.pid'), 'utf8'));
+/** The etcd member's copy of the node key, in the exec root. */
+const memberKey = (d: TestDaemon) => join(d.execRoot, 'swarm', 'etcd-node-key.pem');
 
 /** GET on a node's swarm port with node `as`'s certificate: status and body. */
 function asNode(as: TestDaemon, addr: string, path: string): Promise<{ status: number; body: string }> {
@@ -99,28 +131,46 @@ describe('manager keys', () => {
 
   it('auto-lock: every manager seals its keys; a restarted one is locked until unlocked with the current key; off, they are plain again', async () => {
     const [d1, d2] = [c.node(1).daemon, c.node(2).daemon];
+    const mark = d2.logs().length;
     assert.equal((await d1.docker(['node', 'promote', ids[1]!])).code, 0);
     await eventually('node 2 a manager with the data key', async () => existsSync(keyFile(d2, 'data.key')) && (await d2.docker(['info', '--format', '{{.Swarm.ControlAvailable}}'])).stdout.trim() === 'true', 60_000, 300);
     assert.equal(sealed(d2, 'data.key'), false);
+    assert.ok(plainKeysUnder(d2.dataRoot).includes(keyFile(d2, 'node-key.pem')), 'without auto-lock the node key is plain (and the scan finds it)');
     const on = await d1.docker(['swarm', 'update', '--autolock=true']);
     assert.equal(on.code, 0, on.stderr);
     const first = /SWMKEY-1-\S+/.exec(on.stdout)?.[0];
     assert.ok(first, on.stdout);
     assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), first);
-    assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem'), 'the key files of the manager that turned it on are sealed');
+    assert.ok(sealed(d1, 'data.key') && sealed(d1, 'ca-key.pem') && sealed(d1, 'node-key.pem'), 'the key files of the manager that turned it on are sealed');
+    // Its etcd member a voter, and remembered (so that its restart below starts it again).
+    await eventually('node 2 an etcd member', async () => d2.logs().slice(mark).includes('etcd membership changed'), 60_000, 200);
     const sealedOnce = await eventually('node 2 seals its data key', async () => sealed(d2, 'data.key') && readFileSync(keyFile(d2, 'data.key'), 'utf8'), 30_000, 200);
+    const nodeKeyOnce = await eventually('node 2 seals its node key', async () => sealed(d2, 'node-key.pem') && readFileSync(keyFile(d2, 'node-key.pem'), 'utf8'), 30_000, 200);
     const rot = await d1.docker(['swarm', 'unlock-key', '--rotate', '-q']);
     assert.equal(rot.code, 0, rot.stderr);
     const key = rot.stdout.trim();
     assert.match(key, /^SWMKEY-1-\S+$/);
     assert.notEqual(key, first);
     await eventually('node 2 seals its data key again, under the new key', async () => sealed(d2, 'data.key') && readFileSync(keyFile(d2, 'data.key'), 'utf8') !== sealedOnce, 30_000, 200);
+    await eventually('node 2 seals its node key again', async () => sealed(d2, 'node-key.pem') && readFileSync(keyFile(d2, 'node-key.pem'), 'utf8') !== nodeKeyOnce, 30_000, 200);
     assert.equal(readFileSync(keyFile(d2, 'data.key'), 'utf8').includes(key), false);
 
+    // Node 2's host reboots: berthd and its etcd member stop, the exec root (a tmpfs) is emptied.
+    await d2.stop();
+    const oldEtcd = etcdPid(d2);
+    process.kill(oldEtcd, 'SIGTERM');
+    await eventually('node 2\'s etcd member gone', async () => !alive(oldEtcd), 15_000, 100);
+    rmSync(memberKey(d2), { force: true });
     await d2.restart();
+    assert.deepEqual(plainKeysUnder(d2.dataRoot), [], 'a locked manager\'s data root holds no plain private key');
+    assert.equal(existsSync(memberKey(d2)), false);
+    assert.equal(alive(etcdPid(d2)), false, 'a locked manager starts no etcd member: it has no key to start it with');
     const ls = await d2.docker(['node', 'ls']);
     assert.notEqual(ls.code, 0);
     assert.ok(ls.stderr.includes(SWARM_LOCKED), ls.stderr);
+    const svc = await d2.docker(['service', 'ls']);
+    assert.notEqual(svc.code, 0);
+    assert.ok(svc.stderr.includes(SWARM_LOCKED), svc.stderr);
     assert.equal((await d2.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'locked');
     assert.equal((await d2.request('GET', '/_ping')).headers['swarm'], 'locked');
     const wrong = await d2.docker(['swarm', 'unlock'], { input: first });
@@ -134,6 +184,12 @@ describe('manager keys', () => {
     const ok = await d2.docker(['swarm', 'unlock'], { input: key });
     assert.equal(ok.code, 0, ok.stderr);
     await eventually('node 2 serves the swarm again', async () => (await d2.docker(['node', 'ls', '-q'])).stdout.trim().split('\n').length === 3, 60_000, 300);
+    await eventually('unlocked, its etcd member runs again, on the key copy in the exec root', async () => alive(etcdPid(d2)) && existsSync(memberKey(d2)), 60_000, 200);
+    assert.deepEqual(plainKeysUnder(d2.dataRoot), [], 'unlocked, the key files stay sealed on disk');
+    // It reaches etcd again, with the key it opened: a change made on it shows on node 1.
+    const label = await d2.docker(['node', 'update', '--label-add', 'unlocked=yes', ids[1]!]);
+    assert.equal(label.code, 0, label.stderr);
+    await eventually('node 1 sees node 2\'s change', async () => (await d1.docker(['node', 'inspect', '--format', '{{index .Spec.Labels "unlocked"}}', ids[1]!])).stdout.trim() === 'yes', 30_000, 300);
     assert.equal((await d2.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
     const again = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
     assert.equal(again.status, 409);
@@ -142,7 +198,7 @@ describe('manager keys', () => {
     const off = await d1.docker(['swarm', 'update', '--autolock=false']);
     assert.equal(off.code, 0, off.stderr);
     assert.equal((await d1.docker(['swarm', 'unlock-key', '-q'])).stdout.trim(), '');
-    assert.ok(!sealed(d1, 'data.key') && !sealed(d1, 'ca-key.pem'), 'the key files are plain again');
-    await eventually('node 2 writes its data key plain again', async () => !sealed(d2, 'data.key'), 30_000, 200);
+    assert.ok(!sealed(d1, 'data.key') && !sealed(d1, 'ca-key.pem') && !sealed(d1, 'node-key.pem'), 'the key files are plain again');
+    await eventually('node 2 writes its data key and node key plain again', async () => !sealed(d2, 'data.key') && !sealed(d2, 'node-key.pem'), 30_000, 200);
   });
 });

@@ -38,6 +38,8 @@ export interface OverlayDeps {
   share?: (kind: string, id: string, doc: unknown) => void;
   /** The cluster's store for claims that must be atomic (plain containers' addresses); undefined outside a cluster. */
   claims?: () => ClaimStore | undefined;
+  /** Takes a container off a network as `docker network disconnect -f` does (its record and events too). */
+  disconnect?: (network: string, container: string) => Promise<void>;
 }
 
 /** What addresses are claimed through (cluster/etcd-state.ts): a transaction on `addresses/<network>/<ip>`. */
@@ -224,14 +226,31 @@ export class OverlayNetworks {
     this.created(n);
   }
 
-  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own), and what was known of other nodes' addresses. */
+  /**
+   * Leaving the swarm (its task containers gone already): every swarm network goes from this node,
+   * ingress too (a new swarm makes its own), as with dockerd, which first disconnects the plain
+   * containers still on an attachable one; then their vxlan devices and ARP guard, and what was
+   * known of other nodes' addresses.
+   */
   async left(): Promise<void> {
     this.#claims.clear();
     this.#claimedAt.clear();
     this.#attachments.clear();
+    this.#removed.clear();
+    this.#sharedAttachments = '{}';
+    // A network being realised would come back after the loop.
+    await Promise.allSettled(this.#realising.values());
+    await this.settled();
     for (const n of this.#d.driver.list()) {
-      if (n.ingress) await this.#d.driver.remove(n.id).catch((err) => log.warn('removing the ingress network failed', { error: errorMessage(err) }));
+      if (!n.overlay) continue;
+      for (const e of this.#d.driver.endpointsOf(n.id)) {
+        await this.#d.disconnect?.(n.id, e.containerId).catch((err) => log.warn('disconnecting a container from a swarm network failed', { network: n.name, container: e.containerId, error: errorMessage(err) }));
+      }
+      await this.#d.driver.remove(n.id).catch((err) => log.warn('removing a swarm network failed', { network: n.name, error: errorMessage(err) }));
     }
+    // Outside a swarm now, the sync takes every vxlan device away.
+    this.sync();
+    await this.settled();
   }
 
   /**

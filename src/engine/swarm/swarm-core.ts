@@ -44,6 +44,10 @@ export interface SwarmDeps {
   network?: NetworkController;
   /** An etcd cluster to keep the swarm in, instead of one berthd runs. */
   externalEtcd?: ExternalEtcd;
+  /** berthd's exec root (a tmpfs): the etcd member's key file while it runs (cluster/membership.ts). */
+  execRoot: string;
+  /** `docker network disconnect -f`: a plain container leaves a swarm network the node is leaving. */
+  disconnect?: (network: string, container: string) => Promise<void>;
 }
 
 /** Something that follows the services' published ports (the ingress listener). */
@@ -86,7 +90,7 @@ export class SwarmCore {
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
     this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
     this.overlay = d.network
-      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, claims })
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, claims, disconnect: d.disconnect })
       : undefined;
     this.runner = new TaskRunner({
       files: this.files,

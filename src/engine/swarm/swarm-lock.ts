@@ -1,7 +1,7 @@
 /**
  * Auto-lock: `swarm init --autolock` or `swarm update --autolock=true` give the swarm an unlock key
  * (kept in etcd sealed under the data key; cluster/manager-keys.ts), and every manager keeps its data
- * key and CA key on disk sealed under it. A manager restarted then is locked: it answers dockerd's
+ * key, CA key and node key on disk sealed under it. A manager restarted then is locked: it answers dockerd's
  * "Swarm is encrypted..." 503 and stays out of the cluster until `docker swarm unlock` gives a key
  * that opens its key files (a wrong one is a 401, as dockerd's).
  */

@@ -55,7 +55,7 @@ export class SwarmMembership extends SwarmPart {
   constructor(core: SwarmCore) {
     super(core);
     const { d } = core;
-    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
+    this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), join(d.execRoot, 'swarm'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.access = new SwarmAccess(core, this.members);
     this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role), () => this.access.repair());
     this.keys = new ManagerKeys(this.members);
@@ -291,6 +291,9 @@ export class SwarmMembership extends SwarmPart {
     await state.flushed();
     const snap = await state.snapshot();
     this.sync.applySnapshot(snap.entries);
+    // A snapshot without `keys/unlock` is not heard as a change: auto-lock turned off while this
+    // manager was away (or locked) leaves its files sealed unless looked at here.
+    if (manager) void this.keys.applyLock();
     if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
     await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
     // Members added since this node joined are remembered for its next start (a worker knew only

@@ -54,6 +54,14 @@ export function freePortOn(addr: string): Promise<number> {
   });
 }
 
+function cmdlineOf(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -85,7 +93,14 @@ export class EtcdMember {
   async start(): Promise<void> {
     const c = this.config;
     await mkdir(c.dataDir, { recursive: true, mode: 0o700 });
-    const old = this.#runningPid();
+    let old = this.#runningPid();
+    // One an older berthd started reads the node key from the data root, which auto-lock seals: it
+    // starts again on the key file named now (its data stays).
+    if (old && !cmdlineOf(old).includes(c.keyFile)) {
+      log.info('etcd member restarted on its new key file', { pid: old });
+      await this.stop(false);
+      old = undefined;
+    }
     if (old) {
       this.#pid = old;
       log.info('etcd member already running', { pid: old });
@@ -135,13 +150,8 @@ export class EtcdMember {
     if (!existsSync(this.pidFile)) return undefined;
     const pid = Number(readFileSync(this.pidFile, 'utf8'));
     if (!pid || !alive(pid)) return undefined;
-    try {
-      // Only ours: its command line names our data dir.
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(this.config.dataDir)) return undefined;
-    } catch {
-      return undefined;
-    }
-    return pid;
+    // Only ours: its command line names our data dir.
+    return cmdlineOf(pid).includes(this.config.dataDir) ? pid : undefined;
   }
 
   /** Stops the member (SIGTERM, SIGKILL after 5 s) and, when asked, removes its data. */

@@ -1,12 +1,13 @@
 /**
- * A manager's copies of the data key and the CA key on disk: plain, or (the managers auto-locked)
- * sealed under a key derived from the swarm's unlock key, so that after a restart nothing on the
- * disk opens the cluster's secrets until `docker swarm unlock` gives the key again. A sealed file
- * holds the JSON of data-key.ts's Sealed; a plain one a PEM or base64 text.
+ * A manager's copies of the data key, the CA key and its node (TLS) key on disk: plain, or (the
+ * managers auto-locked) sealed under a key derived from the swarm's unlock key, so that after a
+ * restart nothing on the disk opens the cluster's secrets, nor speaks to peers and etcd as this
+ * node, until `docker swarm unlock` gives the key again. A sealed file holds the JSON of
+ * data-key.ts's Sealed; a plain one a PEM or base64 text.
  */
 import { hkdfSync } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { invalidArgument } from '../../../lib/errors.js';
 import { seal, unseal, type Sealed } from './data-key.js';
 
@@ -20,9 +21,14 @@ export function lockKeyOf(unlockKey: string): Buffer {
   return Buffer.from(hkdfSync('sha256', Buffer.from(raw, 'base64'), Buffer.alloc(0), 'berth swarm lock', 32));
 }
 
-/** Writes `text`, sealed when a lock key is given; 0600 either way. */
+/**
+ * Writes `text`, sealed when a lock key is given; 0600 either way. Through a temp file and a rename:
+ * cut short, the old key stays whole (a node key lost is a node lost).
+ */
 export async function writeKeyFile(path: string, text: string, lockKey: Buffer | undefined): Promise<void> {
-  await writeFile(path, lockKey ? JSON.stringify(seal(lockKey, { text })) : text, { mode: 0o600 });
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, lockKey ? JSON.stringify(seal(lockKey, { text })) : text, { mode: 0o600 });
+  await rename(tmp, path);
 }
 
 /** A key file as found: its text, or its sealed form (to open with openKeyFile); undefined when absent. */

@@ -2,6 +2,10 @@
  * What makes this node part of a cluster, below the swarm's objects: its certificates and the data
  * key (files under `<data-root>/swarm/cluster/`), the etcd member it runs (managers, unless the
  * cluster uses an external etcd), the etcd client, and the join listener on the swarm port.
+ *
+ * Auto-locked, a manager's node key is sealed on disk too (key-files.ts). etcd reads its key file at
+ * every TLS handshake, not once, so the member it runs gets a plain copy for as long as it runs, in
+ * the exec root (a tmpfs, gone at reboot), never in the data root.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -46,6 +50,8 @@ export class Membership {
   constructor(
     /** `<data-root>/swarm/cluster` */
     readonly dir: string,
+    /** `<exec-root>/swarm`: what must be plain only while berthd or its etcd member runs. */
+    readonly runDir: string,
     readonly external: ExternalEtcd | undefined,
     handleJoin: (ask: JoinAsk) => Promise<JoinAnswer>,
     peers?: (req: IncomingMessage, res: ServerResponse) => boolean,
@@ -57,11 +63,27 @@ export class Membership {
     return join(this.dir, 'etcd', 'data');
   }
 
+  /** The etcd member's copy of the node key (see above). */
+  get memberKeyFile(): string {
+    return join(this.runDir, 'etcd-node-key.pem');
+  }
+
+  get #nodeKeyFile(): string {
+    return join(this.dir, 'node-key.pem');
+  }
+
+  /** Where openssl's plain keys live while it makes or signs: the exec root, never the data root. */
+  async #workDir(): Promise<string> {
+    await mkdir(this.runDir, { recursive: true, mode: 0o700 });
+    return this.runDir;
+  }
+
   /** A new CA, this node's certificate and a data key: the first manager of a new cluster. */
   async create(who: NodeIdentity): Promise<NodeFiles> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const [ca, { key, csr }] = await Promise.all([newCa(this.dir), newCsr(this.dir)]);
-    const cert = await signNode(this.dir, ca, csr, who);
+    const work = await this.#workDir();
+    const [ca, { key, csr }] = await Promise.all([newCa(work), newCsr(work)]);
+    const cert = await signNode(work, ca, csr, who);
     const files = { ca: ca.cert, caKey: ca.key, cert, key, dataKey: newDataKey() };
     await this.#write(files);
     return files;
@@ -78,15 +100,18 @@ export class Membership {
   /** The files of a node that was in a cluster before a restart. */
   async load(): Promise<NodeFiles> {
     const read = (n: string) => readFile(join(this.dir, n), 'utf8');
-    const [caKey, dataKey] = await Promise.all([readKeyFile(join(this.dir, 'ca-key.pem')), readKeyFile(join(this.dir, 'data.key'))]);
+    const [caKey, dataKey, nodeKey] = await Promise.all([readKeyFile(join(this.dir, 'ca-key.pem')), readKeyFile(join(this.dir, 'data.key')), readKeyFile(this.#nodeKeyFile)]);
     // Sealed (the managers auto-locked): opened with the lock key unlock() was given, or the node stays locked.
     const open = (k: typeof caKey) => (k?.sealed ? (this.#lockKey ? openKeyFile(k.sealed, this.#lockKey) : undefined) : k?.text);
+    const key = open(nodeKey);
+    // Without its node key this node can talk to no peer and no etcd: it is locked, or its files are gone.
+    if (key === undefined) throw unavailable(nodeKey ? 'the swarm is locked: this node\'s key is sealed until "docker swarm unlock"' : 'this node has no cluster key');
     const dataText = open(dataKey);
     this.files = {
       ca: await read('ca.pem'),
       caKey: open(caKey),
       cert: await read('node.pem'),
-      key: await read('node-key.pem'),
+      key,
       dataKey: dataText ? Buffer.from(dataText, 'base64') : undefined,
     };
     return this.files;
@@ -96,14 +121,14 @@ export class Membership {
     await writeFile(join(this.dir, 'ca.pem'), f.ca);
     if (f.caKey) await writeKeyFile(join(this.dir, 'ca-key.pem'), f.caKey, this.#lockKey);
     await writeFile(join(this.dir, 'node.pem'), f.cert);
-    await writeFile(join(this.dir, 'node-key.pem'), f.key, { mode: 0o600 });
+    await writeKeyFile(this.#nodeKeyFile, f.key, this.#lockKey);
     if (f.dataKey) await writeKeyFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), this.#lockKey);
     this.files = f;
   }
 
-  /** Whether the data key on disk is sealed under a lock key: a manager of an auto-locked swarm. */
+  /** Whether key files on disk are sealed under a lock key: a manager of an auto-locked swarm (one sealed is enough: a change may have been cut short). */
   lockedOnDisk(): boolean {
-    return isSealedSync(join(this.dir, 'data.key'));
+    return isSealedSync(join(this.dir, 'data.key')) || isSealedSync(this.#nodeKeyFile);
   }
 
   /** Loads the files with this lock key; throws when it does not open them (nothing changes then). */
@@ -124,6 +149,7 @@ export class Membership {
     const f = this.files;
     if (f?.caKey) await writeKeyFile(join(this.dir, 'ca-key.pem'), f.caKey, lockKey);
     if (f?.dataKey) await writeKeyFile(join(this.dir, 'data.key'), f.dataKey.toString('base64'), lockKey);
+    if (f) await writeKeyFile(this.#nodeKeyFile, f.key, lockKey);
   }
 
   /** A manager without the CA key (a promoted one) keeps the cluster's copy. */
@@ -146,16 +172,18 @@ export class Membership {
     this.#lockKey = undefined;
     await rm(join(this.dir, 'ca-key.pem'), { force: true });
     await rm(join(this.dir, 'data.key'), { force: true });
+    // Workers' keys are never sealed (auto-lock is the managers').
+    if (this.files && isSealedSync(this.#nodeKeyFile)) await writeKeyFile(this.#nodeKeyFile, this.files.key, undefined);
   }
 
   newCsr(): Promise<{ key: string; csr: string }> {
-    return mkdir(this.dir, { recursive: true, mode: 0o700 }).then(() => newCsr(this.dir));
+    return this.#workDir().then((work) => newCsr(work));
   }
 
   sign(csr: string, who: NodeIdentity): Promise<string> {
     const f = this.#need();
     if (!f.caKey) throw unavailable('this node cannot sign certificates: it has no CA key');
-    return signNode(this.dir, { cert: f.ca, key: f.caKey } as CertPair, csr, who);
+    return this.#workDir().then((work) => signNode(work, { cert: f.ca, key: f.caKey } as CertPair, csr, who));
   }
 
   #need(): NodeFiles {
@@ -170,8 +198,11 @@ export class Membership {
 
   /** Starts (or finds running) this node's etcd member. */
   async startMember(nodeId: string, addr: string, clusterId: string, m: NonNullable<ClusterLocal['member']>): Promise<void> {
-    this.#need();
+    const f = this.#need();
     this.member?.detach();
+    // Written each time: after a reboot (or an unlock) the exec root holds no copy yet.
+    await mkdir(this.runDir, { recursive: true, mode: 0o700 });
+    await writeFile(this.memberKeyFile, f.key, { mode: 0o600 });
     this.member = new EtcdMember({
       name: nodeId,
       dataDir: this.etcdDir,
@@ -183,7 +214,7 @@ export class Membership {
       clusterToken: clusterId,
       caFile: join(this.dir, 'ca.pem'),
       certFile: join(this.dir, 'node.pem'),
-      keyFile: join(this.dir, 'node-key.pem'),
+      keyFile: this.memberKeyFile,
     });
     await this.member.start();
   }
@@ -307,6 +338,7 @@ export class Membership {
     await this.member?.stop(true);
     if (!this.member && existsSync(this.etcdDir)) await new EtcdMember({ dataDir: this.etcdDir } as never).stop(true);
     this.member = undefined;
+    await rm(this.memberKeyFile, { force: true });
   }
 
   /** Closes the client and listener; the member keeps running unless `removeAll` (leaving). */
@@ -319,6 +351,7 @@ export class Membership {
       await this.member?.stop(true);
       if (!this.member && existsSync(this.etcdDir)) await new EtcdMember({ dataDir: this.etcdDir } as never).stop(true);
       this.member = undefined;
+      await rm(this.memberKeyFile, { force: true });
       await rm(this.dir, { recursive: true, force: true });
       this.files = undefined;
       this.#lockKey = undefined;
