@@ -95,7 +95,7 @@ export class SwarmBlobs {
 
   create(body: unknown): BlobRecord {
     const spec = this.#spec(body);
-    for (const o of this.#all.values()) if (o.spec.Name === spec.Name) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
+    if (this.unreadable.holdsName(this.kind, spec.Name) || [...this.#all.values()].some((o) => o.spec.Name === spec.Name)) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
     const now = new Date().toISOString();
     const rec: BlobRecord = { id: newSwarmId(), version: this.nextVersion(), createdAt: now, updatedAt: now, spec };
     this.#save(rec);

@@ -72,6 +72,11 @@ export class UnreadableRows {
     return undefined;
   }
 
+  /** Whether a row left out holds this name (its row keeps the name taken in the database). */
+  holdsName(kind: SwarmRowKind, name: string): boolean {
+    return this.#rows.some((r) => r.kind === kind && r.name === name);
+  }
+
   /** Whether a row of this kind and id was left out. */
   has(kind: SwarmRowKind, id: string): boolean {
     return this.#rows.some((r) => r.kind === kind && r.id === id);

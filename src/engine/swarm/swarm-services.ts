@@ -53,7 +53,7 @@ export class SwarmServices extends SwarmPart {
     this.#checkRefs(spec);
     const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
     spec.Name ||= generateName((n) => names.has(n));
-    if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+    if (names.has(spec.Name) || this.store.unreadable.holdsName('service', spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
     const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
     const vips = this.#virtualIPs(spec);
     const now = new Date().toISOString();
