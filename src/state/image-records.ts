@@ -43,16 +43,18 @@ interface ImageRow {
 
 /**
  * A row as a record. One damaged row must neither stop the daemon nor break every listing: lost
- * chain ids are derived again from the config's diff ids (what every writer derived them from), lost
+ * chain ids are derived again from the config's diff ids (what every writer derived them from) and written back, lost
  * blob descriptors read as none (ImageService.layerBlobsOf recovers them); `damaged` says what was
  * wrong. The config stays as stored: the engine reads an unparsable one back from its blob.
  */
-const toImage = (r: ImageRow): ImageRecord => {
+const toImage = (r: ImageRow, rewriteChains?: (id: string, chainIds: string[]) => void): ImageRecord => {
   const problems: string[] = [];
   let chainIds = parseArray(r.chain_ids, (v): v is string => typeof v === 'string' && isDigest(v));
   if (!chainIds) {
     chainIds = chainsFromConfig(r.config);
-    problems.push(chainIds ? 'chain_ids unreadable, derived from the config' : 'chain_ids unreadable');
+    problems.push(chainIds ? 'chain_ids unreadable, derived from the config and written back' : 'chain_ids unreadable');
+    // Derived, they are exactly what was written: the row is mended, so layer counts (json_each) see it again.
+    if (chainIds) rewriteChains?.(r.id, chainIds);
   }
   let layerBlobs = parseArray(r.layer_blobs, isDescriptor);
   if (!layerBlobs) {
@@ -109,6 +111,8 @@ export class ImageRecords {
   readonly #putLayer;
   readonly #delLayer;
   readonly #layerUsers;
+  readonly #putChains;
+  readonly #rewriteChains = (id: string, chainIds: string[]) => this.#putChains.run(JSON.stringify(chainIds), id);
 
   constructor(db: Db) {
     this.#db = db;
@@ -122,6 +126,7 @@ export class ImageRecords {
     this.#delRef = db.prepare('DELETE FROM image_refs WHERE ref = ?');
     this.#putImage = db.prepare('INSERT OR IGNORE INTO images(id, config, chain_ids, layer_blobs, parent, size, created, added_at) VALUES (@id, @config, @chainIds, @layerBlobs, @parent, @size, @created, @addedAt)');
     this.#delImage = db.prepare('DELETE FROM images WHERE id = ?');
+    this.#putChains = db.prepare('UPDATE images SET chain_ids = ? WHERE id = ?');
     this.#getLayer = db.prepare<[string], { chain_id: string; diff_id: string; parent: string | null; size: number }>('SELECT * FROM layers WHERE chain_id = ?');
     this.#putLayer = db.prepare('INSERT OR IGNORE INTO layers(chain_id, diff_id, parent, size, created_at) VALUES (?, ?, ?, ?, ?)');
     this.#delLayer = db.prepare('DELETE FROM layers WHERE chain_id = ?');
@@ -134,11 +139,11 @@ export class ImageRecords {
 
   getImage(id: string): ImageRecord | undefined {
     const row = this.#getImage.get(id);
-    return row && toImage(row);
+    return row && toImage(row, this.#rewriteChains);
   }
 
   listImages(): ImageRecord[] {
-    return this.#allImages.all().map(toImage);
+    return this.#allImages.all().map((r) => toImage(r, this.#rewriteChains));
   }
 
   /** Up to two image ids starting with `sha256:<prefix>`; two means the prefix is ambiguous. */

@@ -48,7 +48,14 @@ describe('stored image records', () => {
     for (const i of Object.values(ids)) assert.ok(listed.includes(i), `${i} is listed: ${listed.join(' ')}`);
     assert.ok(d.logs().includes('stored image record was damaged; repaired'));
 
-    // Chain ids derived again from the config: the layers are found, the image runs.
+    // Chain ids derived again from the config, and the row mended: the layers are found, the image runs.
+    const db2 = new Database(join(d.dataRoot, 'berth.db'), { readonly: true });
+    try {
+      const chains = JSON.parse((db2.prepare('SELECT chain_ids FROM images WHERE id = ?').get(ids.layered) as { chain_ids: string }).chain_ids) as string[];
+      assert.equal(chains.length, 3);
+    } finally {
+      db2.close();
+    }
     assert.equal(await ok(d, ['run', '--rm', '--entrypoint', 'cat', refs.layered, '/data/keep']), 'keep');
     assert.equal((await d.docker(['run', '--rm', '--entrypoint', 'test', refs.layered, '-e', '/etc/removeme'])).code, 1, 'the whiteout layer is there too');
     // Blob descriptors lost: the image runs, and its layers are compressed again when they have to leave.
