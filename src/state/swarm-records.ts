@@ -57,7 +57,12 @@ export class SwarmRecords {
     this.#delTask = db.prepare('DELETE FROM swarm_tasks WHERE id = ?');
   }
 
-  cluster(): StoredSwarmObject | undefined {
+  /** The cluster document (undefined also when its JSON does not parse: clusterRow() tells why). */
+  cluster(): unknown {
+    return this.clusterRow()?.data;
+  }
+
+  clusterRow(): StoredSwarmObject | undefined {
     const row = this.#getCluster.get();
     return row ? readDocument('cluster', row.data) : undefined;
   }

@@ -108,7 +108,7 @@ export class SwarmStore {
 
   load(): void {
     this.unreadable.clear();
-    this.cluster = this.unreadable.readCluster(this.records.cluster());
+    this.cluster = this.unreadable.readCluster(this.records.clusterRow());
     this.services.clear();
     this.tasks.clear();
     this.#byContainer.clear();
