@@ -156,7 +156,7 @@ export class ImageService {
 
   /**
    * The image's layer blobs, bottom first. A record whose list was lost (shorter than its layers) gets
-   * it recovered once (image-record-repair.ts), so push and save send the blobs a registry knows.
+   * it recovered (image-record-repair.ts), so push and save send the blobs a registry knows.
    */
   layerBlobsOf(record: ImageRecord): Descriptor[] {
     if (record.layerBlobs.length >= record.chainIds.length) return record.layerBlobs;

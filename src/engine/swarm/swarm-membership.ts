@@ -372,13 +372,13 @@ export class SwarmMembership extends SwarmPart {
   }
 
 
-  /** Leaving erases the swarm: every task container is removed, as dockerd does. */
   /** A stored cluster row that did not read may still be a membership: init and join would overwrite it. */
   #refuseDamaged(): void {
     const damaged = this.store.unreadable.clusterError();
     if (damaged) throw damaged;
   }
 
+  /** Leaving erases the swarm: every task container is removed, as dockerd does. */
   async leave(force: boolean): Promise<void> {
     const c = this.store.cluster;
     if (!c && this.store.unreadable.clusterError()) {
