@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { loadConfig, ConfigError, USAGE, type DaemonConfig } from './config.js';
 import { log, setLogLevel } from './lib/log.js';
 import { markTopDir } from './lib/fs-topdir.js';
+import { closeInheritedDescriptors } from './lib/inherited-fds.js';
 import { openDatabase } from './state/db.js';
 import { ImageRecords } from './state/image-records.js';
 import { ContentStore } from './images/content-store.js';
@@ -76,6 +77,9 @@ async function main(): Promise<void> {
     return;
   }
   setLogLevel(config.logLevel);
+  // Before anything is spawned: what berthd starts must not hold its starter's pipes (lib/inherited-fds.ts).
+  const inherited = closeInheritedDescriptors();
+  if (inherited.length) log.info('closed inherited descriptors', { descriptors: inherited.map((d) => `${d.fd} ${d.target}`) });
 
   mkdirSync(config.dataRoot, { recursive: true, mode: 0o711 });
   mkdirSync(config.execRoot, { recursive: true, mode: 0o711 });

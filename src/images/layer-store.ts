@@ -18,16 +18,8 @@ import { DigestVerifier, hexOf, isDigest, parseDigest, sha256Of, type Digest } f
 import { fsyncDir, syncFilesystem } from './fs-durable.js';
 import { unpackLayer } from './unpack-layer.js';
 
-/** OCI chainIDs: chainID(1) = diffID(1); chainID(n) = sha256(chainID(n-1) + " " + diffID(n)). */
-export function chainIds(diffIds: Digest[]): Digest[] {
-  const out: Digest[] = [];
-  for (const d of diffIds) {
-    parseDigest(d);
-    const prev = out[out.length - 1];
-    out.push(prev === undefined ? d : sha256Of(`${prev} ${d}`));
-  }
-  return out;
-}
+// Computed in lib/ (state/ derives a damaged row's chain from its config too); importers keep this path.
+export { chainIds } from '../lib/digest.js';
 
 export interface LayerStoreOptions {
   /**

@@ -20,6 +20,17 @@ export function sha256Of(data: string | Uint8Array): Digest {
   return `sha256:${createHash('sha256').update(data).digest('hex')}`;
 }
 
+/** OCI chainIDs: chainID(1) = diffID(1); chainID(n) = sha256(chainID(n-1) + " " + diffID(n)). */
+export function chainIds(diffIds: Digest[]): Digest[] {
+  const out: Digest[] = [];
+  for (const d of diffIds) {
+    parseDigest(d);
+    const prev = out[out.length - 1];
+    out.push(prev === undefined ? d : sha256Of(`${prev} ${d}`));
+  }
+  return out;
+}
+
 export function hexOf(d: Digest): string {
   return d.slice(7);
 }

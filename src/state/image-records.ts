@@ -1,6 +1,7 @@
 /** Image, reference and layer rows. Writes that belong together happen in one transaction. */
 import type { Db } from './db.js';
 import type { Descriptor } from '../lib/oci.js';
+import { chainIds as chainIdsOf, isDigest, type Digest } from '../lib/digest.js';
 
 export interface ImageRecord {
   id: string;
@@ -11,6 +12,8 @@ export interface ImageRecord {
   size: number;
   created: string;
   addedAt: number;
+  /** Set when a column of the row did not read (what, and how it was mended); see readImageRow. */
+  damaged?: string;
 }
 
 export interface LayerRecord {
@@ -38,16 +41,59 @@ interface ImageRow {
   added_at: number;
 }
 
-const toImage = (r: ImageRow): ImageRecord => ({
-  id: r.id,
-  config: r.config,
-  chainIds: JSON.parse(r.chain_ids),
-  layerBlobs: JSON.parse(r.layer_blobs),
-  parent: r.parent,
-  size: r.size,
-  created: r.created,
-  addedAt: r.added_at,
-});
+/**
+ * A row as a record. One damaged row must neither stop the daemon nor break every listing: lost
+ * chain ids are derived again from the config's diff ids (what every writer derived them from) and written back, lost
+ * blob descriptors read as none (ImageService.layerBlobsOf recovers them); `damaged` says what was
+ * wrong. The config stays as stored: the engine reads an unparsable one back from its blob.
+ */
+const toImage = (r: ImageRow, rewriteChains?: (id: string, chainIds: string[]) => void): ImageRecord => {
+  const problems: string[] = [];
+  let chainIds = parseArray(r.chain_ids, (v): v is string => typeof v === 'string' && isDigest(v));
+  if (!chainIds) {
+    chainIds = chainsFromConfig(r.config);
+    problems.push(chainIds ? 'chain_ids unreadable, derived from the config and written back' : 'chain_ids unreadable');
+    // Derived, they are exactly what was written: the row is mended, so layer counts (json_each) see it again.
+    if (chainIds) rewriteChains?.(r.id, chainIds);
+  }
+  let layerBlobs = parseArray(r.layer_blobs, isDescriptor);
+  if (!layerBlobs) {
+    layerBlobs = [];
+    problems.push('layer_blobs unreadable, recovered when needed');
+  }
+  return {
+    id: r.id,
+    config: r.config,
+    chainIds: chainIds ?? [],
+    layerBlobs,
+    parent: r.parent,
+    size: r.size,
+    created: r.created,
+    addedAt: r.added_at,
+    ...(problems.length ? { damaged: problems.join('; ') } : {}),
+  };
+};
+
+function parseArray<T>(text: string, ok: (v: unknown) => v is T): T[] | undefined {
+  try {
+    const v: unknown = JSON.parse(text);
+    return Array.isArray(v) && v.every(ok) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const isDescriptor = (v: unknown): v is Descriptor =>
+  typeof v === 'object' && v !== null && typeof (v as Descriptor).digest === 'string' && typeof (v as Descriptor).mediaType === 'string' && typeof (v as Descriptor).size === 'number';
+
+function chainsFromConfig(config: string): string[] | undefined {
+  try {
+    const diffIds = (JSON.parse(config) as { rootfs?: { diff_ids?: unknown } }).rootfs?.diff_ids;
+    return Array.isArray(diffIds) && diffIds.every((d) => typeof d === 'string' && isDigest(d)) ? chainIdsOf(diffIds as Digest[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export class ImageRecords {
   readonly #db: Db;
@@ -65,6 +111,8 @@ export class ImageRecords {
   readonly #putLayer;
   readonly #delLayer;
   readonly #layerUsers;
+  readonly #putChains;
+  readonly #rewriteChains = (id: string, chainIds: string[]) => this.#putChains.run(JSON.stringify(chainIds), id);
 
   constructor(db: Db) {
     this.#db = db;
@@ -78,19 +126,24 @@ export class ImageRecords {
     this.#delRef = db.prepare('DELETE FROM image_refs WHERE ref = ?');
     this.#putImage = db.prepare('INSERT OR IGNORE INTO images(id, config, chain_ids, layer_blobs, parent, size, created, added_at) VALUES (@id, @config, @chainIds, @layerBlobs, @parent, @size, @created, @addedAt)');
     this.#delImage = db.prepare('DELETE FROM images WHERE id = ?');
+    this.#putChains = db.prepare('UPDATE images SET chain_ids = ? WHERE id = ?');
     this.#getLayer = db.prepare<[string], { chain_id: string; diff_id: string; parent: string | null; size: number }>('SELECT * FROM layers WHERE chain_id = ?');
     this.#putLayer = db.prepare('INSERT OR IGNORE INTO layers(chain_id, diff_id, parent, size, created_at) VALUES (?, ?, ?, ?, ?)');
     this.#delLayer = db.prepare('DELETE FROM layers WHERE chain_id = ?');
-    this.#layerUsers = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM images, json_each(images.chain_ids) WHERE json_each.value = ?");
+    // A row whose chain_ids is not JSON counts as a user of every layer: json_each would fail on it, and
+    // its layers must outlive the other images until it is removed itself.
+    this.#layerUsers = db.prepare<[string], { n: number }>(
+      "SELECT (SELECT count(*) FROM images, json_each(CASE WHEN json_valid(images.chain_ids) THEN images.chain_ids ELSE '[]' END) WHERE json_each.value = ?) + (SELECT count(*) FROM images WHERE NOT json_valid(chain_ids)) AS n",
+    );
   }
 
   getImage(id: string): ImageRecord | undefined {
     const row = this.#getImage.get(id);
-    return row && toImage(row);
+    return row && toImage(row, this.#rewriteChains);
   }
 
   listImages(): ImageRecord[] {
-    return this.#allImages.all().map(toImage);
+    return this.#allImages.all().map((r) => toImage(r, this.#rewriteChains));
   }
 
   /** Up to two image ids starting with `sha256:<prefix>`; two means the prefix is ambiguous. */

@@ -3,7 +3,7 @@
  * unique name. The swarm engine keeps them in memory and writes each change through.
  */
 import type { Db } from './db.js';
-import type { StoredSwarmObject } from './swarm-records.js';
+import { readDocument, type StoredSwarmObject } from './swarm-records.js';
 
 export type SwarmObjectTable = 'swarm_secrets' | 'swarm_configs';
 
@@ -14,14 +14,14 @@ export class SwarmObjectRecords {
   readonly #clear;
 
   constructor(db: Db, table: SwarmObjectTable) {
-    this.#all = db.prepare<[], { id: string; data: string }>(`SELECT id, data FROM ${table} ORDER BY created_at`);
+    this.#all = db.prepare<[], { id: string; name: string; data: string }>(`SELECT id, name, data FROM ${table} ORDER BY created_at`);
     this.#put = db.prepare(`INSERT INTO ${table}(id, name, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, data = excluded.data`);
     this.#del = db.prepare(`DELETE FROM ${table} WHERE id = ?`);
     this.#clear = db.prepare(`DELETE FROM ${table}`);
   }
 
   all(): StoredSwarmObject[] {
-    return this.#all.all().map((r) => ({ id: r.id, data: JSON.parse(r.data) }));
+    return this.#all.all().map((r) => readDocument(r.id, r.data, r.name));
   }
 
   save(id: string, name: string, createdAt: number, data: unknown): void {

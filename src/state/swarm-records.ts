@@ -8,10 +8,25 @@ import type { Db } from './db.js';
 export interface StoredSwarmObject {
   id: string;
   data: unknown;
+  /** The row's name column (services, secrets, configs). */
+  name?: string;
+  /** Set when the row's JSON does not parse (its message; data is then undefined): the engine decides. */
+  unreadable?: string;
+}
+
+/** A row's document, or why it does not parse: one damaged row must not stop the swarm's load. */
+export function readDocument(id: string, text: string, name?: string): StoredSwarmObject {
+  const named = name === undefined ? {} : { name };
+  try {
+    return { id, ...named, data: JSON.parse(text) as unknown };
+  } catch (err) {
+    return { id, ...named, data: undefined, unreadable: (err as Error).message };
+  }
 }
 
 interface Row {
   id: string;
+  name?: string;
   data: string;
 }
 
@@ -30,7 +45,7 @@ export class SwarmRecords {
     this.#db = db;
     this.#getCluster = db.prepare<[], { data: string }>('SELECT data FROM swarm_cluster WHERE id = 1');
     this.#putCluster = db.prepare('INSERT INTO swarm_cluster(id, data) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET data = excluded.data');
-    this.#allServices = db.prepare<[], Row>('SELECT id, data FROM swarm_services ORDER BY created_at');
+    this.#allServices = db.prepare<[], Row>('SELECT id, name, data FROM swarm_services ORDER BY created_at');
     this.#putService = db.prepare(
       'INSERT INTO swarm_services(id, name, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, data = excluded.data',
     );
@@ -42,9 +57,14 @@ export class SwarmRecords {
     this.#delTask = db.prepare('DELETE FROM swarm_tasks WHERE id = ?');
   }
 
+  /** The cluster document (undefined also when its JSON does not parse: clusterRow() tells why). */
   cluster(): unknown {
+    return this.clusterRow()?.data;
+  }
+
+  clusterRow(): StoredSwarmObject | undefined {
     const row = this.#getCluster.get();
-    return row ? JSON.parse(row.data) : undefined;
+    return row ? readDocument('cluster', row.data) : undefined;
   }
 
   saveCluster(data: unknown): void {
@@ -52,7 +72,7 @@ export class SwarmRecords {
   }
 
   services(): StoredSwarmObject[] {
-    return this.#allServices.all().map((r) => ({ id: r.id, data: JSON.parse(r.data) }));
+    return this.#allServices.all().map((r) => readDocument(r.id, r.data, r.name));
   }
 
   /** A name already used by another service fails with SQLITE_CONSTRAINT_UNIQUE. */
@@ -65,7 +85,7 @@ export class SwarmRecords {
   }
 
   tasks(): StoredSwarmObject[] {
-    return this.#allTasks.all().map((r) => ({ id: r.id, data: JSON.parse(r.data) }));
+    return this.#allTasks.all().map((r) => readDocument(r.id, r.data));
   }
 
   saveTask(id: string, serviceId: string, createdAt: number, data: unknown): void {

@@ -47,7 +47,7 @@ export async function writeStepImage(images: ImageService, step: WriteStep): Pro
     id,
     config: bytes.toString('utf8'),
     chainIds,
-    layerBlobs: [...(p?.layerBlobs ?? []), ...(layer ? [step.layerBlob ?? { mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [])],
+    layerBlobs: [...(p ? images.layerBlobsOf(p) : []), ...(layer ? [step.layerBlob ?? { mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [])],
     parent: p?.id ?? '',
     size: (p?.size ?? 0) + (layer?.size ?? 0),
     created,

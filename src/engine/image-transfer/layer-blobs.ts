@@ -40,10 +40,11 @@ export async function keepLayerBlob(images: ImageService, chainId: Digest, diffI
 export async function layerBlobsOf(images: ImageService, image: ImageRecord, opts: { compressed: boolean }): Promise<LayerBlob[]> {
   const diffIds = (images.config(image).rootfs?.diff_ids ?? []) as Digest[];
   const out: LayerBlob[] = [];
+  const blobs = images.layerBlobsOf(image);
   for (let i = 0; i < image.chainIds.length; i++) {
     const chainId = image.chainIds[i] as Digest;
     const diffId = diffIds[i]!;
-    const pulled = image.layerBlobs[i];
+    const pulled = blobs[i];
     let desc: Descriptor | undefined;
     const usable = pulled && (COMPRESSED.has(pulled.mediaType) || (!opts.compressed && pulled.digest === diffId));
     if (usable && (await images.content.size(pulled.digest)) === pulled.size) desc = { mediaType: pulled.mediaType, digest: pulled.digest, size: pulled.size };

@@ -98,7 +98,7 @@ export async function commitContainer(containers: ContainerService, req: CommitR
   const imageId = sha256Of(configBytes);
   await images.content.writeBuffer(configBytes);
   const chain = layer ? [...parent.chainIds, layer.chainId] : [...parent.chainIds];
-  const layerBlobs: Descriptor[] = layer ? [...parent.layerBlobs, { mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [...parent.layerBlobs];
+  const layerBlobs: Descriptor[] = [...images.layerBlobsOf(parent), ...(layer ? [{ mediaType: MediaType.ociLayer, digest: layer.diffId, size: layer.tarSize }] : [])];
   images.records.saveImage(
     {
       id: imageId,

@@ -3,7 +3,7 @@
  * and pulls (pull-image.ts does the work; names, auth headers and platforms are parsed here, not
  * in routes). Records are in state/, files in images/.
  */
-import { conflict, invalidArgument } from '../../lib/errors.js';
+import { conflict, internal, invalidArgument } from '../../lib/errors.js';
 import type { ImageConfig } from '../../lib/oci.js';
 import type { ImageRecord, ImageRecords, RefRecord } from '../../state/image-records.js';
 import type { LayerStore } from '../../images/layer-store.js';
@@ -13,13 +13,14 @@ import { lookupImage, tryLookupImage, refKey, displayName } from './image-lookup
 import type { RegistryClient } from '../../registry/registry-client.js';
 import { decodeRegistryAuth, type AuthConfig } from '../../registry/auth-config.js';
 import { parsePlatform } from '../../lib/platform.js';
-import type { Platform } from '../../lib/oci.js';
+import type { Descriptor, Platform } from '../../lib/oci.js';
 import { isDigest } from '../../lib/digest.js';
 import { pullImage, type PullResult } from './pull-image.js';
 import type { ProgressSink } from './progress.js';
 import type { EventBus } from '../events.js';
 import type { LayerBlobRecords } from '../../state/layer-blob-records.js';
 import { log } from '../../lib/log.js';
+import { placeholderConfig, readImageConfig, recoverLayerBlobs, type ConfigRead } from './image-record-repair.js';
 import { open } from 'node:fs/promises';
 import type { DeleteResponseItem } from '../../lib/docker-api-types.js';
 
@@ -78,6 +79,8 @@ export class ImageService {
   readonly usage: ImageUsageProbe;
   readonly layerBlobs?: LayerBlobRecords;
   readonly #configCache = new Map<string, ImageConfig>();
+  /** Damaged records already reported in the log (once per image and daemon). */
+  readonly #reported = new Set<string>();
   /** Layers an unfinished pull relies on (chainID → number of pulls): never removed under it. */
   readonly #leases = new Map<string, number>();
   /** Layer removals in flight; a new lease waits for them so it never sees a half-removed layer. */
@@ -144,13 +147,46 @@ export class ImageService {
     return { record, config: this.config(record), repoTags, repoDigests };
   }
 
+  /** The image's config; an image whose config is lost throws a 500 naming it (image-record-repair.ts). */
   config(record: ImageRecord): ImageConfig {
-    let c = this.#configCache.get(record.id);
-    if (!c) {
-      c = JSON.parse(record.config) as ImageConfig;
-      this.#configCache.set(record.id, c);
+    const read = this.#readConfig(record);
+    if (!read.config) throw internal(read.error);
+    return read.config;
+  }
+
+  /**
+   * The image's layer blobs, bottom first. A record whose list was lost (shorter than its layers) gets
+   * it recovered (image-record-repair.ts), so push and save send the blobs a registry knows.
+   */
+  layerBlobsOf(record: ImageRecord): Descriptor[] {
+    if (record.layerBlobs.length >= record.chainIds.length) return record.layerBlobs;
+    const config = this.tryConfig(record);
+    if (!config) return record.layerBlobs;
+    const known = new Map<string, Descriptor>();
+    for (const other of this.records.listImages()) {
+      const diffIds = other.layerBlobs.length === other.chainIds.length ? this.tryConfig(other)?.rootfs.diff_ids : undefined;
+      diffIds?.forEach((d, i) => known.set(d, other.layerBlobs[i]!));
     }
-    return c;
+    const manifests = this.records.refsOf(record.id).filter((r) => r.kind === 'digest').map((r) => r.ref.slice(r.ref.lastIndexOf('@') + 1));
+    return recoverLayerBlobs(this.content, record, config, manifests, known);
+  }
+
+  /** The config, or undefined when it is lost: for code that goes over every image. */
+  tryConfig(record: ImageRecord): ImageConfig | undefined {
+    return this.#readConfig(record).config;
+  }
+
+  #readConfig(record: ImageRecord): ConfigRead {
+    const cached = this.#configCache.get(record.id);
+    if (cached) return { config: cached };
+    const read = readImageConfig(this.content, record);
+    const problem = [record.damaged, read.config ? read.repaired : read.error].filter(Boolean).join('; ');
+    if (problem && !this.#reported.has(record.id)) {
+      this.#reported.add(record.id);
+      log.warn(read.config ? 'stored image record was damaged; repaired' : 'stored image record is damaged beyond repair', { id: record.id, problem });
+    }
+    if (read.config) this.#configCache.set(record.id, read.config);
+    return read;
   }
 
   list(): ImageView[] {
@@ -164,7 +200,8 @@ export class ImageService {
     }
     return this.records.listImages().map((record) => {
       const e = refs.get(record.id);
-      return { record, config: this.config(record), repoTags: e?.tags ?? [], repoDigests: e?.digests ?? [] };
+      // An image whose config is lost still lists (so it can be seen and removed); inspect names the damage.
+      return { record, config: this.tryConfig(record) ?? placeholderConfig(record), repoTags: e?.tags ?? [], repoDigests: e?.digests ?? [] };
     });
   }
 
@@ -275,9 +312,9 @@ export class ImageService {
     const diffIdsInUse = new Set<string>();
     for (const other of this.records.listImages()) {
       for (const b of other.layerBlobs) inUse.add(b.digest);
-      for (const d of this.config(other).rootfs?.diff_ids ?? []) diffIdsInUse.add(d);
+      for (const d of this.tryConfig(other)?.rootfs?.diff_ids ?? []) diffIdsInUse.add(d);
     }
-    const diffIds = this.config(image).rootfs?.diff_ids ?? [];
+    const diffIds = this.tryConfig(image)?.rootfs?.diff_ids ?? [];
     for (const chainId of orphans) {
       const i = image.chainIds.indexOf(chainId);
       const blob = image.layerBlobs[i];
@@ -356,7 +393,14 @@ export class ImageService {
    */
   async sweepUnrecordedBlobs(): Promise<string[]> {
     const named = new Set<string>();
-    for (const image of this.records.listImages()) {
+    const images = this.records.listImages();
+    // A damaged record may have named blobs it no longer lists: keep every blob until it is removed.
+    const damaged = images.filter((i) => i.damaged !== undefined || !this.tryConfig(i)).map((i) => i.id);
+    if (damaged.length) {
+      log.warn('unnamed layer blobs kept: damaged image records', { images: damaged });
+      return [];
+    }
+    for (const image of images) {
       named.add(image.id);
       for (const b of image.layerBlobs) named.add(b.digest);
       for (const d of this.config(image).rootfs?.diff_ids ?? []) {

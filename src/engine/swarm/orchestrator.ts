@@ -109,6 +109,8 @@ export class Orchestrator {
     const s = this.store.services.get(serviceId);
     const tasks = this.store.tasksOf(serviceId);
     if (!s) {
+      // A service whose stored row did not read is not gone: its tasks run on (swarm-record-repair.ts).
+      if (this.store.unreadable.has('service', serviceId)) return;
       // The service was removed: its tasks and their containers go.
       for (const t of tasks) this.retire(t, 'remove');
       return;

@@ -5,6 +5,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { UnreadableRows } from './swarm-record-repair.js';
 import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { newSwarmId } from './swarm-ids.js';
 import type { ServiceRecord, ServiceSpec } from './swarm-model.js';
@@ -52,11 +53,16 @@ export class SwarmBlobs {
     readonly kind: BlobKind,
     private readonly records: SwarmObjectRecords,
     private readonly nextVersion: () => number,
+    /** Where damaged rows are told and remembered (swarm-record-repair.ts). */
+    private readonly unreadable = new UnreadableRows(),
   ) {}
 
   load(): void {
     this.#all.clear();
-    for (const r of this.records.all()) this.#all.set(r.id, r.data as BlobRecord);
+    for (const r of this.records.all()) {
+      const rec = this.unreadable.read(this.kind, r);
+      if (rec) this.#all.set(r.id, rec);
+    }
   }
 
   clear(): void {
@@ -89,7 +95,7 @@ export class SwarmBlobs {
 
   create(body: unknown): BlobRecord {
     const spec = this.#spec(body);
-    for (const o of this.#all.values()) if (o.spec.Name === spec.Name) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
+    if (this.unreadable.holdsName(this.kind, spec.Name) || [...this.#all.values()].some((o) => o.spec.Name === spec.Name)) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
     const now = new Date().toISOString();
     const rec: BlobRecord = { id: newSwarmId(), version: this.nextVersion(), createdAt: now, updatedAt: now, spec };
     this.#save(rec);
@@ -99,7 +105,7 @@ export class SwarmBlobs {
   /** By full id, then name, then unique id prefix, as dockerd resolves them. */
   get(idOrName: string): BlobRecord {
     const found = this.#all.get(idOrName) ?? [...this.#all.values()].find((o) => o.spec.Name === idOrName) ?? this.#byPrefix(idOrName);
-    if (!found) throw notFound(`${this.kind} ${idOrName} not found`);
+    if (!found) throw this.unreadable.error(this.kind, idOrName) ?? notFound(`${this.kind} ${idOrName} not found`);
     return found;
   }
 
@@ -120,6 +126,9 @@ export class SwarmBlobs {
   }
 
   remove(idOrName: string, services: Iterable<ServiceRecord>): void {
+    const known = this.#all.has(idOrName) || [...this.#all.values()].some((o) => o.spec.Name === idOrName);
+    const lost = known ? undefined : this.unreadable.take(this.kind, idOrName);
+    if (lost) return this.records.delete(lost);
     const rec = this.get(idOrName);
     const users = [...services].filter((s) => refsOf(s.spec, this.kind).some((r) => refId(r, this.kind) === rec.id)).map((s) => s.spec.Name);
     if (users.length) {

@@ -87,7 +87,7 @@ export class SwarmCore {
   ) {
     this.store = new SwarmStore(d.records);
     const nextVersion = () => this.store.nextVersion();
-    this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion), config: new SwarmBlobs('config', d.configRecords, nextVersion) };
+    this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion, this.store.unreadable), config: new SwarmBlobs('config', d.configRecords, nextVersion, this.store.unreadable) };
     this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
     this.overlay = d.network
       ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, claims, disconnect: d.disconnect })
@@ -116,7 +116,8 @@ export class SwarmCore {
   cluster(): ClusterRecord {
     if (this.locked) throw unavailable(SWARM_LOCKED);
     const c = this.store.cluster;
-    if (!c || c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
+    if (!c) throw this.store.unreadable.clusterError() ?? unavailable(NOT_MANAGER);
+    if (c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
     return c;
   }
 

@@ -88,6 +88,7 @@ export class SwarmMembership extends SwarmPart {
    */
   async init(req: InitRequest): Promise<string> {
     if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
+    this.#refuseDamaged();
     const cluster = newCluster(req);
     const listen = listenOf(req);
     this.#joining = true;
@@ -136,6 +137,7 @@ export class SwarmMembership extends SwarmPart {
   /** Joins the cluster of the manager(s) at RemoteAddrs, as the token's role. */
   async join(req: { RemoteAddrs?: string[]; JoinToken?: string; ListenAddr?: string; AdvertiseAddr?: string; Availability?: string }): Promise<void> {
     if (this.store.cluster || this.#joining) throw unavailable(ALREADY_IN_SWARM);
+    this.#refuseDamaged();
     const remotes = req.RemoteAddrs ?? [];
     if (!remotes.length) throw invalidArgument('at least 1 RemoteAddr is required to join');
     tokenDigest(req.JoinToken ?? '');
@@ -353,9 +355,27 @@ export class SwarmMembership extends SwarmPart {
   }
 
 
+  /** A stored cluster row that did not read may still be a membership: init and join would overwrite it. */
+  #refuseDamaged(): void {
+    const damaged = this.store.unreadable.clusterError();
+    if (damaged) throw damaged;
+  }
+
   /** Leaving erases the swarm: every task container is removed, as dockerd does. */
   async leave(force: boolean): Promise<void> {
     const c = this.store.cluster;
+    if (!c && this.store.unreadable.clusterError()) {
+      if (!force) this.#refuseDamaged();
+      const tasks = [...this.store.tasks.values()];
+      this.store.clear();
+      for (const b of Object.values(this.blobs)) b.clear();
+      await Promise.all(tasks.map((t) => this.runner.removeContainer(t)));
+      // Its etcd data, certificates and keys go as in any leave.
+      await this.members.close(true).catch((err) => log.warn('leaving the etcd cluster failed', { err: errorMessage(err) }));
+      await this.core.files.clear().catch((err) => log.warn('removing task files failed', { err }));
+      log.warn('left a swarm whose stored state was damaged', { tasks: tasks.length });
+      return;
+    }
     if (!c) throw unavailable(NOT_IN_SWARM);
     if (!force && this.core.locked) throw unavailable(LEAVE_LOCKED);
     if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);

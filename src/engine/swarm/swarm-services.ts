@@ -43,7 +43,7 @@ export class SwarmServices extends SwarmPart {
   service(idOrName: string): ServiceRecord {
     this.core.cluster();
     const s = this.store.findService(idOrName);
-    if (!s) throw notFound(`service ${idOrName} not found`);
+    if (!s) throw this.store.unreadable.error('service', idOrName) ?? notFound(`service ${idOrName} not found`);
     return s;
   }
 
@@ -53,7 +53,7 @@ export class SwarmServices extends SwarmPart {
     this.#checkRefs(spec);
     const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
     spec.Name ||= generateName((n) => names.has(n));
-    if (names.has(spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+    if (names.has(spec.Name) || this.store.unreadable.holdsName('service', spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
     const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
     const vips = this.#virtualIPs(spec);
     const now = new Date().toISOString();
@@ -105,6 +105,14 @@ export class SwarmServices extends SwarmPart {
 
   /** The service goes at once; its tasks' containers are stopped and removed behind it. */
   removeService(idOrName: string): void {
+    this.core.cluster();
+    const lost = this.store.findService(idOrName) ? undefined : this.store.unreadable.take('service', idOrName);
+    if (lost) {
+      // Its row goes, and with the service no longer known its tasks are removed as any removed service's.
+      this.store.records.deleteService(lost);
+      this.core.reconcile(lost);
+      return;
+    }
     const s = this.service(idOrName);
     this.updater.cancel(s.id);
     this.store.deleteService(s.id);
@@ -150,7 +158,7 @@ export class SwarmServices extends SwarmPart {
   task(id: string): TaskRecord {
     this.core.cluster();
     const t = this.store.findTask(id);
-    if (!t) throw notFound(`task ${id} not found`);
+    if (!t) throw this.store.unreadable.error('task', id) ?? notFound(`task ${id} not found`);
     return t;
   }
 

@@ -9,6 +9,7 @@
 import type { SwarmRecords } from '../../state/swarm-records.js';
 import { invalidArgument } from '../../lib/errors.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import { UnreadableRows } from './swarm-record-repair.js';
 
 /** Where a cluster member's local changes go (etcd). */
 export interface StoreSink {
@@ -61,6 +62,8 @@ export class SwarmStore {
   readonly #earlyStatus = new Map<string, TaskStatusDoc>();
   #sink: StoreSink | undefined;
   #index = 0;
+  /** Rows load() left out as damaged (swarm-record-repair.ts); secrets' and configs' too. */
+  readonly unreadable = new UnreadableRows();
 
   constructor(readonly records: SwarmRecords) {}
 
@@ -104,13 +107,18 @@ export class SwarmStore {
   }
 
   load(): void {
-    this.cluster = this.records.cluster() as ClusterRecord | undefined;
+    this.unreadable.clear();
+    this.cluster = this.unreadable.readCluster(this.records.clusterRow());
     this.services.clear();
     this.tasks.clear();
     this.#byContainer.clear();
-    for (const r of this.records.services()) this.services.set(r.id, r.data as ServiceRecord);
+    for (const r of this.records.services()) {
+      const s = this.unreadable.read('service', r);
+      if (s) this.services.set(r.id, s);
+    }
     for (const r of this.records.tasks()) {
-      const t = r.data as TaskRecord;
+      const t = this.unreadable.read('task', r);
+      if (!t) continue;
       this.tasks.set(t.id, t);
       if (t.status.containerId) this.#byContainer.set(t.status.containerId, t.id);
     }
@@ -255,6 +263,7 @@ export class SwarmStore {
   /** Forgets everything (leaving the swarm). */
   clear(): void {
     this.records.clear();
+    this.unreadable.clear();
     this.cluster = undefined;
     this.services.clear();
     this.tasks.clear();
