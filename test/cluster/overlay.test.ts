@@ -68,8 +68,15 @@ describe('overlay networks across nodes', () => {
     const probeContainer = probe!.Status.ContainerStatus!.ContainerID;
     const inProbe = (script: string) => w2.docker(['exec', probeContainer, 'sh', '-c', script], { timeoutMs: 60_000 });
 
-    const vip = (await m.request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
-    const taskIps = await Promise.all(tasks.map(async (t) => (await m.request('GET', `/tasks/${t.ID}`)).json().NetworksAttachments[0].Addresses[0].split('/')[0] as string));
+    // The ingress VIP comes first (the service publishes a port), then ovl's.
+    const ovlId = (await m.request('GET', '/networks/ovl')).json().Id as string;
+    const ingressId = (await m.request('GET', '/networks/ingress')).json().Id as string;
+    const vips = (await m.request('GET', '/services/web')).json().Endpoint.VirtualIPs as { NetworkID: string; Addr: string }[];
+    assert.deepEqual(vips.map((v) => v.NetworkID), [ingressId, ovlId]);
+    const vip = vips[1]!.Addr.split('/')[0];
+    const attachments = await Promise.all(tasks.map(async (t) => (await m.request('GET', `/tasks/${t.ID}`)).json().NetworksAttachments as { Network: { ID: string }; Addresses: string[] }[]));
+    const taskIps = attachments.map((a) => a.find((x) => x.Network.ID === ovlId)!.Addresses[0]!.split('/')[0]!);
+    assert.ok(attachments.every((a) => a.some((x) => x.Network.ID === ingressId)), 'every task is on ingress too');
     const resolved = async (name: string) =>
       [...new Set([...(await inProbe(`nslookup ${name}`)).stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((x) => x[1]!))].filter((a) => a !== '127.0.0.11').sort().join();
     await eventually('web resolves to its VIP on node 2', async () => (await resolved('web')) === vip, 60_000);

@@ -14,6 +14,7 @@ import { bridgeSettings } from '../networks/network-record.js';
 import { applyVipRules, type VipTarget } from '../../network/service-vip.js';
 import { deleteVxlan, ensureVxlan, hostVxlanTools, setVxlanPeers, syncArpGuard, vxlanName } from '../../network/vxlan-link.js';
 import { VNI_OPTION } from './overlay-ipam.js';
+import { meshInUse } from './ingress-mesh.js';
 import type { SwarmStore } from './swarm-store.js';
 import { taskContainerName, type ServiceSpec, type TaskRecord } from './swarm-model.js';
 
@@ -66,6 +67,9 @@ export class OverlayNode {
     const needed = new Set(this.#devices.keys());
     for (const t of this.#d.store.tasks.values()) if (t.nodeId === c?.node.id && t.desiredState === 'running') for (const a of t.networks ?? []) needed.add(a.networkId);
     for (const n of overlays) if (this.#d.driver.endpointsOf(n.id).length) needed.add(n.id);
+    // The routing mesh reaches tasks on every node through ingress, wherever a port is published.
+    const ingress = overlays.find((n) => n.ingress);
+    if (ingress && meshInUse(this.#d.store.services.values())) needed.add(ingress.id);
     const wanted = new Map<string, NetworkRecord>(c ? overlays.filter((n) => vniOf(n) !== undefined && needed.has(n.id)).map((n) => [n.id, n]) : []);
     for (const [id, device] of this.#devices) {
       if (wanted.has(id)) continue;
@@ -77,6 +81,9 @@ export class OverlayNode {
     for (const n of wanted.values()) {
       const vni = vniOf(n)!;
       const name = vxlanName(this.#d.driver.prefix, vni);
+      // The mesh's ingress device has nothing to reach on a node alone (a swarm of one), and would
+      // clash with another daemon's on this host (VNI 4096 on the same advertise address).
+      if (n.ingress && !this.#devices.has(n.id) && peers.length === 0) continue;
       if (!this.#devices.has(n.id)) {
         await ensureVxlan(hostVxlanTools, { name, vni, port: c!.dataPathPort, local: c!.node.addr, bridge: n.bridgeName, mtu: bridgeSettings(n).mtu });
         this.#devices.set(n.id, name);
@@ -86,7 +93,7 @@ export class OverlayNode {
       await setVxlanPeers(hostVxlanTools, name, peers);
       this.#peers.set(n.id, key);
     }
-    const guard = [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
+    const guard = [...wanted.values()].filter((n) => this.#devices.has(n.id)).map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
     if (JSON.stringify(guard) === this.#guard) return;
     await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, guard);
     this.#guard = JSON.stringify(guard);
