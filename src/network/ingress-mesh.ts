@@ -61,7 +61,7 @@ export async function addBridgeAddress(ip: readonly string[], bridge: string, ci
   try {
     await runTool(ip[0]!, [...ip.slice(1), 'addr', 'add', cidr, 'dev', bridge]);
   } catch (err) {
-    if (!(err instanceof ToolError) || !/File exists/i.test(err.stderr)) throw err;
+    if (!(err instanceof ToolError) || !/File exists|already assigned/i.test(err.stderr)) throw err;
   }
 }
 
