@@ -10,6 +10,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
+import { readFileSync } from 'node:fs';
+import { runTool } from '../../src/network/run-tool.js';
 import { eventually, runningTasks } from './support.js';
 
 interface WireNetwork {
@@ -123,11 +125,20 @@ describe('the ingress network', () => {
     assert.ok((await overlays()).includes('my-ingress swarm'));
   });
 
-  it('swarm leave takes the ingress network with it', async () => {
+  it('swarm leave takes the ingress network with it, and the routing mesh\'s rules', async () => {
     const d = daemon();
     await d.docker(['service', 'rm', 'ingsvc']);
+    // A port published through my-ingress: its rules are in the daemon's `ip <prefix>` table.
+    const port = randomInt(20_000, 30_000);
+    const svc = await d.docker(['service', 'create', '-d', '--name', 'meshsvc', '-p', `${port}:80`, image, 'sleep', '600']);
+    assert.equal(svc.code, 0, svc.stderr);
+    await runningTasks(d, 'meshsvc', 1);
+    const args = readFileSync(`/proc/${d.pid}/cmdline`, 'utf8').split('\0');
+    const table = ['list', 'table', 'ip', args[args.indexOf('--network-prefix') + 1]!];
+    await eventually('the mesh rules', async () => (await runTool('nft', table).catch(() => '')).includes(`dport ${port}`));
     const leave = await d.docker(['swarm', 'leave', '--force']);
     assert.equal(leave.code, 0, leave.stderr);
+    await assert.rejects(runTool('nft', table), 'the table is gone');
     const names = (await d.docker(['network', 'ls', '--format', '{{.Name}}'])).stdout.split('\n');
     assert.ok(!names.includes('my-ingress') && !names.includes('ingress'), names.join(' '));
   });
