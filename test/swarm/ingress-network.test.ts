@@ -2,7 +2,8 @@
  * The `ingress` network object of a swarm, as dockerd shows and guards it: made by `swarm init`
  * (overlay, scope swarm, Ingress true, VXLAN id 4096, its own subnet of the pool, the node as its
  * peer), kept while a service publishes a port through the routing mesh, removable otherwise, one
- * user-made `--ingress` network at most in its place, spared by `network prune`, gone with `swarm leave`.
+ * user-made `--ingress` network at most in its place, spared by `network prune`, gone with `swarm leave`
+ * (as every overlay network).
  * A service publishing a port gets a VIP on it and its tasks an address on it; without an ingress
  * network such a service is refused, as dockerd refuses it.
  */
@@ -141,5 +142,7 @@ describe('the ingress network', () => {
     await assert.rejects(runTool('nft', table), 'the table is gone');
     const names = (await d.docker(['network', 'ls', '--format', '{{.Name}}'])).stdout.split('\n');
     assert.ok(!names.includes('my-ingress') && !names.includes('ingress'), names.join(' '));
+    // The other overlay networks leave this node too, as with dockerd.
+    assert.deepEqual(await overlays(), []);
   });
 });

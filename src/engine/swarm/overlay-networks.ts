@@ -112,7 +112,7 @@ export class OverlayNetworks {
     this.#mesh = new IngressMesh({ store: d.store, driver: d.driver, nodeAddress: (n, onBridge) => this.#ingressAddress(n, onBridge) });
     this.#unsubscribe = d.events.subscribe((ev) => {
       // Outside a swarm a container start costs nothing here.
-      if (!d.store.cluster && !this.#node.active) return;
+      if (!d.store.cluster && !this.#node.active && this.#removed.size === 0) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
       // Its claims go at the next sync, grace or not: its start is over.
       if (ev.Type === 'container' && ev.Action === 'die') this.#ended.set(ev.Actor.ID, ENDED_LOOKS);
@@ -235,7 +235,11 @@ export class OverlayNetworks {
     this.created(n);
   }
 
-  /** Leaving the swarm: its ingress network goes here too (a new swarm makes its own), and what was known of other nodes' addresses. */
+  /**
+   * Leaving the swarm (its task containers removed): its overlay networks leave this node, as with
+   * dockerd (a new swarm makes its own ingress), with their vxlan devices and the mesh's rules, and
+   * what was known of other nodes' addresses. One a plain container is still on goes once it is off.
+   */
   async left(): Promise<void> {
     await this.#mesh.clear().catch((err) => log.warn('removing the routing mesh rules failed', { error: errorMessage(err) }));
     this.#ingressAddr = undefined;
@@ -243,8 +247,12 @@ export class OverlayNetworks {
     this.#claimedAt.clear();
     this.#attachments.clear();
     for (const n of this.#d.driver.list()) {
-      if (n.ingress) await this.#d.driver.remove(n.id).catch((err) => log.warn('removing the ingress network failed', { error: errorMessage(err) }));
+      if (!n.overlay) continue;
+      if (this.#d.driver.endpointsOf(n.id).length) this.#removed.add(n.id);
+      else await this.#d.driver.remove(n.id).catch((err) => log.warn('removing a swarm network failed', { network: n.name, error: errorMessage(err) }));
     }
+    this.sync();
+    await this.settled();
   }
 
   /**
