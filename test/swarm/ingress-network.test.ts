@@ -86,6 +86,9 @@ describe('the ingress network', () => {
     const attachment = (await d.request('GET', `/tasks/${task!.ID}`)).json<{ NetworksAttachments?: { Network: { ID: string }; Addresses: string[] }[] }>().NetworksAttachments?.find((a) => a.Network.ID === ingressId);
     assert.ok(attachment?.Addresses[0]?.startsWith(prefix), JSON.stringify(attachment));
     assert.notEqual(attachment!.Addresses[0], vips[0]!.Addr);
+    // Ingress carries published ports, not names: the service's name is not resolved there.
+    const lookup = await d.docker(['exec', task!.Status.ContainerStatus!.ContainerID, 'nslookup', 'ingsvc']);
+    assert.doesNotMatch(lookup.stdout, new RegExp(vips[0]!.Addr.split('/')[0]!.replace(/\./g, '\\.')), lookup.stdout);
     // The CLI asks before it removes the routing mesh's network.
     const refused = await d.docker(['network', 'rm', 'ingress'], { input: 'y\n' });
     assert.notEqual(refused.code, 0);

@@ -54,7 +54,8 @@ export class OverlayNode {
   async apply(overlays: NetworkRecord[]): Promise<void> {
     await this.#syncDevices(overlays);
     const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);
-    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, this.#dnsRecords(n, live))));
+    // The routing mesh's network carries published ports only: no names, no VIP rules there (dockerd's neither).
+    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, n.ingress ? [] : this.#dnsRecords(n, live))));
     await this.#syncVipRules(overlays, live);
   }
 
@@ -123,6 +124,7 @@ export class OverlayNode {
   async #syncVipRules(overlays: NetworkRecord[], live: TaskRecord[]): Promise<void> {
     const byContainer = new Map<string, VipTarget[]>();
     for (const n of overlays) {
+      if (n.ingress) continue;
       const targets: VipTarget[] = [];
       for (const s of this.#d.store.services.values()) {
         const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);
