@@ -2,8 +2,8 @@
  * The routing mesh across three berthd nodes (test/cluster's harness): a port a service publishes,
  * TCP and UDP, answers on every node's address (from the test bridge) and on each node's loopback,
  * reaching the tasks on every node; it keeps answering on a node while that node's berthd is killed
- * -9 and restarted (the kernel carries it, not berthd); it follows the tasks, and goes with the
- * service on every node.
+ * -9 and restarted (the kernel carries it, not berthd); it follows the tasks, leaves a node that
+ * leaves the swarm (which gives its address on ingress back), and goes with the service on every node.
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -84,7 +84,7 @@ describe('the routing mesh across nodes', () => {
   it('TCP and UDP on every node and its loopback, through a kill -9 and restart of a node\'s berthd, gone with the service', async () => {
     const c = cluster();
     const m = c.node(1).daemon;
-    await formSwarm(c, 1);
+    const { workerToken } = await formSwarm(c, 1);
     await eventually('three ready nodes', async () => (await nodesOf(m)).filter((n) => n.Status.State === 'ready').length === 3, 90_000);
     const port = randomInt(20_000, 30_000);
     await ok(m, ['service', 'create', '-d', '--name', 'mesh', '--replicas', '3', '--hostname', 'mesh-{{.Task.Slot}}',
@@ -132,6 +132,25 @@ describe('the routing mesh across nodes', () => {
         throw new Error(`${err.message}\n${rules}\n${n.daemon.logTail(400).split('\n').filter((l) => /warn|error|overlay|mesh|claim/i.test(l)).slice(-40).join('\n')}`);
       });
     }
+
+    // Node 3 leaves: the mesh's rules and the overlay networks leave it, and its address on ingress
+    // goes back to the cluster, so joining again it claims that same address (the lowest free) anew.
+    const ingress = (await m.request('GET', '/networks/ingress')).json().IPAM.Config[0] as { Subnet: string; Gateway: string };
+    const ingressAddrOf = async (i: number) => {
+      const links = JSON.parse(await runTool('ip', ['-n', c.net.netns(i), '-j', '-4', 'addr', 'show'])) as { addr_info: { local: string; prefixlen: number }[] }[];
+      const net = ingress.Subnet.split('.').slice(0, 3).join('.') + '.';
+      return links.flatMap((l) => l.addr_info).map((a) => a.local).find((a) => a.startsWith(net) && a !== ingress.Gateway);
+    };
+    const before = await ingressAddrOf(3);
+    assert.ok(before, 'node 3 has an address of its own on ingress');
+    await ok(n3.daemon, ['swarm', 'leave']);
+    assert.ok(!(await runTool('ip', ['netns', 'exec', c.net.netns(3), 'nft', 'list', 'tables'])).includes('table ip '), 'no mesh rules on node 3');
+    assert.equal(await ok(n3.daemon, ['network', 'ls', '--filter', 'driver=overlay', '-q']), '');
+    await ok(n3.daemon, ['swarm', 'join', '--token', workerToken, `${c.node(1).addr}:2377`]);
+    await reaches(`TCP ${port} on node 3 after it joined again`, () => get(n3.addr, port), ['hello from mesh-1']).catch((err: Error) => {
+      throw new Error(`${err.message}\n${n3.daemon.logTail(300).split('\n').filter((l) => !/"debug"/.test(l)).slice(-30).join('\n')}`);
+    });
+    assert.equal(await ingressAddrOf(3), before);
 
     // Gone with the service: no rules left on any node, the port refused everywhere.
     await ok(m, ['service', 'rm', 'mesh']);

@@ -57,6 +57,8 @@ interface AddressClaim {
 const CLAIM_GRACE_MS = 60_000;
 /** How many syncs look again for an ended container's endpoint to be gone (it may have restarted). */
 const ENDED_LOOKS = 30;
+/** How long leaving waits for etcd to take this node's claims back. */
+const LEAVE_RELEASE_MS = 5000;
 /** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
 const CLAIM_ATTEMPTS = 32;
 
@@ -235,6 +237,18 @@ export class OverlayNetworks {
     this.created(n);
   }
 
+  /** Leaving the swarm, while the cluster's store still answers: this node's address claims (its ingress address too) go. */
+  async leaving(): Promise<void> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self) return;
+    const mine = [...this.#claims].filter(([, c]) => c.node === self);
+    const released = Promise.all(mine.map(([key, c]) => store.release(`addresses/${key}`, c).catch((err) => log.warn('releasing an address claim failed', { key, error: errorMessage(err) }))));
+    // A node cut off from etcd leaves all the same (`--force`): its claims then stay behind.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([released, new Promise((r) => (timer = setTimeout(r, LEAVE_RELEASE_MS)))]).finally(() => clearTimeout(timer));
+  }
+
   /**
    * Leaving the swarm (its task containers removed): its overlay networks leave this node, as with
    * dockerd (a new swarm makes its own ingress), with their vxlan devices and the mesh's rules, and
@@ -294,8 +308,10 @@ export class OverlayNetworks {
     this.#removed.delete(id);
     // Every node lists the routing mesh's network, as with dockerd.
     if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable && !doc.ingress)) return;
-    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
-      log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
+    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).then(
+      // What waited for it (the routing mesh on ingress) follows now.
+      () => this.sync(),
+      (err) => log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
     );
   }
 
