@@ -540,7 +540,11 @@ export class OverlayNetworks {
   async #ingressAddress(net: NetworkRecord, onBridge: () => Promise<string[]>): Promise<string> {
     if (this.#ingressAddr?.networkId === net.id) return this.#ingressAddr.cidr;
     const subnet = parseCidr(net.subnet)!;
-    const kept = (await onBridge()).map((a) => a.split('/')[0]!).find((a) => a !== net.gateway && cidrContains(subnet, parseAddress(a) ?? { family: 6, value: 0n }));
+    const inSubnet = (a: string) => {
+      const p = parseAddress(a);
+      return !!p && cidrContains(subnet, p);
+    };
+    const kept = (await onBridge()).map((a) => a.split('/')[0]!).find((a) => a !== net.gateway && inSubnet(a));
     const mine = (ip: string) => {
       const c = this.#claims.get(`${net.id}/${ip}`);
       return !c || (c.node === this.#d.store.selfId && c.container === INGRESS_ENDPOINT);
