@@ -76,7 +76,10 @@ describe('overlay networks across nodes', () => {
     const vip = vips[1]!.Addr.split('/')[0];
     const attachments = await Promise.all(tasks.map(async (t) => (await m.request('GET', `/tasks/${t.ID}`)).json().NetworksAttachments as { Network: { ID: string }; Addresses: string[] }[]));
     const taskIps = attachments.map((a) => a.find((x) => x.Network.ID === ovlId)!.Addresses[0]!.split('/')[0]!);
-    assert.ok(attachments.every((a) => a.some((x) => x.Network.ID === ingressId)), 'every task is on ingress too');
+    // On ingress too, listed first as dockerd lists it; the container's own network stays ovl.
+    assert.ok(attachments.every((a) => a.map((x) => x.Network.ID).join() === [ingressId, ovlId].join()), JSON.stringify(attachments));
+    const onNode1 = tasks.find((t) => t.NodeID === nodeIds[0])!;
+    assert.equal((await m.request('GET', `/containers/${onNode1.Status.ContainerStatus!.ContainerID}/json`)).json().HostConfig.NetworkMode, 'ovl');
     const resolved = async (name: string) =>
       [...new Set([...(await inProbe(`nslookup ${name}`)).stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((x) => x[1]!))].filter((a) => a !== '127.0.0.11').sort().join();
     await eventually('web resolves to its VIP on node 2', async () => (await resolved('web')) === vip, 60_000);

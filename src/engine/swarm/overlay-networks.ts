@@ -185,9 +185,9 @@ export class OverlayNetworks {
   /** Addresses for a new task on each of its service's overlay networks (on the record, before it is saved). */
   attachTask(s: ServiceRecord, t: TaskRecord): void {
     const nets = this.#serviceNetworks(s.spec);
-    // Last: the container's first network is its NetworkMode, and its default route stays there.
+    // First, as dockerd lists it (the container's NetworkMode is another network where it has one).
     const ingress = this.#ingressOf(s.spec);
-    if (ingress) nets.push({ net: ingress, aliases: [] });
+    if (ingress) nets.unshift({ net: ingress, aliases: [] });
     if (nets.length === 0) return;
     t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
       networkId: net.id,
@@ -205,11 +205,14 @@ export class OverlayNetworks {
   async containerNetworks(t: TaskRecord): Promise<TaskContainerNetworks | undefined> {
     if (!t.networks?.length) return undefined;
     const endpoints: TaskContainerNetworks['endpoints'] = {};
+    let mode: string | undefined;
     for (const a of t.networks) {
       const local = this.#d.driver.list().find((n) => n.id === a.networkId) ?? (await this.#realise(a));
       endpoints[local.name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
+      // The container's default route goes through its own networks, not the routing mesh's.
+      if (!mode && !local.ingress) mode = local.name;
     }
-    return { mode: Object.keys(endpoints)[0]!, endpoints };
+    return { mode: mode ?? Object.keys(endpoints)[0]!, endpoints };
   }
 
   async #realise(a: TaskNetwork): Promise<NetworkRecord> {
