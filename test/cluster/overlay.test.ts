@@ -6,29 +6,15 @@
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { randomInt } from 'node:crypto';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { useCluster } from './harness.js';
 import { runningTasks } from '../swarm/support.js';
-import { eventually, formSwarm, nodesOf } from './support.js';
+import { eventually, formSwarm, httpGet as get, nodesOf } from './support.js';
 
 const SERVE = 'mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && exec httpd -f -p 8000 -h /www';
 /** n GETs of http://<host>:8000/ from inside a container, one body line each. */
 const gets = (host: string, n: number) => `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${host} 8000 | tail -n 1; done`;
-
-function get(host: string, port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host, port, path: '/', agent: false, timeout: 5000 }, (res) => {
-      let body = '';
-      res.on('data', (b) => (body += b));
-      res.on('end', () => resolve(body.trim()));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 async function ok(d: TestDaemon, args: string[]): Promise<string> {
   const r = await d.docker(args, { timeoutMs: 60_000 });

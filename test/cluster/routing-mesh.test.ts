@@ -7,14 +7,13 @@
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { createSocket } from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { runTool } from '../../src/network/run-tool.js';
 import { useCluster } from './harness.js';
 import { runningTasks } from '../swarm/support.js';
-import { eventually, formSwarm, nodesOf } from './support.js';
+import { eventually, formSwarm, httpGet as get, nodesOf } from './support.js';
 
 /**
  * Each task serves its hostname over HTTP (busybox httpd, TCP 8000) and over UDP 9000: busybox has
@@ -24,19 +23,6 @@ const UDP_SERVER = "const s = require('dgram').createSocket('udp4'); s.on('messa
 const SERVE = `mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && httpd -p 8000 -h /www && exec chroot /host ${process.execPath} -e "$UDP_SERVER"`;
 
 const GET_SCRIPT = "const r = require('http').get(process.argv[1], { timeout: 5000 }, (res) => { let b = ''; res.on('data', (d) => (b += d)); res.on('end', () => console.log(b.trim())); }); r.on('timeout', () => r.destroy(new Error('timeout'))); r.on('error', (e) => { console.error(e.message); process.exit(1); });";
-
-function get(host: string, port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host, port, path: '/', agent: false, timeout: 5000 }, (res) => {
-      let body = '';
-      res.on('data', (b) => (body += b));
-      res.on('end', () => resolve(body.trim()));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** One datagram from a new socket (so a new conntrack entry, balanced anew) and its answer, or an error after 3 s. */
 function ask(host: string, port: number): Promise<string> {
