@@ -2,7 +2,8 @@
  * Removes everything a daemon's networking left on the host, without a running daemon or its database:
  * for test harnesses after a berthd stopped (or was killed), and for uninstall. Everything is found by
  * the daemon's prefix and exec root: aardvark-dns (by its pid file), namespace mounts, devices named
- * `<prefix>...`, the nftables table (and the `bridge` one of earlier versions) and the prefix claim.
+ * `<prefix>...`, the nftables tables (`inet`, the `bridge` one of the overlays' ARP guard, the `ip` one of
+ * the routing mesh) and the prefix claim.
  * Never call it for a prefix a live daemon uses.
  */
 import { readdir, readFile, rm } from 'node:fs/promises';
@@ -27,7 +28,7 @@ export async function purgeHostState(opts: { prefix: string; execRoot: string })
   if (ours.length) {
     await runTool('ip', ['-force', '-batch', '-'], { input: ours.map((n) => `link del dev ${n}\n`).join('') }).catch(() => {});
   }
-  for (const family of ['inet', 'bridge']) {
+  for (const family of ['inet', 'bridge', 'ip']) {
     await runTool('nft', ['delete', 'table', family, opts.prefix]).catch(() => {});
   }
   await rm(stateDir, { recursive: true, force: true }).catch(() => {});

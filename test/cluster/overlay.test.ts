@@ -6,29 +6,15 @@
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { randomInt } from 'node:crypto';
 import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { useCluster } from './harness.js';
 import { runningTasks } from '../swarm/support.js';
-import { eventually, formSwarm, nodesOf } from './support.js';
+import { eventually, formSwarm, httpGet as get, nodesOf } from './support.js';
 
 const SERVE = 'mkdir -p /www && echo "hello from $HOSTNAME" > /www/index.html && exec httpd -f -p 8000 -h /www';
 /** n GETs of http://<host>:8000/ from inside a container, one body line each. */
 const gets = (host: string, n: number) => `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${host} 8000 | tail -n 1; done`;
-
-function get(host: string, port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host, port, path: '/', agent: false, timeout: 5000 }, (res) => {
-      let body = '';
-      res.on('data', (b) => (body += b));
-      res.on('end', () => resolve(body.trim()));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 async function ok(d: TestDaemon, args: string[]): Promise<string> {
   const r = await d.docker(args, { timeoutMs: 60_000 });
@@ -68,8 +54,18 @@ describe('overlay networks across nodes', () => {
     const probeContainer = probe!.Status.ContainerStatus!.ContainerID;
     const inProbe = (script: string) => w2.docker(['exec', probeContainer, 'sh', '-c', script], { timeoutMs: 60_000 });
 
-    const vip = (await m.request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
-    const taskIps = await Promise.all(tasks.map(async (t) => (await m.request('GET', `/tasks/${t.ID}`)).json().NetworksAttachments[0].Addresses[0].split('/')[0] as string));
+    // The ingress VIP comes first (the service publishes a port), then ovl's.
+    const ovlId = (await m.request('GET', '/networks/ovl')).json().Id as string;
+    const ingressId = (await m.request('GET', '/networks/ingress')).json().Id as string;
+    const vips = (await m.request('GET', '/services/web')).json().Endpoint.VirtualIPs as { NetworkID: string; Addr: string }[];
+    assert.deepEqual(vips.map((v) => v.NetworkID), [ingressId, ovlId]);
+    const vip = vips[1]!.Addr.split('/')[0];
+    const attachments = await Promise.all(tasks.map(async (t) => (await m.request('GET', `/tasks/${t.ID}`)).json().NetworksAttachments as { Network: { ID: string }; Addresses: string[] }[]));
+    const taskIps = attachments.map((a) => a.find((x) => x.Network.ID === ovlId)!.Addresses[0]!.split('/')[0]!);
+    // On ingress too, listed first as dockerd lists it; the container's own network stays ovl.
+    assert.ok(attachments.every((a) => a.map((x) => x.Network.ID).join() === [ingressId, ovlId].join()), JSON.stringify(attachments));
+    const onNode1 = tasks.find((t) => t.NodeID === nodeIds[0])!;
+    assert.equal((await m.request('GET', `/containers/${onNode1.Status.ContainerStatus!.ContainerID}/json`)).json().HostConfig.NetworkMode, 'ovl');
     const resolved = async (name: string) =>
       [...new Set([...(await inProbe(`nslookup ${name}`)).stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((x) => x[1]!))].filter((a) => a !== '127.0.0.11').sort().join();
     await eventually('web resolves to its VIP on node 2', async () => (await resolved('web')) === vip, 60_000);

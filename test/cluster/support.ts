@@ -1,4 +1,5 @@
 /** Helpers for the multi-node swarm tests: forming a cluster through the CLI, reading tasks per node. */
+import { request } from 'node:http';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -111,4 +112,18 @@ export async function killLeaderHost(c: TestCluster, leader: string, dead: numbe
     const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
     return l && l !== leader ? l : undefined;
   }, 30_000);
+}
+
+/** The body of GET http://<host>:<port>/ (trimmed), failing after 5 s without an answer. */
+export function httpGet(host: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host, port, path: '/', agent: false, timeout: 5000 }, (res) => {
+      let body = '';
+      res.on('data', (b) => (body += b));
+      res.on('end', () => resolve(body.trim()));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
 }

@@ -61,13 +61,17 @@ describe('service specs', () => {
     assert.throws(() => resolvePorts({ Ports: [{ TargetPort: 80, PublishedPort: 8080 }] }, [], new Map([['8080/tcp', 'web']])), /port '8080' is already in use by service 'web'/);
   });
 
-  it('replaces tasks only for template or host-port changes', () => {
+  it('replaces tasks only for template or host-port changes, or when the mesh starts or stops being used', () => {
     const a = normalizeServiceSpec({ ...base, Mode: { Replicated: { Replicas: 2 } } });
     assert.equal(templateChanged(a, { ...a, Mode: { Replicated: { Replicas: 5 } } }), false);
     assert.equal(templateChanged(a, { ...a, Labels: { x: 'y' } }), false);
     assert.equal(templateChanged(a, { ...a, TaskTemplate: { ContainerSpec: { Image: 'busybox' }, ForceUpdate: 1 } }), true);
     assert.equal(templateChanged(a, { ...a, TaskTemplate: { ContainerSpec: { Image: 'busybox', Env: ['A=1'] } } }), true);
-    assert.equal(templateChanged(a, { ...a, EndpointSpec: { Ports: [{ TargetPort: 80 }] } }), false);
+    // A first ingress port: the tasks join the ingress network; another one changes nothing for them.
+    assert.equal(templateChanged(a, { ...a, EndpointSpec: { Ports: [{ TargetPort: 80 }] } }), true);
+    const published = { ...a, EndpointSpec: { Ports: [{ TargetPort: 80 }] } };
+    assert.equal(templateChanged(published, { ...a, EndpointSpec: { Ports: [{ TargetPort: 80 }, { TargetPort: 81, PublishedPort: 8081 }] } }), false);
+    assert.equal(templateChanged(published, a), true);
     assert.equal(templateChanged(a, { ...a, EndpointSpec: { Ports: [{ TargetPort: 80, PublishMode: 'host' }] } }), true);
     // Key order is not a change.
     const b = { ...a, TaskTemplate: { ContainerSpec: { Env: ['A=1'], Image: 'busybox' } } };

@@ -40,9 +40,13 @@ export function nextVni(used: ReadonlySet<number>): number {
   throw invalidArgument('no free VXLAN id');
 }
 
-/** The highest usable address of the subnet that is not the gateway and not used. */
-export function allocateFromTop(subnet: Cidr, gateway: Address | undefined, used: ReadonlySet<bigint>): Address | null {
-  for (let v = lastAddress(subnet); v >= subnet.base; v--) {
+/**
+ * The highest usable address of the subnet that is not the gateway and not used (tasks, VIPs), or
+ * with `from: 'bottom'` the lowest (the nodes' own addresses on ingress, as a node's plain containers').
+ */
+export function allocateFromTop(subnet: Cidr, gateway: Address | undefined, used: ReadonlySet<bigint>, from: 'top' | 'bottom' = 'top'): Address | null {
+  const [first, last, step] = from === 'top' ? [lastAddress(subnet), subnet.base, -1n] : [subnet.base, lastAddress(subnet), 1n];
+  for (let v = first; from === 'top' ? v >= last : v <= last; v += step) {
     if (isUsable(subnet, gateway, v) && !used.has(v)) return { family: 4, value: v };
   }
   return null;

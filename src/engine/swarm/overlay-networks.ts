@@ -16,7 +16,7 @@
 import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
-import { formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
+import { cidrContains, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
 import { hostRoutePrefixes } from '../../network/host-routes.js';
 import type { NetworkController } from '../networks/network-controller.js';
 import type { NetworkCreateSpec, NetworkRecord } from '../networks/network-record.js';
@@ -27,6 +27,8 @@ import { allocateFromTop, INGRESS_VNI, nextVni, pickOverlaySubnet, VNI_OPTION } 
 import type { SwarmStore } from './swarm-store.js';
 import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
 import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
+import { INGRESS_ENDPOINT, IngressMesh } from './ingress-mesh.js';
+import { publishesIngress } from './service-spec.js';
 
 export interface OverlayDeps {
   store: SwarmStore;
@@ -58,6 +60,8 @@ interface AddressClaim {
 const CLAIM_GRACE_MS = 60_000;
 /** How many syncs look again for an ended container's endpoint to be gone (it may have restarted). */
 const ENDED_LOOKS = 30;
+/** How long leaving waits for etcd to take this node's claims back. */
+const LEAVE_RELEASE_MS = 5000;
 /** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
 const CLAIM_ATTEMPTS = 32;
 
@@ -101,13 +105,18 @@ export class OverlayNetworks {
   readonly #unjoin: () => void;
   /** What this node makes of the records: devices, names, VIP rules. */
   readonly #node: OverlayNode;
+  /** The routing mesh's rules on this node. */
+  readonly #mesh: IngressMesh;
+  /** This node's own address on the ingress network (`ip/prefix`), once it has one. */
+  #ingressAddr: { networkId: string; cidr: string } | undefined;
 
   constructor(d: OverlayDeps) {
     this.#d = d;
     this.#node = new OverlayNode(d);
+    this.#mesh = new IngressMesh({ store: d.store, driver: d.driver, nodeAddress: (n, onBridge) => this.#ingressAddress(n, onBridge) });
     this.#unsubscribe = d.events.subscribe((ev) => {
       // Outside a swarm a container start costs nothing here.
-      if (!d.store.cluster && !this.#node.active) return;
+      if (!d.store.cluster && !this.#node.active && this.#removed.size === 0) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
       // Its claims go at the next sync, grace or not: its start is over.
       if (ev.Type === 'container' && ev.Action === 'die') this.#ended.set(ev.Actor.ID, ENDED_LOOKS);
@@ -160,9 +169,11 @@ export class OverlayNetworks {
    */
   virtualIPs(spec: ServiceSpec, previous: readonly VirtualIP[] = [], serviceId = ''): VirtualIP[] {
     const nets = this.#serviceNetworks(spec);
+    const ingress = this.#ingressOf(spec);
     if (spec.EndpointSpec?.Mode === 'dnsrr') return [];
     const out: VirtualIP[] = [];
-    for (const { net } of nets) {
+    // dockerd lists the ingress VIP first.
+    for (const net of [...(ingress ? [ingress] : []), ...nets.map((x) => x.net)]) {
       const kept = previous.find((v) => v.NetworkID === net.id);
       if (kept) {
         out.push(kept);
@@ -176,6 +187,9 @@ export class OverlayNetworks {
   /** Addresses for a new task on each of its service's overlay networks (on the record, before it is saved). */
   attachTask(s: ServiceRecord, t: TaskRecord): void {
     const nets = this.#serviceNetworks(s.spec);
+    // First, as dockerd lists it (the container's NetworkMode is another network where it has one).
+    const ingress = this.#ingressOf(s.spec);
+    if (ingress) nets.unshift({ net: ingress, aliases: [] });
     if (nets.length === 0) return;
     t.networks = nets.map(({ net, aliases }): TaskNetwork => ({
       networkId: net.id,
@@ -193,11 +207,14 @@ export class OverlayNetworks {
   async containerNetworks(t: TaskRecord): Promise<TaskContainerNetworks | undefined> {
     if (!t.networks?.length) return undefined;
     const endpoints: TaskContainerNetworks['endpoints'] = {};
+    let mode: string | undefined;
     for (const a of t.networks) {
       const local = this.#d.driver.list().find((n) => n.id === a.networkId) ?? (await this.#realise(a));
       endpoints[local.name] = { IPAMConfig: { IPv4Address: a.addresses[0]!.split('/')[0]! }, Aliases: a.aliases ?? [] };
+      // The container's default route goes through its own networks, not the routing mesh's.
+      if (!mode && !local.ingress) mode = local.name;
     }
-    return { mode: Object.keys(endpoints)[0]!, endpoints };
+    return { mode: mode ?? Object.keys(endpoints)[0]!, endpoints };
   }
 
   async #realise(a: TaskNetwork): Promise<NetworkRecord> {
@@ -216,9 +233,8 @@ export class OverlayNetworks {
 
   /**
    * `swarm init`: the routing mesh's network, `ingress` (overlay, VXLAN id 4096, the first free
-   * subnet of the swarm's pool), as dockerd makes it. Berth's mesh is the ingress listener
-   * (ingress-proxy.ts): the network is the object users see and name; other nodes realise it from
-   * the cluster's copy.
+   * subnet of the swarm's pool), as dockerd makes it: it carries the routing mesh (ingress-mesh.ts);
+   * other nodes realise it from the cluster's copy.
    */
   async createIngress(): Promise<void> {
     if (this.#d.driver.list().some((n) => n.ingress)) return;
@@ -226,13 +242,27 @@ export class OverlayNetworks {
     this.created(n);
   }
 
+  /** Leaving the swarm, while the cluster's store still answers: this node's address claims (its ingress address too) go. */
+  async leaving(): Promise<void> {
+    const store = this.#d.claims?.();
+    const self = this.#d.store.selfId;
+    if (!store || !self) return;
+    const mine = [...this.#claims].filter(([, c]) => c.node === self);
+    const released = Promise.all(mine.map(([key, c]) => store.release(`addresses/${key}`, c).catch((err) => log.warn('releasing an address claim failed', { key, error: errorMessage(err) }))));
+    // A node cut off from etcd leaves all the same (`--force`): its claims then stay behind.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([released, new Promise((r) => (timer = setTimeout(r, LEAVE_RELEASE_MS)))]).finally(() => clearTimeout(timer));
+  }
+
   /**
    * Leaving the swarm (its task containers gone already): every swarm network goes from this node,
    * ingress too (a new swarm makes its own), as with dockerd, which first disconnects the plain
-   * containers still on an attachable one; then their vxlan devices and ARP guard, and what was
-   * known of other nodes' addresses.
+   * containers still on an attachable one; then the mesh's rules, their vxlan devices and ARP guard,
+   * and what was known of other nodes' addresses.
    */
   async left(): Promise<void> {
+    await this.#mesh.clear().catch((err) => log.warn('removing the routing mesh rules failed', { error: errorMessage(err) }));
+    this.#ingressAddr = undefined;
     this.#claims.clear();
     this.#claimedAt.clear();
     this.#attachments.clear();
@@ -292,8 +322,10 @@ export class OverlayNetworks {
     this.#removed.delete(id);
     // Every node lists the routing mesh's network, as with dockerd.
     if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable && !doc.ingress)) return;
-    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).catch((err) =>
-      log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
+    this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).then(
+      // What waited for it (the routing mesh on ingress) follows now.
+      () => this.sync(),
+      (err) => log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
     );
   }
 
@@ -335,12 +367,13 @@ export class OverlayNetworks {
       const r = await store.claim(`addresses/${key}`, doc).catch((err) => {
         throw unavailable(`cannot claim an address on network ${net.name}: the swarm's store does not answer: ${errorMessage(err)}`);
       });
-      if (r.taken) {
+      const holder = r.taken ? undefined : (r.holder as AddressClaim | undefined);
+      // Held by this very endpoint already (berthd restarted): still ours.
+      if (r.taken || (holder?.node === self && holder.container === containerId)) {
         this.#claims.set(key, doc);
         this.#claimedAt.set(key, Date.now());
         return ip;
       }
-      const holder = r.holder as AddressClaim | undefined;
       if (holder) this.#claims.set(key, holder);
       skip.add(ip);
     }
@@ -353,6 +386,7 @@ export class OverlayNetworks {
     const self = this.#d.store.selfId;
     if (!store || !self) return;
     const held = new Set(overlays.flatMap((n) => this.#d.driver.endpointsOf(n.id).map((e) => `${n.id}/${e.ipAddress}`)));
+    if (this.#ingressAddr) held.add(`${this.#ingressAddr.networkId}/${this.#ingressAddr.cidr.split('/')[0]}`);
     const now = Date.now();
     // Containers that end while this pass awaits etcd are looked at by the next one.
     const ended = new Map(this.#ended);
@@ -443,8 +477,19 @@ export class OverlayNetworks {
     return out;
   }
 
+  /**
+   * The ingress network, for a service that publishes a port in ingress mode (dockerd's refusal
+   * without one); undefined for a service that publishes none.
+   */
+  #ingressOf(spec: ServiceSpec): NetworkRecord | undefined {
+    if (!publishesIngress(spec)) return undefined;
+    const ingress = this.#d.driver.list().find((n) => n.ingress);
+    if (!ingress) throw invalidArgument('rpc error: code = FailedPrecondition desc = service needs ingress network, but no ingress network is present');
+    return ingress;
+  }
+
   /** A free address of the network, counting every VIP, every task's address and this node's endpoints. */
-  #allocate(net: NetworkRecord, exceptService: string): string {
+  #allocate(net: NetworkRecord, exceptService: string, from: 'top' | 'bottom' = 'top'): string {
     const subnet = parseCidr(net.subnet)!;
     const used = new Set<bigint>();
     const add = (a: string | undefined) => {
@@ -457,7 +502,7 @@ export class OverlayNetworks {
     this.#heldElsewhere(net.id).forEach(add);
     for (const k of this.#claims.keys()) if (k.startsWith(`${net.id}/`)) add(k.slice(net.id.length + 1));
     for (const a of Object.values(net.auxAddresses ?? {})) add(a);
-    const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used);
+    const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used, from);
     if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
     return `${formatAddress(a)}/${subnet.prefix}`;
   }
@@ -480,6 +525,33 @@ export class OverlayNetworks {
     this.#shareAttachments(overlays);
     this.#reserve(overlays);
     await this.#releaseClaims(overlays);
-    await this.#node.apply(overlays);
+    try {
+      await this.#node.apply(overlays);
+    } finally {
+      // Published ports answer whatever became of another network's device.
+      await this.#mesh.apply(overlays);
+    }
+  }
+
+  /**
+   * This node's own address on the ingress network (`ip/prefix`), the source of what the routing
+   * mesh sends over it: the one its bridge carries from before a restart, else the lowest free one,
+   * claimed in the cluster as a plain container's address is.
+   */
+  async #ingressAddress(net: NetworkRecord, onBridge: () => Promise<string[]>): Promise<string> {
+    if (this.#ingressAddr?.networkId === net.id) return this.#ingressAddr.cidr;
+    const subnet = parseCidr(net.subnet)!;
+    const inSubnet = (a: string) => {
+      const p = parseAddress(a);
+      return !!p && cidrContains(subnet, p);
+    };
+    const kept = (await onBridge()).map((a) => a.split('/')[0]!).find((a) => a !== net.gateway && inSubnet(a));
+    const mine = (ip: string) => {
+      const c = this.#claims.get(`${net.id}/${ip}`);
+      return !c || (c.node === this.#d.store.selfId && c.container === INGRESS_ENDPOINT);
+    };
+    const ip = await this.claimAddress(net, INGRESS_ENDPOINT, (skip) => (kept && (!skip.has(kept) || mine(kept)) ? kept : this.#allocate(net, '', 'bottom').split('/')[0]!));
+    this.#ingressAddr = { networkId: net.id, cidr: `${ip}/${subnet.prefix}` };
+    return this.#ingressAddr.cidr;
   }
 }

@@ -14,6 +14,7 @@ import { bridgeSettings } from '../networks/network-record.js';
 import { applyVipRules, type VipTarget } from '../../network/service-vip.js';
 import { deleteVxlan, ensureVxlan, hostVxlanTools, setVxlanPeers, syncArpGuard, vxlanName } from '../../network/vxlan-link.js';
 import { VNI_OPTION } from './overlay-ipam.js';
+import { meshInUse } from './ingress-mesh.js';
 import type { SwarmStore } from './swarm-store.js';
 import { taskContainerName, type ServiceSpec, type TaskRecord } from './swarm-model.js';
 
@@ -53,7 +54,8 @@ export class OverlayNode {
   async apply(overlays: NetworkRecord[]): Promise<void> {
     await this.#syncDevices(overlays);
     const live = [...this.#d.store.tasks.values()].filter((t) => t.status.state === 'running' && t.desiredState === 'running' && t.networks?.length);
-    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, this.#dnsRecords(n, live))));
+    // The routing mesh's network carries published ports only: no names, no VIP rules there (dockerd's neither).
+    await Promise.all(overlays.map((n) => this.#d.driver.setExtraDns(n.id, n.ingress ? [] : this.#dnsRecords(n, live))));
     await this.#syncVipRules(overlays, live);
   }
 
@@ -66,6 +68,9 @@ export class OverlayNode {
     const needed = new Set(this.#devices.keys());
     for (const t of this.#d.store.tasks.values()) if (t.nodeId === c?.node.id && t.desiredState === 'running') for (const a of t.networks ?? []) needed.add(a.networkId);
     for (const n of overlays) if (this.#d.driver.endpointsOf(n.id).length) needed.add(n.id);
+    // The routing mesh reaches tasks on every node through ingress, wherever a port is published.
+    const ingress = overlays.find((n) => n.ingress);
+    if (ingress && meshInUse(this.#d.store.services.values())) needed.add(ingress.id);
     const wanted = new Map<string, NetworkRecord>(c ? overlays.filter((n) => vniOf(n) !== undefined && needed.has(n.id)).map((n) => [n.id, n]) : []);
     for (const [id, device] of this.#devices) {
       if (wanted.has(id)) continue;
@@ -77,6 +82,9 @@ export class OverlayNode {
     for (const n of wanted.values()) {
       const vni = vniOf(n)!;
       const name = vxlanName(this.#d.driver.prefix, vni);
+      // The mesh's ingress device has nothing to reach on a node alone (a swarm of one), and would
+      // clash with another daemon's on this host (VNI 4096 on the same advertise address).
+      if (n.ingress && !this.#devices.has(n.id) && peers.length === 0) continue;
       if (!this.#devices.has(n.id)) {
         await ensureVxlan(hostVxlanTools, { name, vni, port: c!.dataPathPort, local: c!.node.addr, bridge: n.bridgeName, mtu: bridgeSettings(n).mtu });
         this.#devices.set(n.id, name);
@@ -86,7 +94,7 @@ export class OverlayNode {
       await setVxlanPeers(hostVxlanTools, name, peers);
       this.#peers.set(n.id, key);
     }
-    const guard = [...wanted.values()].map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
+    const guard = [...wanted.values()].filter((n) => this.#devices.has(n.id)).map((n) => ({ device: this.#devices.get(n.id)!, gateway: n.gateway }));
     if (JSON.stringify(guard) === this.#guard) return;
     await syncArpGuard(hostVxlanTools, this.#d.driver.prefix, guard);
     this.#guard = JSON.stringify(guard);
@@ -116,6 +124,7 @@ export class OverlayNode {
   async #syncVipRules(overlays: NetworkRecord[], live: TaskRecord[]): Promise<void> {
     const byContainer = new Map<string, VipTarget[]>();
     for (const n of overlays) {
+      if (n.ingress) continue;
       const targets: VipTarget[] = [];
       for (const s of this.#d.store.services.values()) {
         const vip = s.virtualIPs?.find((v) => v.NetworkID === n.id);

@@ -239,7 +239,13 @@ function freePort(proto: string, taken: Map<string, string>, used: Set<string>):
 /** Whether tasks made from `a` must be replaced to match `b` (the template or host-mode ports changed). */
 export function templateChanged(a: ServiceSpec, b: ServiceSpec): boolean {
   const hostPorts = (s: ServiceSpec) => (s.EndpointSpec?.Ports ?? []).filter((p) => p.PublishMode === 'host');
-  return canonical(a.TaskTemplate) !== canonical(b.TaskTemplate) || canonical(hostPorts(a)) !== canonical(hostPorts(b));
+  // Tasks of a service that starts or stops publishing through the mesh join or leave ingress.
+  return canonical(a.TaskTemplate) !== canonical(b.TaskTemplate) || canonical(hostPorts(a)) !== canonical(hostPorts(b)) || publishesIngress(a) !== publishesIngress(b);
+}
+
+/** Whether the spec publishes a port in ingress mode (the default mode), so it needs the ingress network. */
+export function publishesIngress(spec: ServiceSpec): boolean {
+  return (spec.EndpointSpec?.Ports ?? []).some((p) => (p?.PublishMode || 'ingress') === 'ingress');
 }
 
 /** JSON with sorted keys, so field order never counts as a change. */

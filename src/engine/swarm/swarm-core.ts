@@ -1,6 +1,6 @@
 /**
  * What the swarm's parts share: the store and the workers that act on it (task runner, orchestrator,
- * updater, overlays, ingress), secrets and configs, who leads and whether this manager is locked.
+ * updater, overlays with the routing mesh), secrets and configs, who leads and whether this manager is locked.
  * Joining (swarm-membership.ts), roles (swarm-roles.ts), the etcd sync (swarm-sync.ts), auto-lock
  * (swarm-lock.ts) and the nodes and services APIs (swarm-nodes.ts, swarm-services.ts) each get this
  * one object; SwarmService (swarm.ts) is the facade routes call.
@@ -22,9 +22,7 @@ import { SwarmStore } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
-import { IngressProxy } from './ingress-proxy.js';
 import { OverlayNetworks, type ClaimStore } from './overlay-networks.js';
-import { meshPeers } from './mesh-peers.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
 
 export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
@@ -50,12 +48,6 @@ export interface SwarmDeps {
   disconnect?: (network: string, container: string) => Promise<void>;
 }
 
-/** Something that follows the services' published ports (the ingress listener). */
-export interface PortPublisher {
-  sync(services: ServiceRecord[], tasks: TaskRecord[]): void;
-  close(): void;
-}
-
 export class SwarmCore {
   readonly store: SwarmStore;
   readonly runner: TaskRunner;
@@ -65,8 +57,6 @@ export class SwarmCore {
   /** Secrets and configs, by kind. */
   readonly blobs: Record<BlobKind, SwarmBlobs>;
   readonly files: TaskFiles;
-  /** Serves the ingress ports services publish. */
-  publisher: PortPublisher;
   /** Whether this node won the leader election (always so in a swarm without etcd). */
   leader = false;
   leaderId: string | undefined;
@@ -107,9 +97,6 @@ export class SwarmCore {
     });
     this.orchestrator = new Orchestrator(this.store, this.runner, (s, t) => this.overlay?.attachTask(s, t));
     this.updater = new Updater(this.store, this.orchestrator, this.runner, rollback);
-    // Workers too: not nodes(), which is for managers.
-    const nodes = () => [...this.store.nodes.values()];
-    this.publisher = new IngressProxy((serviceId) => this.#taskAddresses(serviceId), '0.0.0.0', meshPeers(this.store, nodes));
   }
 
   /** The cluster, or dockerd's 503 for a node outside any swarm. */
@@ -144,8 +131,8 @@ export class SwarmCore {
     this.publish();
   }
 
+  /** Overlay networking and the routing mesh follow the services and tasks (overlay-networks.ts). */
   publish(): void {
-    this.publisher.sync([...this.store.services.values()], [...this.store.tasks.values()]);
     this.overlay?.sync();
   }
 
@@ -166,23 +153,6 @@ export class SwarmCore {
   #taskChanged(t: TaskRecord): void {
     this.reconcile(t.serviceId);
     if (t.status.state === 'running' || !this.store.tasks.has(t.id) || t.desiredState !== 'running') this.publish();
-  }
-
-  /** The container addresses of the service's running tasks, on whatever networks they are attached to. */
-  #taskAddresses(serviceId: string): string[] {
-    const out: string[] = [];
-    for (const t of this.store.tasksOf(serviceId)) {
-      if (t.status.state !== 'running' || t.desiredState !== 'running') continue;
-      const c = this.d.containers.find(t.status.containerId);
-      for (const ep of Object.values(c?.network.endpoints ?? {})) {
-        const ip = ep.IPAddress ?? ep.ipAddress;
-        if (typeof ip === 'string' && ip) {
-          out.push(ip);
-          break;
-        }
-      }
-    }
-    return out;
   }
 }
 

@@ -381,6 +381,7 @@ export class SwarmMembership extends SwarmPart {
     if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);
     this.core.locked = false;
     this.updater.close();
+    await this.core.overlay?.leaving();
     const state = this.members.state;
     if (c.local && state) {
       // A manager's etcd member leaves the etcd cluster first, so the others keep their quorum.

@@ -23,7 +23,7 @@ import { TASK_LABELS, type ClusterRecord, type NodeRecord, type NodeSpec, type S
 export type { InitRequest } from './cluster.js';
 export { tlsInfo } from './cluster/pki.js';
 export type { PullFn } from './task-runner.js';
-export { NOT_MANAGER, SWARM_LOCKED, type SwarmDeps, type PortPublisher } from './swarm-core.js';
+export { NOT_MANAGER, SWARM_LOCKED, type SwarmDeps } from './swarm-core.js';
 export type { ServiceCounts } from './swarm-services.js';
 
 export class SwarmService {
@@ -108,7 +108,6 @@ export class SwarmService {
     this.#unsubscribe?.();
     core.updater.close();
     core.runner.close();
-    core.publisher.close();
     core.overlay?.close();
   }
 
