@@ -18,6 +18,7 @@ import type { TaskRecord } from './swarm-model.js';
 import type { BlobData } from './task-files.js';
 import { errorMessage, unavailable } from '../../lib/errors.js';
 import type { ClaimStore } from './overlay-networks.js';
+import { INGRESS_ENDPOINT } from './ingress-mesh.js';
 
 /** On the wire: kind → id → base64 data. */
 type WireBlobs = Record<BlobKind, Record<string, string>>;
@@ -112,7 +113,7 @@ export class SwarmPeers {
     if (!state || store.cluster?.node.spec.Role !== 'manager') return replyJson(res, 503, { message: 'this node is no manager' });
     if (!store.nodes.has(peer)) return replyJson(res, 403, { message: `node ${peer} is not part of this swarm` });
     const { op, network, ip, container } = ask ?? {};
-    if ((op !== 'claim' && op !== 'release') || typeof container !== 'string' || !/^[0-9a-f]{1,64}$/.test(container) || typeof ip !== 'string' || !isIP(ip)) {
+    if ((op !== 'claim' && op !== 'release') || typeof container !== 'string' || !(container === INGRESS_ENDPOINT || /^[0-9a-f]{1,64}$/.test(container)) || typeof ip !== 'string' || !isIP(ip)) {
       return replyJson(res, 400, { message: 'malformed address claim' });
     }
     if (typeof network !== 'string' || !d.network?.list().some((n) => n.overlay && n.id === network)) return replyJson(res, 404, { message: `network ${String(network)} not found` });
