@@ -10,6 +10,7 @@ import { ConmonLauncher } from './conmon-launcher.js';
 import { ContainerExits } from './container-exits.js';
 import { ContainerLifecycle } from './container-lifecycle.js';
 import { ExecDriver } from './exec-driver.js';
+import { RuntimeShell } from './runtime-cli.js';
 import { RuntimeHost, type RuntimeDriverOptions } from './runtime-host.js';
 import { StatsReader } from './stats-reader.js';
 
@@ -22,12 +23,14 @@ export class RuntimeDriver {
   readonly stats: StatsReader;
   readonly #exits: ContainerExits;
   readonly #launcher: ConmonLauncher;
+  readonly #shell: RuntimeShell;
 
   constructor(opts: RuntimeDriverOptions) {
     this.host = new RuntimeHost(opts);
     this.#exits = new ContainerExits(this.host.exitsDir, (id) => this.host.containerDir(id));
     this.#launcher = new ConmonLauncher(opts.launcher !== false);
-    this.lifecycle = new ContainerLifecycle(this.host, this.#exits, this.#launcher);
+    this.#shell = new RuntimeShell(opts.launcher !== false);
+    this.lifecycle = new ContainerLifecycle(this.host, this.#exits, this.#launcher, this.#shell);
     this.execs = new ExecDriver(this.host);
     this.stats = new StatsReader(this.host);
   }
@@ -42,6 +45,7 @@ export class RuntimeDriver {
   async close(): Promise<void> {
     this.#exits.close();
     this.#launcher.close();
+    this.#shell.close();
     this.host.close();
   }
 }
