@@ -83,7 +83,49 @@ function timeSpawn(bin: string, argv: string[], env: NodeJS.ProcessEnv): Promise
   });
 }
 
-const PHASES = ['exec → first request', 'POST /networks/create', 'creates (first request → last answer)', 'first start request → last start answer', 'last start answer → exit', 'whole up', 'down -v'] as const;
+const PHASES = ['exec → first request', 'POST /networks/create', 'creates (first request → last answer)', 'first start request → last start answer', 'last start answer → exit', 'whole up', 'down -v', 'berthd CPU during up', 'machine CPU busy during up', 'slowest /_ping during down'] as const;
+
+/** GET /_ping to berthd one after another until stopped: how long its event loop was held meanwhile. */
+function pingWhile(socket: string): { stop: () => Promise<number[]> } {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const times: number[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    for (let i = 0; i < 10_000 && !stopped; i++) {
+      const t = performance.now();
+      await new Promise<void>((resolve) => {
+        const r = httpRequest({ socketPath: socket, path: '/_ping', agent }, (res) => {
+          res.resume();
+          res.on('end', resolve);
+        });
+        r.on('error', () => resolve());
+        r.end();
+      });
+      times.push(performance.now() - t);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      agent.destroy();
+      return times.length ? times : [0];
+    },
+  };
+}
+
+const TICK_MS = 1000 / 100; // USER_HZ
+/** utime + stime of a process, ms. */
+function cpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * TICK_MS;
+}
+/** Every CPU's non-idle time since boot, ms (includes everyone else's work on a shared machine). */
+function machineBusyMs(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) * TICK_MS;
+}
 
 async function composeFloor(tmp: string): Promise<void> {
   const bin = (await mustRun('bash', [join(process.cwd(), 'scripts', 'install-compose.sh')], { timeoutMs: 1_800_000 })).stdout.trim();
@@ -124,9 +166,21 @@ async function composeFloor(tmp: string): Promise<void> {
     for (let round = -1; round < rounds; round++) {
       for (const e of round % 2 ? daemons : [...daemons].reverse()) {
         e.hits.length = 0;
+        const cpu0 = [cpuMs(e.d.pid), machineBusyMs()];
         const up = await compose(e.sock, ['up', '-d', '--wait']);
+        const cpu = [cpuMs(e.d.pid) - cpu0[0]!, machineBusyMs() - cpu0[1]!];
         const hits = [...e.hits];
+        // CF_STRACE=<prefix>: the processes berthd itself execs during `down` (strace -f on berthd).
+        const tracer = process.env.CF_STRACE ? spawn('strace', ['-f', '-qq', '-e', 'trace=execve,clone,clone3,vfork,fork', '-o', `${process.env.CF_STRACE}.${round}`, '-p', String(e.d.pid)], { stdio: 'ignore' }) : undefined;
+        if (tracer) await new Promise((r) => setTimeout(r, 300));
+        const pinger = pingWhile(e.d.socket);
         const down = await compose(e.sock, ['down', '-v', '-t', '0']);
+        const pings = await pinger.stop();
+        if (tracer) {
+          await new Promise((r) => setTimeout(r, 300));
+          tracer.kill('SIGINT');
+          await new Promise((r) => tracer.once('exit', r));
+        }
         if (up.code !== 0 || down.code !== 0) throw new Error(`compose: up ${up.code} ${up.stderr} down ${down.code} ${down.stderr}`);
         if (round < 0) continue;
         const of = (m: string, re: RegExp) => hits.filter((h) => h.method === m && re.test(h.path));
@@ -142,6 +196,9 @@ async function composeFloor(tmp: string): Promise<void> {
           up.end - lastStart,
           up.end - up.t0,
           down.end - down.t0,
+          cpu[0]!,
+          cpu[1]!,
+          Math.max(...pings),
         ];
         PHASES.forEach((p, i) => {
           const list = e.samples.get(p) ?? [];
