@@ -1,6 +1,6 @@
 /**
  * The floor of bench workload 15 (compose `up -d --wait` of 10 services), measured in pieces:
- *   node bench/dist/bench/tools/compose-floor.js [rounds=8] [compose|crun|both] [--alt <berthd launcher>]
+ *   node bench/dist/bench/tools/compose-floor.js [rounds=8] [compose|crun|both|run] [--alt <berthd launcher>]
  *
  * compose: berthd (this checkout, `--log-level info` as in the bench) behind a timestamping HTTP proxy
  * on its own socket; workload 15's project; per round the phases of `up -d --wait` (compose's exec to
@@ -9,6 +9,7 @@
  * that launcher (e.g. a copy of the base build) takes turns with this one, round by round (A/B).
  * crun: no berthd. Ten `crun create` + `crun start` of a sleeping busybox bundle at once (wall time
  * until all ten starts answered, i.e. all ten processes run), and ten `crun run` of `true` at once.
+ * run: workload 1 (`docker run --rm busybox true`, 3 x rounds runs) on each berthd, taking turns.
  * Each figure is printed with the load average at that moment. Everything made is removed at the end.
  */
 import { spawn } from 'node:child_process';
@@ -163,6 +164,21 @@ async function composeFloor(tmp: string): Promise<void> {
         DOCKER_CONFIG: config,
         DOCKER_CLI_HINTS: 'false',
       });
+    if (what === 'run') {
+      // Workload 1's `docker run --rm busybox true` (the default bridge), the engines taking turns: a
+      // change to the start or exit path must not slow it.
+      const runs = new Map(daemons.map((e) => [e.name, [] as number[]]));
+      for (let round = -1; round < rounds * 3; round++) {
+        for (const e of round % 2 ? daemons : [...daemons].reverse()) {
+          const t = performance.now();
+          const r = await e.d.docker(['run', '--rm', image, 'true']);
+          if (r.code !== 0) throw new Error(`docker run: ${r.stderr}`);
+          if (round >= 0) runs.get(e.name)!.push(performance.now() - t);
+        }
+      }
+      for (const [name, xs] of runs) console.log(`docker run --rm busybox true, berthd ${name}, ${xs.length} runs: ${fmt(xs)}; load ${load()}`);
+      return;
+    }
     for (let round = -1; round < rounds; round++) {
       for (const e of round % 2 ? daemons : [...daemons].reverse()) {
         e.hits.length = 0;
@@ -281,7 +297,7 @@ async function main(): Promise<void> {
   const tmp = makeTempDir('compose-floor');
   try {
     if (what !== 'compose') await crunFloor(tmp);
-    if (what !== 'crun') await composeFloor(tmp);
+    if (what !== 'crun') await composeFloor(tmp); // 'run': workload 1 instead of the project
   } finally {
     removeDirSync(tmp);
   }
