@@ -9,6 +9,7 @@
 import { ConmonLauncher } from './conmon-launcher.js';
 import { ContainerExits } from './container-exits.js';
 import { ContainerLifecycle } from './container-lifecycle.js';
+import { ExecShell } from './exec-by-shell.js';
 import { ExecDriver } from './exec-driver.js';
 import { RuntimeShell } from './runtime-cli.js';
 import { RuntimeHost, type RuntimeDriverOptions } from './runtime-host.js';
@@ -24,6 +25,7 @@ export class RuntimeDriver {
   readonly #exits: ContainerExits;
   readonly #launcher: ConmonLauncher;
   readonly #shell: RuntimeShell;
+  readonly #execShell: ExecShell | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.host = new RuntimeHost(opts);
@@ -31,7 +33,8 @@ export class RuntimeDriver {
     this.#launcher = new ConmonLauncher(opts.launcher !== false);
     this.#shell = new RuntimeShell(opts.launcher !== false);
     this.lifecycle = new ContainerLifecycle(this.host, this.#exits, this.#launcher, this.#shell);
-    this.execs = new ExecDriver(this.host);
+    this.#execShell = opts.launcher !== false ? new ExecShell() : undefined;
+    this.execs = new ExecDriver(this.host, this.#execShell);
     this.stats = new StatsReader(this.host);
   }
 
@@ -46,6 +49,7 @@ export class RuntimeDriver {
     this.#exits.close();
     this.#launcher.close();
     this.#shell.close();
+    this.#execShell?.close();
     this.host.close();
   }
 }
