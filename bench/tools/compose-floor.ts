@@ -1,6 +1,6 @@
 /**
  * The floor of bench workload 15 (compose `up -d --wait` of 10 services), measured in pieces:
- *   node bench/dist/bench/tools/compose-floor.js [rounds=8] [compose|crun|both|run] [--alt <berthd launcher>]
+ *   node bench/dist/bench/tools/compose-floor.js [rounds=8] [compose|crun|both|run|health] [--alt <berthd launcher>]
  *
  * compose: berthd (this checkout, `--log-level info` as in the bench) behind a timestamping HTTP proxy
  * on its own socket; workload 15's project; per round the phases of `up -d --wait` (compose's exec to
@@ -10,6 +10,7 @@
  * crun: no berthd. Ten `crun create` + `crun start` of a sleeping busybox bundle at once (wall time
  * until all ten starts answered, i.e. all ten processes run), and ten `crun run` of `true` at once.
  * run: workload 1 (`docker run --rm busybox true`, 3 x rounds runs) on each berthd, taking turns.
+ * health: a container probed every 100 ms on each berthd in turn; the p99 of /_ping meanwhile.
  * Each figure is printed with the load average at that moment. Everything made is removed at the end.
  */
 import { spawn } from 'node:child_process';
@@ -164,6 +165,29 @@ async function composeFloor(tmp: string): Promise<void> {
         DOCKER_CONFIG: config,
         DOCKER_CLI_HINTS: 'false',
       });
+    if (what === 'health') {
+      // A container probed every 100 ms (its probe prints to stdout and stderr) on each berthd in turn,
+      // 3 s each round: the slowest /_ping meanwhile, and the last probe's output as inspect shows it.
+      const slowest = new Map(daemons.map((e) => [e.name, [] as number[]]));
+      for (let round = 0; round < rounds; round++) {
+        for (const e of round % 2 ? daemons : [...daemons].reverse()) {
+          const r = await e.d.docker(['run', '-d', '--health-cmd', 'echo out; echo err >&2', '--health-interval', '100ms', image, 'sleep', '60']);
+          if (r.code !== 0) throw new Error(`docker run: ${r.stderr}`);
+          const id = r.stdout.trim();
+          await new Promise((res) => setTimeout(res, 500));
+          const pinger = pingWhile(e.d.socket);
+          await new Promise((res) => setTimeout(res, 3000));
+          const pings = await pinger.stop();
+          const health = await e.d.docker(['inspect', '-f', '{{json .State.Health}}', id]);
+          await e.d.docker(['rm', '-f', id]);
+          const sorted = [...pings].sort((a, b) => a - b);
+          slowest.get(e.name)!.push(sorted[Math.floor(sorted.length * 0.99)]!);
+          if (round === 0) console.log(`${e.name}: ${health.stdout.trim().slice(-160)}`);
+        }
+      }
+      for (const [name, xs] of slowest) console.log(`p99 /_ping while probed every 100 ms, berthd ${name}: ${fmt(xs)}; load ${load()}`);
+      return;
+    }
     if (what === 'run') {
       // Workload 1's `docker run --rm busybox true` (the default bridge), the engines taking turns: a
       // change to the start or exit path must not slow it.
@@ -296,8 +320,8 @@ async function crunFloor(tmp: string): Promise<void> {
 async function main(): Promise<void> {
   const tmp = makeTempDir('compose-floor');
   try {
-    if (what !== 'compose') await crunFloor(tmp);
-    if (what !== 'crun') await composeFloor(tmp); // 'run': workload 1 instead of the project
+    if (what === 'crun' || what === 'both') await crunFloor(tmp);
+    if (what !== 'crun') await composeFloor(tmp); // 'run', 'health': instead of the project
   } finally {
     removeDirSync(tmp);
   }
