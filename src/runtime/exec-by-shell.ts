@@ -61,6 +61,8 @@ export class ExecShell {
     const out = new Socket({ fd: outFd, readable: true, writable: false });
     const sync = new SyncPipeReader(syncPipe);
     const stdout = out.pipe(new PassThrough());
+    // A reader that gives up (a probe's child still holds the output) lets go of the FIFO too.
+    stdout.once('close', () => out.destroy());
     const closed = Promise.all([new Promise((r) => syncPipe.once('close', r)), new Promise((r) => out.once('close', r))]);
     const first = await sync.next();
     if (!first || first.data < 0) {

@@ -70,6 +70,14 @@ describe('exec driver', () => {
     assert.ok(e6.pid > 0);
     assert.equal(out6, 'one\ntwo\n');
     assert.equal(r6.exitCode, 3);
+    // A child left behind holds the output: once the reader gives up, the exec's directory still goes.
+    const heldId = uniqueId('ex');
+    const held = await driver.execs.exec(c.id, { execId: heldId, process: { args: ['sh', '-c', 'echo left; sleep 300 &'], env: [], terminal: false }, stdin: false, combinedOutput: true });
+    assert.equal((await held.exit).exitCode, 0);
+    held.stdout?.destroy();
+    const heldDir = driver.host.execDir(c.id, heldId);
+    for (let i = 0; i < 100 && existsSync(heldDir); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(existsSync(heldDir), false, 'the exec directory is removed');
     const e7 = await driver.execs.exec(c.id, { execId: uniqueId('ex'), process: { args: ['nosuchcmd'], env: [], terminal: false }, stdin: false, combinedOutput: true });
     const r7 = await e7.exit;
     assert.equal(e7.pid, 0);
