@@ -223,6 +223,10 @@ async function composeFloor(tmp: string): Promise<void> {
         }
         if (up.code !== 0 || down.code !== 0) throw new Error(`compose: up ${up.code} ${up.stderr} down ${down.code} ${down.stderr}`);
         if (round < 0) continue;
+        // CF_HITS=1: every request of the last round's up, when it came and how long its answer took.
+        if (process.env.CF_HITS && round === rounds - 1) {
+          for (const h of hits) console.log(`  ${(h.at - up.t0).toFixed(1).padStart(7)} ms +${(h.answered - h.at).toFixed(1).padStart(6)} ms  ${h.method} ${h.path.replace(/[0-9a-f]{64}/, '<id>')}`);
+        }
         const of = (m: string, re: RegExp) => hits.filter((h) => h.method === m && re.test(h.path));
         const creates = [...of('POST', /\/containers\/create/), ...of('GET', /\/containers\/[0-9a-f]{64}\/json/).filter((h) => h.at < of('POST', /\/start$/)[0]!.at)];
         const starts = of('POST', /\/containers\/[^/]+\/start$/);
