@@ -6,6 +6,7 @@
 import { writeFile } from 'node:fs/promises';
 import { randomMac } from './mac.js';
 import { runTool, ToolError } from './run-tool.js';
+import type { RunTool } from './tool-shell.js';
 
 export interface BridgeSpec {
   name: string;
@@ -18,24 +19,24 @@ export interface BridgeSpec {
  * Creates the bridge, or adopts one of that name an earlier daemon left behind (as dockerd does):
  * its addresses are replaced by the spec's.
  */
-export async function createBridge(ip: string, b: BridgeSpec): Promise<void> {
+export async function createBridge(ip: string, b: BridgeSpec, run: RunTool = runTool): Promise<void> {
   const setup = [...b.addresses.map((a) => (a.includes(':') ? `addr add ${a} dev ${b.name} nodad` : `addr add ${a} brd + dev ${b.name}`)), `link set ${b.name} up`];
   // One ip process: the batch stops at its first failing line, so a bridge that exists already
   // fails it before anything else is changed, and is then taken over with a second batch.
   const add = `link add name ${b.name} address ${randomMac()} mtu ${b.mtu} type bridge`;
   try {
-    await runTool(ip, ['-batch', '-'], { input: [add, ...setup].join('\n') + '\n' });
+    await run(ip, ['-batch', '-'], { input: [add, ...setup].join('\n') + '\n' });
   } catch (err) {
-    if (!(err instanceof ToolError) || !/File exists/i.test(err.stderr) || (await listLinks(ip)).get(b.name)?.kind !== 'bridge') throw err;
-    await runTool(ip, ['-batch', '-'], { input: [`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`, ...setup].join('\n') + '\n' });
+    if (!(err instanceof ToolError) || !/File exists/i.test(err.stderr) || (await listLinks(ip, run)).get(b.name)?.kind !== 'bridge') throw err;
+    await run(ip, ['-batch', '-'], { input: [`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`, ...setup].join('\n') + '\n' });
   }
   await writeFile(`/proc/sys/net/ipv4/conf/${b.name}/route_localnet`, '1');
 }
 
 /** Deletes a bridge; a missing one is fine. */
-export async function deleteBridge(ip: string, name: string): Promise<void> {
+export async function deleteBridge(ip: string, name: string, run: RunTool = runTool): Promise<void> {
   try {
-    await runTool(ip, ['link', 'del', 'dev', name]);
+    await run(ip, ['link', 'del', 'dev', name]);
   } catch (err) {
     if (!(err instanceof ToolError) || !/Cannot find device|does not exist/i.test(err.stderr)) throw err;
   }
@@ -48,8 +49,8 @@ export interface LinkInfo {
 }
 
 /** Every interface of the host with its kind and addresses. */
-export async function listLinks(ip: string): Promise<Map<string, LinkInfo>> {
-  const [addrs, details] = await Promise.all([runTool(ip, ['-j', 'addr', 'show']), runTool(ip, ['-j', '-d', 'link', 'show'])]);
+export async function listLinks(ip: string, run: RunTool = runTool): Promise<Map<string, LinkInfo>> {
+  const [addrs, details] = await Promise.all([run(ip, ['-j', 'addr', 'show']), run(ip, ['-j', '-d', 'link', 'show'])]);
   const out = new Map<string, LinkInfo>();
   for (const l of JSON.parse(details || '[]') as { ifname: string; linkinfo?: { info_kind?: string } }[]) {
     out.set(l.ifname, { name: l.ifname, kind: l.linkinfo?.info_kind, addresses: [] });

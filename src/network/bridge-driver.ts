@@ -87,7 +87,7 @@ export class BridgeDriver {
     this.#stateDir = join(opts.execRoot, 'network');
     this.#hostResolvConf = opts.hostResolvConf ?? '/etc/resolv.conf';
     this.#hostHosts = opts.hostHosts ?? '/etc/hosts';
-    this.firewall = new Firewall(opts.prefix, this.#tools.nft);
+    this.firewall = new Firewall(opts.prefix, this.#tools.nft, this.#shell.tool);
     this.dns = new Aardvark(join(this.#stateDir, 'dns'), opts.aardvarkPath ?? '/usr/lib/podman/aardvark-dns', this.dnsPort);
     this.netns = new NetnsDir(join(this.#stateDir, 'netns'), this.#tools, this.#shell);
     this.drain = new VethDrain(this.#tools.ip);
@@ -121,15 +121,15 @@ export class BridgeDriver {
   }
 
   links(): Promise<Map<string, LinkInfo>> {
-    return listLinks(this.#tools.ip);
+    return listLinks(this.#tools.ip, this.#shell.tool);
   }
 
   createBridge(spec: BridgeSpec): Promise<void> {
-    return createBridge(this.#tools.ip, spec);
+    return createBridge(this.#tools.ip, spec, this.#shell.tool);
   }
 
   deleteBridge(name: string): Promise<void> {
-    return deleteBridge(this.#tools.ip, name);
+    return deleteBridge(this.#tools.ip, name, this.#shell.tool);
   }
 
   /**
@@ -152,7 +152,7 @@ export class BridgeDriver {
   }
 
   hostRoutes(): Promise<Cidr[]> {
-    return hostRoutePrefixes(this.#tools.ip);
+    return hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
   }
 
   async hostResolvConf(): Promise<ResolvConf> {

@@ -28,6 +28,7 @@
  * The filter chain can only drop or accept in this table: another table's drop (a host firewall) still wins.
  */
 import { runTool } from './run-tool.js';
+import type { RunTool } from './tool-shell.js';
 
 export interface FirewallNetwork {
   id: string;
@@ -179,13 +180,18 @@ export class Firewall {
   readonly table: string;
   readonly #nft: string;
 
-  constructor(table: string, nftPath = 'nft') {
+  constructor(
+    table: string,
+    nftPath = 'nft',
+    /** How nft runs (the bridge driver's tool shell: no fork of berthd per change). */
+    private readonly run: RunTool = runTool,
+  ) {
     this.table = table;
     this.#nft = nftPath;
   }
 
   async #apply(text: string): Promise<void> {
-    if (text) await runTool(this.#nft, ['-f', '-'], { input: text });
+    if (text) await this.run(this.#nft, ['-f', '-'], { input: text });
   }
 
   rebuild(networks: readonly FirewallNetwork[], ports: readonly FirewallPort[]): Promise<void> {

@@ -4,16 +4,17 @@
  */
 import { parseAddress, parseCidr, type Cidr, type Family } from './cidr.js';
 import { runTool } from './run-tool.js';
+import type { RunTool } from './tool-shell.js';
 
 interface RouteJson {
   dst?: string;
   type?: string;
 }
 
-export async function hostRoutePrefixes(ipPath = 'ip'): Promise<Cidr[]> {
+export async function hostRoutePrefixes(ipPath = 'ip', run: RunTool = runTool): Promise<Cidr[]> {
   const [v4, v6] = await Promise.all([
-    runTool(ipPath, ['-j', '-4', 'route', 'show', 'table', 'all']),
-    runTool(ipPath, ['-j', '-6', 'route', 'show', 'table', 'all']),
+    run(ipPath, ['-j', '-4', 'route', 'show', 'table', 'all']),
+    run(ipPath, ['-j', '-6', 'route', 'show', 'table', 'all']),
   ]);
   const out: Cidr[] = [];
   for (const [text, family] of [[v4, 4], [v6, 6]] as [string, Family][]) {

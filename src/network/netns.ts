@@ -26,7 +26,7 @@ export class NetnsDir {
   /** Unmounts of namespaces made ahead, running after their container's link went. */
   readonly #pending = new Set<Promise<void>>();
 
-  /** Runs the background work (namespaces made ahead, their removal) without forking the daemon. */
+  /** Runs namespace work (made ahead, with a container's plumbing, their removal) without forking the daemon. */
   readonly #shell: ToolShell | undefined;
 
   constructor(dir: string, tools: NetnsTools, shell?: ToolShell) {
@@ -138,7 +138,7 @@ export class NetnsDir {
     if (!isLink) return this.#removeFile(link);
     const target = await this.target(link);
     await rm(link, { force: true });
-    const p: Promise<void> = this.#removeFile(target, true)
+    const p: Promise<void> = this.#removeFile(target)
       .catch((err) => log.warn('removing a network namespace failed', { path: target, error: errorMessage(err) }))
       .finally(() => this.#pending.delete(p));
     this.#pending.add(p);
@@ -149,11 +149,13 @@ export class NetnsDir {
     while (this.#pending.size) await Promise.all(this.#pending);
   }
 
-  async #removeFile(path: string, background = false): Promise<void> {
+  async #removeFile(path: string): Promise<void> {
     // No file, nothing mounted on it: skip the umount spawn (the common case on a second release).
     if (!(await access(path).then(() => true, () => false))) return;
     try {
-      if (background && this.#shell) await this.#shell.run([{ argv: [this.#tools.umount, path] }]);
+      // Through the tool shell when there is one: a fork of berthd per namespace held its event loop
+      // for milliseconds each, ten times on a `compose down`.
+      if (this.#shell) await this.#shell.run([{ argv: [this.#tools.umount, path] }]);
       else await runTool(this.#tools.umount, [path]);
     } catch (err) {
       if (!(err instanceof ToolError) || !/not mounted|no mount point|No such file/i.test(err.stderr)) throw err;

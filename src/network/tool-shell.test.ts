@@ -21,3 +21,23 @@ test('the tool shell runs steps with their input, in order, and stops at the fir
     shell.close();
   }
 });
+
+test('tool(): stdout alone back, the stderr and status of a failure in a ToolError, input as a here-document', async () => {
+  const shell = new ToolShell(2);
+  try {
+    assert.equal(await shell.tool('sh', ['-c', 'echo out; echo noise >&2']), 'out\n');
+    assert.equal(await shell.tool('cat', [], { input: "it's\nEOF\n$HOME `x`" }), "it's\nEOF\n$HOME `x`\n");
+    assert.equal(await shell.tool('cat', [], { input: 'a\n' }), 'a\n');
+    const failed = await shell.tool('sh', ['-c', 'echo partial; echo "bad thing" >&2; exit 4']).catch((e: unknown) => e);
+    assert.ok(failed instanceof ToolError);
+    assert.equal(failed.exitCode, 4);
+    assert.equal(failed.stderr, 'bad thing');
+    const missing = await shell.tool('/nonexistent/tool', ['x']).catch((e: unknown) => e);
+    assert.ok(missing instanceof ToolError);
+    assert.equal(missing.exitCode, 127);
+    // Side by side in the pool, each its own output.
+    assert.deepEqual(await Promise.all([1, 2, 3, 4].map((i) => shell.tool('echo', [String(i)]))), ['1\n', '2\n', '3\n', '4\n']);
+  } finally {
+    shell.close();
+  }
+});

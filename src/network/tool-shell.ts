@@ -8,7 +8,10 @@
  * together) comes back for errors.
  */
 import { ShellError, ShellPool, shQuote, shTag } from '../lib/long-lived-shell.js';
-import { ToolError } from './run-tool.js';
+import { runTool, ToolError } from './run-tool.js';
+
+/** runTool's contract: stdout back, ToolError with the tool's stderr on failure. */
+export type RunTool = (cmd: string, args: readonly string[], opts?: { input?: string }) => Promise<string>;
 
 export interface ShellStep {
   argv: readonly string[];
@@ -45,6 +48,31 @@ export class ToolShell {
       },
     );
   }
+
+  /**
+   * One tool, with runTool's contract (stdout alone back; on failure a ToolError with its stderr), from
+   * a shell of the pool: the host queries and changes of a network create or remove (ip, nft) then no
+   * longer fork berthd. Its stderr is kept in a shell variable and printed after a tag only on failure.
+   * Without a shell (none could start) the tool is spawned.
+   */
+  readonly tool: RunTool = async (cmd, args, opts = {}) => {
+    const tag = `@@berth-stderr-${shTag()}@@`;
+    const eof = `BERTH_EOF_${shTag()}`;
+    const input = opts.input;
+    const stdin = input === undefined ? ' </dev/null' : ` <<'${eof}'\n${input}${input === '' || input.endsWith('\n') ? '' : '\n'}${eof}\n`;
+    // fd 3 is the job's stdout inside the substitution, whose own stdout captures the stderr.
+    const script = `{ e=$(${[cmd, ...args].map(shQuote).join(' ')} 2>&1 >&3 3>&-${stdin}); } 3>&1\ns=$?\n[ "$s" -eq 0 ] || printf '${tag}\\n%s' "$e"\n(exit $s)`;
+    let result;
+    try {
+      result = await this.#shell.run(script);
+    } catch (err) {
+      if (err instanceof ShellError && err.notStarted) return runTool(cmd, args, input === undefined ? {} : { input });
+      throw err instanceof ShellError ? new ToolError(cmd, null, err.message) : err;
+    }
+    const at = result.output.lastIndexOf(tag);
+    if (result.status === 0) return at < 0 ? result.output : result.output.slice(0, at);
+    throw new ToolError(`${cmd} ${args.slice(0, 3).join(' ')}`, result.status, at < 0 ? result.output : result.output.slice(at + tag.length + 1));
+  };
 
   /** Ends the shell (when the driver stops); a later run starts a new one. */
   close(): void {

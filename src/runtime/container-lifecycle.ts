@@ -25,7 +25,7 @@ import type { ContainerExits, ExitStatus } from './container-exits.js';
 import type { OciResources, OciSpec } from './oci-spec.js';
 import { clampRlimits } from './rlimits.js';
 import { clampCapabilities } from './capabilities.js';
-import { cleanMessage, runRuntime, runtimeState, type RuntimeName } from './runtime-cli.js';
+import { cleanMessage, runRuntime, runtimeState, type RuntimeName, type RuntimeShell } from './runtime-cli.js';
 import type { RuntimeHost } from './runtime-host.js';
 import { exists, removeFile, removeFlatDir } from './state-files.js';
 
@@ -55,6 +55,8 @@ export class ContainerLifecycle {
     private readonly host: RuntimeHost,
     private readonly exits: ContainerExits,
     private readonly launcher: ConmonLauncher,
+    /** Signals go through it (no fork of berthd per `kill`). */
+    private readonly shell: RuntimeShell,
   ) {}
 
   /**
@@ -159,7 +161,7 @@ export class ContainerLifecycle {
   async kill(id: string, signal: number | string): Promise<void> {
     const meta = await this.host.metas.must(id);
     const sig = typeof signal === 'number' ? String(signal) : signal.toUpperCase().replace(/^SIG/, '');
-    await runRuntime(this.host.binary(meta.runtime), ['kill', id, sig]);
+    await this.shell.run(this.host.binary(meta.runtime), ['kill', id, sig]);
   }
 
   /** Freezes the container; resolves once the runtime reports it paused. */

@@ -58,6 +58,32 @@ describe('exec driver', () => {
     assert.equal(r3.exitCode, 127);
     assert.match(err3 + (r3.error ?? ''), /not found/);
 
+    // combinedOutput (healthcheck probes): started from the exec shell, stdout and stderr in one stream.
+    const e6 = await driver.execs.exec(c.id, {
+      execId: uniqueId('ex'),
+      process: { args: ['sh', '-c', 'echo one; echo two >&2; exit 3'], env: [], terminal: false },
+      stdin: false,
+      combinedOutput: true,
+    });
+    assert.equal(e6.stderr, undefined, 'one stream: the shell-started path');
+    const [out6, r6] = await Promise.all([streamText(e6.stdout), e6.exit]);
+    assert.ok(e6.pid > 0);
+    assert.equal(out6, 'one\ntwo\n');
+    assert.equal(r6.exitCode, 3);
+    // A child left behind holds the output: once the reader gives up, the exec's directory still goes.
+    const heldId = uniqueId('ex');
+    const held = await driver.execs.exec(c.id, { execId: heldId, process: { args: ['sh', '-c', 'echo left; sleep 300 &'], env: [], terminal: false }, stdin: false, combinedOutput: true });
+    assert.equal((await held.exit).exitCode, 0);
+    held.stdout?.destroy();
+    const heldDir = driver.host.execDir(c.id, heldId);
+    for (let i = 0; i < 100 && existsSync(heldDir); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(existsSync(heldDir), false, 'the exec directory is removed');
+    const e7 = await driver.execs.exec(c.id, { execId: uniqueId('ex'), process: { args: ['nosuchcmd'], env: [], terminal: false }, stdin: false, combinedOutput: true });
+    const r7 = await e7.exit;
+    assert.equal(e7.pid, 0);
+    assert.equal(r7.exitCode, 127);
+    assert.match(r7.error ?? '', /not found/);
+
     let readyPath = '';
     const e4 = await driver.execs.exec(c.id, {
       execId: uniqueId('ex'),

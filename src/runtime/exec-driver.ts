@@ -6,12 +6,17 @@ import { readlink, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { checkId } from './container-meta.js';
 import { resizeTty } from './conmon-control.js';
+import type { ExecShell } from './exec-by-shell.js';
 import { startExec, type ExecOptions, type ExecSession } from './exec-session.js';
 import { isProcessAlive, readPidFile } from './pid-file.js';
 import type { RuntimeHost } from './runtime-host.js';
 
 export class ExecDriver {
-  constructor(private readonly host: RuntimeHost) {}
+  constructor(
+    private readonly host: RuntimeHost,
+    /** Starts healthcheck probes (`combinedOutput`) without forking berthd; none: spawned. */
+    private readonly shell?: ExecShell,
+  ) {}
 
   /** Runs a process in a running container; see exec-session.ts. */
   async exec(id: string, opts: ExecOptions): Promise<ExecSession> {
@@ -28,6 +33,7 @@ export class ExecDriver {
         socketsDir: host.socketsDir,
         hardLimits: host.hardLimits,
         capabilities: host.capabilities,
+        shell: this.shell,
       },
       opts,
     );

@@ -32,6 +32,7 @@ import type { HardLimits } from './rlimits.js';
 import { clampRlimits } from './rlimits.js';
 import { clampCapabilities } from './capabilities.js';
 import type { RuntimeBinary } from './runtime-cli.js';
+import type { ExecShell } from './exec-by-shell.js';
 import { cleanMessage } from './runtime-cli.js';
 
 export interface ExecProcess {
@@ -52,6 +53,11 @@ export interface ExecOptions {
   stdin: boolean;
   /** Non-tty: send the output nowhere (Docker's detached exec); unread pipes would block the process. */
   discardOutput?: boolean;
+  /**
+   * Non-tty without stdin: stdout and stderr may come as one stream (`stdout`; a healthcheck's
+   * output), which lets the exec start from a long-lived shell (exec-by-shell.ts), not a fork of berthd.
+   */
+  combinedOutput?: boolean;
   /**
    * tty only: called once conmon's attach socket exists, with its path; the process starts
    * after it resolves, so a client that connects here misses no output.
@@ -94,6 +100,8 @@ export interface ExecContext {
   socketsDir: string;
   hardLimits: HardLimits;
   capabilities: ReadonlySet<string>;
+  /** Starts `combinedOutput` execs without forking berthd, where it can. */
+  shell?: ExecShell;
 }
 
 /** The exec's process.json: the container's process settings with the exec's overrides. */
@@ -148,6 +156,10 @@ export async function startExec(ctx: ExecContext, opts: ExecOptions): Promise<Ex
   ];
   if (opts.stdin) args.push('-i');
   try {
+    if (ctx.shell && opts.combinedOutput && !opts.stdin && !opts.process.terminal && !opts.discardOutput) {
+      const session = await ctx.shell.start(opts.execId, ctx.conmonPath, args, ctx.execDir, dispose);
+      if (session) return session;
+    }
     return opts.process.terminal ? await startTtyExec(ctx, opts, args, dispose) : await startPipedExec(ctx, opts, args, dispose);
   } catch (err) {
     await dispose();

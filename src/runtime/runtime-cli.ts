@@ -5,6 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { BerthError, conflict, internal, notFound } from '../lib/errors.js';
+import { ShellError, ShellPool, shQuote } from '../lib/long-lived-shell.js';
 
 export type RuntimeName = 'crun' | 'runc';
 export const RUNTIME_NAMES: readonly RuntimeName[] = ['crun', 'runc'];
@@ -37,6 +38,43 @@ export function runRuntime(rt: RuntimeBinary, args: string[]): Promise<string> {
       reject(runtimeError(rt, args, stderr || err.message, err));
     });
   });
+}
+
+/** Shells running runtime commands side by side at most (a `down` signals ten containers at once). */
+const RUNTIME_SHELLS = 4;
+
+/**
+ * Runtime commands whose only output is an error (kill) run from long-lived shells
+ * (lib/long-lived-shell.ts) instead of forking berthd: a `compose down` signals every container twice
+ * (TERM, then KILL), and each fork of the daemon held its event loop for milliseconds. Without a
+ * shell (`useShell` false, or none could start) they are spawned as by runRuntime.
+ */
+export class RuntimeShell {
+  #pool: ShellPool | undefined;
+
+  constructor(useShell = true) {
+    if (useShell) this.#pool = new ShellPool('runtime shell', RUNTIME_SHELLS);
+  }
+
+  /** `<runtime> --root <root> <args...>`; failures carry the runtime's message, as with runRuntime. */
+  async run(rt: RuntimeBinary, args: string[]): Promise<void> {
+    const pool = this.#pool;
+    if (!pool) return void (await runRuntime(rt, args));
+    let result;
+    try {
+      result = await pool.run(`${[rt.path, '--root', rt.root, ...args].map(shQuote).join(' ')} </dev/null`);
+    } catch (err) {
+      if (!(err instanceof ShellError)) throw err;
+      if (!err.notStarted) throw internal(`${rt.name} ${args[0] ?? ''}: ${err.message}`, err);
+      if (this.#pool === pool) this.#pool = undefined;
+      return void (await runRuntime(rt, args));
+    }
+    if (result.status !== 0) throw runtimeError(rt, args, result.output || `exit status ${result.status}`, undefined);
+  }
+
+  close(): void {
+    this.#pool?.close();
+  }
 }
 
 /** The container exists but is in the wrong state (kill/pause of a stopped one, start of an exited one). */

@@ -9,7 +9,9 @@
 import { ConmonLauncher } from './conmon-launcher.js';
 import { ContainerExits } from './container-exits.js';
 import { ContainerLifecycle } from './container-lifecycle.js';
+import { ExecShell } from './exec-by-shell.js';
 import { ExecDriver } from './exec-driver.js';
+import { RuntimeShell } from './runtime-cli.js';
 import { RuntimeHost, type RuntimeDriverOptions } from './runtime-host.js';
 import { StatsReader } from './stats-reader.js';
 
@@ -22,13 +24,17 @@ export class RuntimeDriver {
   readonly stats: StatsReader;
   readonly #exits: ContainerExits;
   readonly #launcher: ConmonLauncher;
+  readonly #shell: RuntimeShell;
+  readonly #execShell: ExecShell | undefined;
 
   constructor(opts: RuntimeDriverOptions) {
     this.host = new RuntimeHost(opts);
     this.#exits = new ContainerExits(this.host.exitsDir, (id) => this.host.containerDir(id));
     this.#launcher = new ConmonLauncher(opts.launcher !== false);
-    this.lifecycle = new ContainerLifecycle(this.host, this.#exits, this.#launcher);
-    this.execs = new ExecDriver(this.host);
+    this.#shell = new RuntimeShell(opts.launcher !== false);
+    this.lifecycle = new ContainerLifecycle(this.host, this.#exits, this.#launcher, this.#shell);
+    this.#execShell = opts.launcher !== false ? new ExecShell() : undefined;
+    this.execs = new ExecDriver(this.host, this.#execShell);
     this.stats = new StatsReader(this.host);
   }
 
@@ -42,6 +48,8 @@ export class RuntimeDriver {
   async close(): Promise<void> {
     this.#exits.close();
     this.#launcher.close();
+    this.#shell.close();
+    this.#execShell?.close();
     this.host.close();
   }
 }

@@ -31,7 +31,7 @@ export interface RuntimeDriverOptions {
   /** Binary paths; default: looked up in PATH. */
   conmonPath?: string;
   runtimePaths?: Partial<Record<RuntimeName, string>>;
-  /** false: start conmon with spawn() (a fork of berthd) instead of the launcher shell. */
+  /** false: start conmon, and send signals, with spawn() (a fork of berthd) instead of long-lived shells. */
   launcher?: boolean;
   /** dockerd's --cpu-rt-period/--cpu-rt-runtime: the budget given to containers' parent cgroups. */
   cpuRealtime?: CpuRealtime;

@@ -49,11 +49,15 @@ function hostSnapshot(d: TestDaemon, prefix: string, ids: Iterable<string>): Rec
     const c = /^\s+chain (\S+)/.exec(line);
     if (c && table.includes(prefix)) chains.push(`${table} ${c[1]}`);
   }
+  // The running daemon's long-lived shells (lib/long-lived-shell.ts: its children named sh) are not
+  // leftovers: their pools grow with bursts of work and they end with their daemon (stdin closed).
   const procs = leftoverProcesses(d.dir, [])
     .filter((p) => p.pid !== d.pid)
     .map((p) => {
       try {
-        return readFileSync(`/proc/${p.pid}/comm`, 'utf8').trim();
+        const comm = readFileSync(`/proc/${p.pid}/comm`, 'utf8').trim();
+        const ppid = Number(readFileSync(`/proc/${p.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+        return comm === 'sh' && ppid === d.pid ? '' : comm;
       } catch {
         return '';
       }

@@ -35,6 +35,8 @@ export interface NetworkPreparation {
   /** /etc/resolv.conf and /etc/hosts as the network service writes them. */
   resolvConf: string;
   hosts: string;
+  /** Set-up still under way (the DNS servers' updates) that the process must not run before. */
+  ready?: Promise<void>;
 }
 
 /** What networking needs to know of other containers, looked up here so that it never climbs back. */
@@ -108,6 +110,7 @@ export class RuntimeProcesses implements ContainerProcesses {
       tty: !!c.config.Tty,
     });
     try {
+      await net.ready;
       await this.network.started(c, pid);
       await this.#refreshLinkingContainers(c);
       for (const hook of this.beforeStart.get(c.id) ?? []) await hook().catch((err) => log.warn('attach before start failed', { id: c.id, err }));

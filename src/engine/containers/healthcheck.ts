@@ -155,6 +155,7 @@ export class HealthMonitor {
         execId: `health-${randomBytes(8).toString('hex')}`,
         process: { args: probe.test, env: [], terminal: false },
         stdin: false,
+        combinedOutput: true,
       });
     } catch (err) {
       return { exitCode: -1, output: (err as Error).message };

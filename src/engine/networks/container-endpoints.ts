@@ -22,7 +22,7 @@ import type { BridgeNetworks } from './bridge-networks.js';
 import { assignAddresses } from './endpoint-addresses.js';
 import { assertAttachable, bridgeSettings, forbidden, type NetworkRecord } from './network-record.js';
 import type { NetworkTable } from './network-table.js';
-import type { AddressClaims, AttachNetwork, AttachResult, AttachSpec, ConnectSpec, Endpoint, EndpointInfo } from './network-types.js';
+import type { AddressClaims, AttachNetwork, AttachResult, AttachSpec, ConnectSpec, Endpoint, EndpointInfo, SetupOptions, SetupResult } from './network-types.js';
 import { dnsNetwork, dnsRoute, endpointInfo, plumbEndpoint, routesVia, toFirewallPort, toPublished } from './plumbing-specs.js';
 import { portClash, reservePorts } from './port-reservation.js';
 
@@ -173,16 +173,18 @@ export class ContainerEndpoints {
    * Returns the namespace path with the result; '' for the host network, whose containers stay in the
    * host's namespace.
    */
-  async setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
+  async setup(spec: Omit<AttachSpec, 'netnsPath'>, opts: SetupOptions = {}): Promise<SetupResult> {
     if (spec.networks.length === 1 && this.#nets.get(spec.networks[0]!.network).driver === 'host') {
       return { endpoints: {}, ports: [], netnsPath: '' };
     }
     const netnsPath = this.#driver.netns.pathOf(spec.containerId);
-    const result = await this.#attach({ ...spec, netnsPath }, true);
-    return { ...result, netnsPath };
+    const deferred: { dns?: Promise<void> } = {};
+    const result = await this.#attach({ ...spec, netnsPath }, true, opts.deferDns ? deferred : undefined);
+    return deferred.dns ? { ...result, netnsPath, dnsDone: deferred.dns } : { ...result, netnsPath };
   }
 
-  async #attach(spec: AttachSpec, createNetns: boolean): Promise<AttachResult> {
+  /** `deferDns`: the DNS updates are not waited for; their promise is handed back in it instead. */
+  async #attach(spec: AttachSpec, createNetns: boolean, deferDns?: { dns?: Promise<void> }): Promise<AttachResult> {
     this.#assertLive();
     if (this.#endpoints.get(spec.containerId)?.size) throw conflict(`container ${spec.containerId} is already attached; use connect`);
     const nets = spec.networks.map((a) => ({ req: a, net: this.#nets.get(a.network) }));
@@ -250,6 +252,12 @@ export class ContainerEndpoints {
     };
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
     const adopted = ready;
+    const dnsUpdates = () => dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n)));
+    if (deferDns && dnsNets.length) {
+      const dns = Promise.all(dnsUpdates()).then(() => undefined);
+      dns.catch(() => {}); // the caller awaits it (and releases the container's network on failure)
+      deferDns.dns = dns;
+    }
     const work = await Promise.allSettled([
       adopted
         ? this.#driver.netns.adopt(spec.containerId, adopted.name)
@@ -257,7 +265,7 @@ export class ContainerEndpoints {
           ? this.#driver.plumbNew(spec.containerId, plan)
           : this.#driver.plumbExisting(spec.netnsPath, plan),
       ports.length ? this.#driver.firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
-      ...dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n))),
+      ...(deferDns?.dns ? [] : dnsUpdates()),
     ]);
     const failed = work.find((w): w is PromiseRejectedResult => w.status === 'rejected');
     if (failed) {

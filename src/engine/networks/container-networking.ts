@@ -91,11 +91,11 @@ export class ContainerNetworkSetup implements ContainerNetworking {
       return { network: n, aliases: r.Aliases ?? [], ipv4: r.IPAMConfig?.IPv4Address || undefined, ipv6: r.IPAMConfig?.IPv6Address || undefined, mac: r.MacAddress || c.config.MacAddress || undefined, swarmTask: c.config.Labels?.[TASK_LABELS.taskId] !== undefined };
     });
     const ports = names[0] === 'host' || names[0] === 'none' ? [] : portBindings(c);
-    const result = await this.controller.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined });
+    const result = await this.controller.setup({ containerId: c.id, name: c.name, networks, ports, dns: hc.Dns ?? undefined }, { deferDns: true });
     c.network = { ...toDockerNetwork(result, requested), sandboxKey: result.netnsPath };
     const hostNetwork = result.netnsPath === '';
     const [resolvConf, hosts] = await Promise.all([this.controller.resolvConf(names, fileOpts), this.hostsFile(c, facts.extraHosts, hostNetwork)]);
-    return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts };
+    return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts, ...(result.dnsDone ? { ready: result.dnsDone } : {}) };
   }
 
   hostsFile(c: ContainerRecord, extraHosts: string[], hostNetwork = false): Promise<string> {

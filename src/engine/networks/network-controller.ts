@@ -29,7 +29,7 @@ import { BridgeNetworks } from './bridge-networks.js';
 import { ContainerEndpoints } from './container-endpoints.js';
 import type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
 import { NetworkTable } from './network-table.js';
-import type { AttachResult, AttachSpec, ConnectSpec, EndpointInfo, NetworkControllerOptions } from './network-types.js';
+import type { AttachResult, AttachSpec, ConnectSpec, EndpointInfo, NetworkControllerOptions, SetupOptions, SetupResult } from './network-types.js';
 import { toFirewallPort } from './plumbing-specs.js';
 
 export type { NetworkCreateSpec, NetworkRecord } from './network-record.js';
@@ -189,8 +189,8 @@ export class NetworkController {
    * Returns the namespace path with the result; '' for the host network, whose containers stay in the
    * host's namespace.
    */
-  setup(spec: Omit<AttachSpec, 'netnsPath'>): Promise<AttachResult & { netnsPath: string }> {
-    return this.#endpoints.setup(spec);
+  setup(spec: Omit<AttachSpec, 'netnsPath'>, opts: SetupOptions = {}): Promise<SetupResult> {
+    return this.#endpoints.setup(spec, opts);
   }
 
   /** Joins one more network on a running container (docker network connect), with a static address and aliases if given. */

@@ -103,6 +103,21 @@ export interface AttachResult {
   ports: PublishedPort[];
 }
 
+export interface SetupOptions {
+  /**
+   * Hand the DNS servers' updates back as `dnsDone` instead of waiting for them: a start creates the
+   * process meanwhile and waits for them before the process runs (containers starting together on a
+   * network share one reload, which would otherwise hold up every one of them).
+   */
+  deferDns?: boolean;
+}
+
+/** setup()'s answer: '' as netnsPath for the host network; `dnsDone` only with `deferDns` and DNS on a network. */
+export interface SetupResult extends AttachResult {
+  netnsPath: string;
+  dnsDone?: Promise<void>;
+}
+
 export interface ConnectSpec extends AttachNetwork {
   containerId: string;
   name: string;
