@@ -15,6 +15,8 @@ export interface MetricDef {
   better: 'lower' | 'higher';
   /** Berth's median against dockerd's: at most `factor` × (lower is better) or at least (higher). */
   goal?: { factor: number; dockerdReference: string };
+  /** Not an engine's figure: recorded under this name and shown as a floor line under the table. */
+  floor?: string;
 }
 
 export interface Cell {

@@ -52,7 +52,7 @@ export function renderTable(rec: Recorder, engines: string[], floorMetric = 'cru
   const others = engines.filter((e) => e !== 'berth');
   const head = ['#', 'workload', 'unit', 'Berth', ...others, ...others.map((o) => `${o} ÷ Berth`), 'goal', 'met'];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
-  const defs = [...rec.metrics.values()].filter((d) => d.id !== floorMetric && rec.cells.has(d.id));
+  const defs = [...rec.metrics.values()].filter((d) => d.id !== floorMetric && !d.floor && rec.cells.has(d.id));
   for (const def of defs) {
     const row = [
       String(def.workload),
@@ -69,6 +69,9 @@ export function renderTable(rec: Recorder, engines: string[], floorMetric = 'cru
   const floor = rec.metrics.get(floorMetric);
   if (floor && rec.cells.has(floorMetric)) {
     lines.push('', `Floor (workload 9): ${floor.title}: ${cellText(rec, floor, 'crun')} ${floor.unit}`);
+  }
+  for (const def of [...rec.metrics.values()].filter((d) => d.floor && rec.cells.has(d.id))) {
+    lines.push('', `Floor (workload ${def.workload}): ${def.title}: ${cellText(rec, def, def.floor!)} ${def.unit}`);
   }
   return lines.join('\n');
 }

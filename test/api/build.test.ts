@@ -15,6 +15,7 @@ import tarStream from 'tar-stream';
 import { makeTempDir, removeDir, useDaemon, useSeededRegistry } from '../harness/index.js';
 import { haveDockerPy, runDockerPy } from '../harness/python.js';
 import { run } from '../harness/child-process.js';
+import { request as httpRequest } from 'node:http';
 
 /** A tar of the given entries, in memory (test data only). */
 async function tarOf(entries: { name: string; body?: string | Buffer; type?: 'file' | 'symlink' | 'directory'; linkname?: string; mode?: number; uid?: number }[]): Promise<Buffer> {
@@ -652,6 +653,47 @@ print(json.dumps({"id": img.id, "out": out.decode(), "user": img.attrs["Config"]
       assert.deepEqual(cachedContexts(), [], prune.join(' '));
       await d().docker(['build', '-q', dir], { env: legacy, timeoutMs: 120_000 });
     }
+  });
+
+  it('takes a 20 MiB context sent again from the cache; one byte changed in its middle or a changed mode misses the COPY step', async () => {
+    const data = randomBytes(20 * 1024 * 1024);
+    const df = { name: 'Dockerfile', body: `FROM ${busybox}\nCOPY data.bin /data/data.bin\nRUN sha256sum /data/data.bin > /data/sum\nCMD ["cat", "/data/sum"]\n` };
+    const build = async (body: Buffer, mode = 0o644) => {
+      const res = await d().request('POST', '/build?t=built/big-ctx', { body: await tarOf([df, { name: 'data.bin', body, mode }]) });
+      const out = records(res.text());
+      assert.ok(!out.some((m) => m.error), res.text());
+      return { id: (out.find((m) => m.aux) as { aux: { ID: string } }).aux.ID, hits: out.filter((m) => m.stream === ' ---> Using cache\n').length };
+    };
+    const sumOf = (b: Buffer) => `${createHash('sha256').update(b).digest('hex')}  /data/data.bin\n`;
+    const first = await build(data);
+    assert.deepEqual(await build(data), { id: first.id, hits: 3 });
+    const flipped = Buffer.from(data);
+    flipped[10 * 1024 * 1024 + 12345] ^= 0x01;
+    const changed = await build(flipped);
+    assert.equal(changed.hits, 0, 'one byte changed in the middle must miss the COPY step');
+    assert.notEqual(changed.id, first.id);
+    assert.equal((await d().docker(['run', '--rm', 'built/big-ctx'])).stdout, sumOf(flipped));
+    const moded = await build(data, 0o755);
+    assert.equal(moded.hits, 0, 'a changed mode must miss the COPY step');
+    assert.notEqual(moded.id, first.id);
+    assert.equal((await d().docker(['run', '--rm', 'built/big-ctx', 'stat', '-c', '%a', '/data/data.bin'])).stdout, '755\n');
+    // A client gone halfway through a body that matched a kept context so far leaves nothing behind.
+    const whole = await tarOf([df, { name: 'data.bin', body: data, mode: 0o644 }]);
+    await new Promise<void>((resolve) => {
+      const req = httpRequest({ socketPath: d().socket, path: '/build', method: 'POST', headers: { 'Content-Length': whole.length } });
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(whole.subarray(0, 8 * 1024 * 1024), () => setTimeout(() => req.destroy(), 100));
+    });
+    let work: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      work = readdirSync(join(d().dataRoot, 'build')).filter((n) => n !== 'contexts');
+      if (work.length === 0) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.deepEqual(work, []);
+    assert.deepEqual(await build(data), { id: first.id, hits: 3 }, 'the whole context again still hits');
+    assert.equal((await d().docker(['run', '--rm', 'built/big-ctx'])).stdout, sumOf(data));
   });
 
   it('reads a Dockerfile that .dockerignore excludes and leaves it out of COPY .; the rest of the filtering is the client\'s, as with dockerd', async () => {

@@ -44,6 +44,8 @@ export class BuildService {
   readonly #work: string;
   /** Unpacked contexts by the digest of their body: an unchanged context is not unpacked again. */
   readonly #contexts: ContextCache;
+  /** the work dir exists (made once, not on every build) */
+  #workMade = false;
 
   constructor(
     private readonly containers: ContainerService,
@@ -68,6 +70,7 @@ export class BuildService {
     await this.#contexts.clear();
     await rm(this.#work, { recursive: true, force: true });
     await mkdir(this.#work, { recursive: true, mode: 0o700 });
+    this.#workMade = true;
   }
 
   /**
@@ -81,7 +84,10 @@ export class BuildService {
       return splitTag(t);
     });
     const auths = parseRegistryConfig(req.registryConfig);
-    await mkdir(this.#work, { recursive: true, mode: 0o700 });
+    if (!this.#workMade) {
+      await mkdir(this.#work, { recursive: true, mode: 0o700 });
+      this.#workMade = true;
+    }
     const ctx = req.remote ? await receiveRemoteContext(this.#work, req.remote, req.dockerfile, req.signal, this.#contexts) : await receiveContext(this.#work, req.context, req.dockerfile, this.#contexts);
     try {
       const builder = new Builder(

@@ -6,7 +6,7 @@
  * instructions' handlers live in instructions.ts, fs-step.ts, run-step.ts and step-cache.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorMessage } from '../../lib/errors.js';
 import type { ContainerConfig } from '../../lib/oci.js';
@@ -34,6 +34,8 @@ export class Builder implements StepContext {
   readonly #globalArgs = new Map<string, string | undefined>();
   #escape = '\\';
   readonly #work: string;
+  /** whether a step asked for the work dir (its users make it): a fully cached build never does */
+  #workUsed = false;
   /** With cacheFrom: the named images, which give hits by history and limit local hits to their chains. */
   #cacheFrom?: CacheSources;
 
@@ -57,6 +59,7 @@ export class Builder implements StepContext {
   }
 
   get work(): string {
+    this.#workUsed = true;
     return this.#work;
   }
 
@@ -70,11 +73,10 @@ export class Builder implements StepContext {
 
   async run(): Promise<string> {
     if (this.opts.cacheFrom.length > 0) this.#cacheFrom = new CacheSources(this.images, this.opts.cacheFrom);
-    await mkdir(this.#work, { recursive: true });
     try {
       return await this.#run();
     } finally {
-      await rm(this.#work, { recursive: true, force: true }).catch(() => undefined);
+      if (this.#workUsed) await rm(this.#work, { recursive: true, force: true }).catch(() => undefined);
     }
   }
 

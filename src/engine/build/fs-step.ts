@@ -66,8 +66,10 @@ export async function copyStep(ctx: StepContext, node: DockerfileNode, s: State,
   let srcRoot = ctx.opts.contextDir;
   let fromMount: { paths: ReturnType<typeof rootfsPaths> } | undefined;
   const sources: Source[] = [];
-  const scratch = join(ctx.work, `src-${ctx.step}`);
-  await mkdir(scratch, { recursive: true });
+  // Named and made only when something is put there (heredocs here; downloads and ADD's archives
+  // make it themselves): an unchanged COPY touches no directory.
+  let scratchDir: string | undefined;
+  const scratch = (): string => (scratchDir ??= join(ctx.work, `src-${ctx.step}`));
   try {
     if (flags.from) {
       const from = ctx.expand(flags.from, env).toLowerCase();
@@ -90,11 +92,12 @@ export async function copyStep(ctx: StepContext, node: DockerfileNode, s: State,
     const local = srcWords.filter((w) => !(node.name === 'add' && /^https?:\/\//.test(w)));
     if (local.length > 0) sources.push(...(await resolveSources(srcRoot, local, cmd).catch((err) => { throw new BuildError(errorMessage(err)); })));
     if (node.name === 'add') {
-      for (const w of srcWords.filter((x) => /^https?:\/\//.test(x))) sources.push(await download(w, scratch, ctx.opts.signal));
-      if (!fromMount) for (const src of sources) if (!src.isDir && !src.abs.startsWith(scratch) && (await isArchive(src.abs))) src.extract = true;
+      for (const w of srcWords.filter((x) => /^https?:\/\//.test(x))) sources.push(await download(w, scratch(), ctx.opts.signal));
+      if (!fromMount) for (const src of sources) if (!src.isDir && !src.abs.startsWith(scratch()) && (await isArchive(src.abs))) src.extract = true;
     }
+    if (heredocs.length > 0) await mkdir(scratch(), { recursive: true });
     for (const [i, doc] of heredocs.entries()) {
-      const abs = join(scratch, `heredoc-${i}`);
+      const abs = join(scratch(), `heredoc-${i}`);
       // An unquoted heredoc word expands variables in the body as a double-quoted word would.
       await writeFile(abs, doc.expand ? ctx.expand(`"${doc.content.replace(/"/g, '\\"')}"`, env) : doc.content, { mode: 0o644 });
       sources.push({ abs, name: doc.name, isDir: false });
@@ -105,10 +108,10 @@ export async function copyStep(ctx: StepContext, node: DockerfileNode, s: State,
     const owner = flags.chown ? await chownOwner(ctx, s, ctx.expand(flags.chown, env)) : undefined;
     const mode = flags.chmod ? parseMode(flags.chmod) : undefined;
     const text = `${cmd} ${flags.chown ? `--chown=${flags.chown} ` : ''}${flags.chmod ? `--chmod=${flags.chmod} ` : ''}${kind}:${sum} in ${dest} `;
-    await fsStep(ctx, s, text, (root) => copySources(sources, { root, dest, owner, mode, keepOwner: !!fromMount, scratchDir: scratch }), { extra: JSON.stringify([flags.chown ?? '', flags.chmod ?? '', sources.map((x) => x.extract ?? false)]) });
+    await fsStep(ctx, s, text, (root) => copySources(sources, { root, dest, owner, mode, keepOwner: !!fromMount, scratchDir: scratch() }), { extra: JSON.stringify([flags.chown ?? '', flags.chmod ?? '', sources.map((x) => x.extract ?? false)]) });
   } finally {
     if (fromMount) await unmountRootfs(fromMount.paths).catch(() => undefined);
-    await rm(scratch, { recursive: true, force: true });
+    if (scratchDir) await rm(scratchDir, { recursive: true, force: true });
   }
 }
 
