@@ -3,13 +3,16 @@
  * They go through Debian CLIs (coreutils `mknod`, findutils `xargs`, `setfattr`/`getfattr` from
  * the `attr` package), batched so a layer costs a handful of processes, not one per file:
  * whiteouts and xattrs are rare next to regular files, and a native addon would need a compiler
- * at install time for a few syscalls. Every call here works on the link itself, never a target
- * (`setfattr -h`, `getfattr -h -P`; mknod never follows its last component).
+ * at install time for a few syscalls. Reading xattrs is the exception: every commit and build
+ * step does it, so it runs in-process through libc (lib/xattrs.ts) where koffi loads. Every call
+ * here works on the link itself, never a target (`setfattr -h`, `getfattr -h -P`, lgetxattr;
+ * mknod never follows its last component).
  */
 import { spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { createInterface } from 'node:readline';
 import { BerthError, internal } from '../lib/errors.js';
+import { readXattrsUnder, xattrsAvailable } from '../lib/xattrs.js';
 
 interface RunResult {
   code: number | null;
@@ -92,8 +95,21 @@ export async function setXattrs(items: XattrItem[], opts: { bestEffort: boolean 
 /**
  * Every xattr under `dir` (the directory itself included) without following symlinks:
  * absolute path → [name, value] in name order. Only names passing `keep` are held in memory.
+ * Read in-process (lib/xattrs.ts); getfattr only where libc cannot be called.
  */
 export async function readXattrsTree(dir: string, keep: (name: string) => boolean): Promise<Map<string, [string, Buffer][]>> {
+  if (xattrsAvailable()) {
+    try {
+      return await readXattrsUnder(dir, keep);
+    } catch (err) {
+      throw internal(`reading xattrs under ${dir} failed: ${(err as Error).message}`, err);
+    }
+  }
+  return readXattrsTreeWithGetfattr(dir, keep);
+}
+
+/** readXattrsTree through `getfattr -R -d` (exported for the test comparing both). */
+export async function readXattrsTreeWithGetfattr(dir: string, keep: (name: string) => boolean): Promise<Map<string, [string, Buffer][]>> {
   const out = new Map<string, [string, Buffer][]>();
   let current: [string, Buffer][] | undefined;
   let currentPath = '';

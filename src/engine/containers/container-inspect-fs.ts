@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { internal } from '../../lib/errors.js';
+import { readXattrSync, walkTree, xattrsAvailable } from '../../lib/xattrs.js';
 import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
 import { isRunningLike } from './container-model.js';
@@ -97,7 +98,7 @@ const RUNTIME_MOUNTPOINTS = ['etc/hostname', 'etc/hosts', 'etc/resolv.conf', 'de
 /**
  * Relative paths of the upper dir that are runtime mount points (and directories only holding
  * them). `isOpaque` answers for a directory of the upper dir when the caller already knows its
- * xattrs; without it getfattr is asked.
+ * xattrs; without it the xattr is read.
  */
 export async function runtimeArtifacts(view: LayerView, isOpaque?: (absDir: string) => boolean): Promise<Set<string>> {
   const out = new Set<string>();
@@ -203,21 +204,35 @@ class LayerLookup {
   }
 }
 
-/** Which of these directories carry trusted.overlay.opaque=y. */
+const OPAQUE = 'trusted.overlay.opaque';
+const isOpaqueValue = (v: Buffer | undefined): boolean => v !== undefined && v.length === 1 && v[0] === 0x79; // "y"
+
+/** Which of these directories carry trusted.overlay.opaque=y (read in-process; getfattr without libc). */
 async function opaqueDirs(dirs: string[]): Promise<Set<string>> {
   const out = new Set<string>();
   if (dirs.length === 0) return out;
-  const r = await run('getfattr', ['-h', '-n', 'trusted.overlay.opaque', '--absolute-names', '-e', 'text', '--', ...dirs], { maxBuffer: 16 * 1024 * 1024 }).catch(
+  if (xattrsAvailable()) {
+    for (const d of dirs) if (isOpaqueValue(readXattrSync(d, OPAQUE))) out.add(d);
+    return out;
+  }
+  const r = await run('getfattr', ['-h', '-n', OPAQUE, '--absolute-names', '-e', 'text', '--', ...dirs], { maxBuffer: 16 * 1024 * 1024 }).catch(
     (err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }),
   );
   parseOpaque(r.stdout, out);
   return out;
 }
 
-/** Every opaque directory under `root`, with one getfattr run. */
+/** Every opaque directory under `root`: an in-process walk, or one getfattr run without libc. */
 async function opaqueDirsUnder(root: string): Promise<Set<string>> {
   const out = new Set<string>();
-  const r = await run('getfattr', ['-R', '-P', '-h', '-n', 'trusted.overlay.opaque', '--absolute-names', '-e', 'text', '--', root], { maxBuffer: 64 * 1024 * 1024 }).catch(
+  if (xattrsAvailable()) {
+    // Like getfattr's partial output, what was found before an error (a directory removed meanwhile) counts.
+    await walkTree(root, (path, isDir) => {
+      if (isDir && isOpaqueValue(readXattrSync(path, OPAQUE))) out.add(path);
+    }).catch(() => {});
+    return out;
+  }
+  const r = await run('getfattr', ['-R', '-P', '-h', '-n', OPAQUE, '--absolute-names', '-e', 'text', '--', root], { maxBuffer: 64 * 1024 * 1024 }).catch(
     (err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }),
   );
   parseOpaque(r.stdout, out);
