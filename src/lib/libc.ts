@@ -1,9 +1,10 @@
 /**
  * libc functions called in-process through the koffi FFI, for the few syscalls Node has no binding
- * for (mount, mkfifo, malloc_trim): a call costs microseconds where a helper process costs a fork of
+ * for (mount, mkfifo, malloc_trim, xattrs): a call costs microseconds where a helper process costs a fork of
  * the daemon. Loaded once; null where koffi or libc cannot be loaded, and callers fall back.
  */
 import { createRequire } from 'node:module';
+import { constants } from 'node:os';
 import { log } from './log.js';
 
 export interface Libc {
@@ -23,4 +24,17 @@ export function loadLibc(): Libc | null {
     loaded = null;
   }
   return loaded;
+}
+
+const ERRNO_NAMES = new Map(Object.entries(constants.errno).map(([name, n]) => [n, name]));
+
+/** The error a failed libc call stands for, shaped like Node's own (code "ENOENT", errno, syscall). */
+export function syscallError(call: string, target: string, errno: number): NodeJS.ErrnoException {
+  const code = ERRNO_NAMES.get(errno) ?? `errno ${errno}`;
+  const err: NodeJS.ErrnoException = new Error(`${call} ${target}: ${code}`);
+  err.code = code;
+  err.errno = errno;
+  err.syscall = call;
+  err.path = target;
+  return err;
 }

@@ -12,7 +12,7 @@
 import { constants } from 'node:os';
 import { opendir } from 'node:fs/promises';
 import { lstatSync } from 'node:fs';
-import { loadLibc } from './libc.js';
+import { loadLibc, syscallError } from './libc.js';
 
 interface Calls {
   list: (path: string, buf: Buffer | null, size: number) => number;
@@ -40,18 +40,6 @@ export function xattrsAvailable(): boolean {
 }
 
 const { ENODATA, ENOTSUP, ERANGE } = constants.errno;
-const ERRNO_NAMES = new Map(Object.entries(constants.errno).map(([name, n]) => [n, name]));
-
-function xattrError(call: string, path: string, errno: number): NodeJS.ErrnoException {
-  const code = ERRNO_NAMES.get(errno) ?? `errno ${errno}`;
-  const err: NodeJS.ErrnoException = new Error(`${call} ${path}: ${code}`);
-  err.code = code;
-  err.errno = errno;
-  err.syscall = call;
-  err.path = path;
-  return err;
-}
-
 // Reused between calls (everything here is synchronous); grown on ERANGE.
 let scratch = Buffer.alloc(64 * 1024);
 
@@ -76,14 +64,14 @@ export function readXattrsSync(path: string, keep: (name: string) => boolean = (
   if (!c) throw new Error('xattrs: libc is not callable');
   const len = withScratch(c, (buf) => c.list(path, buf, buf.length));
   if (len === -ENOTSUP) return [];
-  if (len < 0) throw xattrError('llistxattr', path, -len);
+  if (len < 0) throw syscallError('llistxattr', path, -len);
   if (len === 0) return [];
   const names = scratch.toString('utf8', 0, len - 1).split('\0').filter((n) => n !== '' && keep(n));
   const out: [string, Buffer][] = [];
   for (const name of names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
     const n = withScratch(c, (buf) => c.get(path, name, buf, buf.length));
     if (n === -ENODATA) continue; // removed since it was listed
-    if (n < 0) throw xattrError('lgetxattr', path, -n);
+    if (n < 0) throw syscallError('lgetxattr', path, -n);
     out.push([name, Buffer.from(scratch.subarray(0, n))]);
   }
   return out;

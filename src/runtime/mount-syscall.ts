@@ -8,9 +8,8 @@
  * are used as before.
  */
 import { execFile } from 'node:child_process';
-import { constants } from 'node:os';
 import { promisify } from 'node:util';
-import { loadLibc } from '../lib/libc.js';
+import { loadLibc, syscallError } from '../lib/libc.js';
 
 const run = promisify(execFile);
 const MNT_DETACH = 2;
@@ -36,17 +35,6 @@ function libcCalls(): Libc | null {
     errno: () => c.koffi.errno(),
   };
   return libc;
-}
-
-const ERRNO_NAMES = new Map(Object.entries(constants.errno).map(([name, n]) => [n, name]));
-
-function syscallError(call: string, target: string, errno: number): NodeJS.ErrnoException {
-  const code = ERRNO_NAMES.get(errno) ?? `errno ${errno}`;
-  const err: NodeJS.ErrnoException = new Error(`${call} ${target}: ${code}`);
-  err.code = code;
-  err.errno = errno;
-  err.syscall = call;
-  return err;
 }
 
 /** `mount -t <fstype> <source> -o <data> <target>`, without flags. */
