@@ -37,7 +37,13 @@ export class ExecShell {
     const outPath = join(dir, 'out');
     if (!pool || !makeFifo(syncPath) || !makeFifo(outPath)) return undefined;
     const syncFd = openSync(syncPath, constants.O_RDONLY | constants.O_NONBLOCK);
-    const outFd = openSync(outPath, constants.O_RDONLY | constants.O_NONBLOCK);
+    let outFd: number;
+    try {
+      outFd = openSync(outPath, constants.O_RDONLY | constants.O_NONBLOCK);
+    } catch (err) {
+      closeSync(syncFd);
+      throw err;
+    }
     const command = [conmonPath, ...args, '-l', 'passthrough'].map(shQuote).join(' ');
     const script = `(exec 3>${shQuote(syncPath)} 4>${shQuote(outPath)} && cd ${shQuote(dir)} && ${command} </dev/null >&4 2>&4 4>&- &)`;
     let status: number;
@@ -69,9 +75,7 @@ export class ExecShell {
       let text = '';
       stdout.on('data', (d: Buffer) => (text += d.toString('utf8')));
       await closed;
-      const message = cleanMessage(first?.message || text || 'conmon exited without starting the process');
-      void dispose();
-      return { ...failedSession(execId, message), stdout: ended(), dispose };
+      return failed(execId, cleanMessage(first?.message || text || 'conmon exited without starting the process'), dispose);
     }
     const exit = sync.next().then((m): ExecResult => (m && m.data >= 0 ? { exitCode: m.data } : { exitCode: 255, ...(m?.message ? { error: m.message } : {}) }));
     void Promise.all([exit, closed]).then(dispose, () => undefined);
@@ -89,11 +93,8 @@ function ended(): Readable {
   return s;
 }
 
-function failedSession(execId: string, message: string): Omit<ExecSession, 'dispose'> {
-  return { execId, pid: 0, exit: Promise.resolve({ exitCode: failedExecExitCode(message), error: message }) };
-}
-
+/** An exec that never ran: its error as the exit, its directory removed. */
 function failed(execId: string, message: string, dispose: () => Promise<void>): ExecSession {
   void dispose();
-  return { ...failedSession(execId, message), stdout: ended(), dispose };
+  return { execId, pid: 0, stdout: ended(), exit: Promise.resolve({ exitCode: failedExecExitCode(message), error: message }), dispose };
 }

@@ -57,11 +57,7 @@ export class SwarmRecords {
     this.#delTask = db.prepare('DELETE FROM swarm_tasks WHERE id = ?');
   }
 
-  /** The cluster document (undefined also when its JSON does not parse: clusterRow() tells why). */
-  cluster(): unknown {
-    return this.clusterRow()?.data;
-  }
-
+  /** The cluster document as stored (its JSON may not parse: the engine decides, swarm-record-repair.ts). */
   clusterRow(): StoredSwarmObject | undefined {
     const row = this.#getCluster.get();
     return row ? readDocument('cluster', row.data) : undefined;

@@ -28,13 +28,8 @@ function parseConfig(text: string): ImageConfig | string {
 export function readImageConfig(content: ContentStore, record: ImageRecord): ConfigRead {
   const stored = parseConfig(record.config);
   if (typeof stored !== 'string') return { config: stored };
-  let blob: Buffer | undefined;
-  try {
-    blob = readFileSync(content.path(record.id as Digest));
-  } catch {
-    // no blob: not repairable
-  }
-  if (blob && sha256Of(blob) === record.id) {
+  const blob = intactBlob(content, record.id);
+  if (blob) {
     const fromBlob = parseConfig(blob.toString('utf8'));
     if (typeof fromBlob !== 'string') return { config: fromBlob, repaired: `config unreadable (${stored}), read from its blob` };
   }

@@ -40,6 +40,22 @@ export function workerReadRanges(prefix: string): Range[] {
   return out;
 }
 
+/**
+ * A node document's role as etcd holds it (`{d: NodeRecord}`); a record without one is a manager's,
+ * as everywhere in the swarm. Undefined when the document does not read: the node is there, its role
+ * unknown, so neither its user nor its etcd member may be taken for a gone node's.
+ */
+export function roleOfNodeDoc(value: string): NodeRole | undefined {
+  let spec: unknown;
+  try {
+    spec = (JSON.parse(value) as { d?: { spec?: unknown } } | null)?.d?.spec;
+  } catch {
+    return undefined;
+  }
+  if (typeof spec !== 'object' || spec === null) return undefined;
+  return (spec as { Role?: unknown }).Role === 'worker' ? 'worker' : 'manager';
+}
+
 /** The etcd roles a node's user holds in `role`. */
 const wantedRoles = (id: string, role: NodeRole): string[] => (role === 'manager' ? ['root'] : [WORKERS, nodeRoleName(id)]);
 
@@ -102,27 +118,20 @@ export class EtcdAuth {
    * The node records as etcd holds them (id → role): what the users must match. Read after the users
    * (see reconcile), a node admitted meanwhile is there, its record being written before its user.
    */
-  async nodeRoles(): Promise<Map<string, NodeRole>> {
+  async nodeRoles(): Promise<Map<string, NodeRole | undefined>> {
     const docs = await this.client.getAll().prefix(`${this.prefix}nodes/`).strings();
-    const out = new Map<string, NodeRole>();
-    for (const [key, value] of Object.entries(docs)) {
-      let role: unknown;
-      try {
-        role = (JSON.parse(value) as { d?: { spec?: { Role?: unknown } } }).d?.spec?.Role;
-      } catch {
-        continue;
-      }
-      out.set(key.slice(`${this.prefix}nodes/`.length), role === 'worker' ? 'worker' : 'manager');
-    }
+    const out = new Map<string, NodeRole | undefined>();
+    for (const [key, value] of Object.entries(docs)) out.set(key.slice(`${this.prefix}nodes/`.length), roleOfNodeDoc(value));
     return out;
   }
 
   /**
    * Every node's user as its record says, the users of nodes that are gone removed (root stays).
    * Answers the records it went by, and the ids of the users it changed. Records that lack `self`
-   * (the node reconciling) are no sound basis: nothing changes then.
+   * (the node reconciling) are no sound basis: nothing changes then. A node whose record does not
+   * read (undefined role) still exists: its user is left as it is.
    */
-  async reconcile(self: string): Promise<{ nodes: Map<string, NodeRole>; changed: string[] }> {
+  async reconcile(self: string): Promise<{ nodes: Map<string, NodeRole | undefined>; changed: string[] }> {
     const users = (await this.client.getUsers()).map((u) => u.name);
     const nodes = await this.nodeRoles();
     const changed: string[] = [];
@@ -135,6 +144,7 @@ export class EtcdAuth {
       changed.push(id);
     }
     for (const [id, role] of nodes) {
+      if (role === undefined) continue;
       const has = await this.#rolesOf(id);
       const want = wantedRoles(id, role);
       if (users.includes(id) && has.length === want.length && want.every((r) => has.includes(r))) continue;
