@@ -19,6 +19,8 @@ export interface NodeTls {
 const MAX_ANSWER = 8 << 20;
 
 export function replyJson(res: ServerResponse, status: number, body: unknown): void {
+  // A failure after the answer began (an error path's reply) cannot be sent: the peer sees the cut.
+  if (res.headersSent) return void res.destroy();
   res.writeHead(status, { 'Content-Type': 'application/json' });
   res.end(JSON.stringify(body));
 }
