@@ -77,10 +77,15 @@ export class SwarmAccess {
     const state = this.members.state;
     const auth = this.auth(state);
     if (!state || !auth || !this.core.leads) return;
+    // The members before the records: a joining manager's member gets its name only once the node
+    // runs it, after its record was written, so every named member listed here has its record in
+    // what reconcile reads next. Listed after, a member of a node admitted meanwhile would look like
+    // one of no node, and be removed before it could catch up.
+    const members = (await state.client.cluster.memberList({})).members;
     const { nodes, changed } = await auth.reconcile(this.core.store.selfId);
     if (!nodes.has(this.core.store.selfId)) return;
     if (changed.length) log.info('etcd users repaired to match the node records', { nodes: changed });
-    for (const m of (await state.client.cluster.memberList({})).members) {
+    for (const m of members) {
       // Unnamed: a member added for a join, not started yet. A node whose record does not read keeps its member.
       if (!m.name || nodes.get(m.name) === 'manager' || (nodes.has(m.name) && nodes.get(m.name) === undefined)) continue;
       if (await removeMember(state, m.name)) log.info('removed the etcd member of a node that is no manager', { node: m.name });
