@@ -1,9 +1,9 @@
 /** Helpers shared by the commit/top/diff/export/stats/healthcheck tests: containers through raw HTTP. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before } from 'node:test';
+import { after } from 'node:test';
 import type { TestDaemon } from '../harness/daemon.js';
-import { useDaemon, useSeededRegistry } from '../harness/index.js';
+import { useDaemonWithBusybox } from '../harness/busybox-daemon.js';
 
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
@@ -74,17 +74,10 @@ export async function removeQuietly(d: TestDaemon, ids: string[]): Promise<void>
  * ids or names its tests push, removed after.
  */
 export function useBusyboxDaemon(): { daemon: () => TestDaemon; image: () => string; containers: string[] } {
-  const daemon = useDaemon();
-  const reg = useSeededRegistry('open');
-  let image = '';
+  const { daemon, image } = useDaemonWithBusybox();
   const containers: string[] = [];
-  before(async () => {
-    image = reg().seeded.refs.busybox;
-    const pull = await daemon().docker(['pull', image]);
-    assert.equal(pull.code, 0, pull.stderr);
-  });
   after(async () => {
     await removeQuietly(daemon(), containers);
   });
-  return { daemon, image: () => image, containers };
+  return { daemon, image, containers };
 }
