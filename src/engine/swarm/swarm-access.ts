@@ -87,7 +87,7 @@ export class SwarmAccess {
     if (changed.length) log.info('etcd users repaired to match the node records', { nodes: changed });
     for (const m of members) {
       // Unnamed: a member added for a join, not started yet. A node whose record does not read keeps its member.
-      if (!m.name || nodes.get(m.name) === 'manager' || (nodes.has(m.name) && nodes.get(m.name) === undefined)) continue;
+      if (!m.name || (nodes.has(m.name) && nodes.get(m.name) !== 'worker')) continue;
       if (await removeMember(state, m.name)) log.info('removed the etcd member of a node that is no manager', { node: m.name });
     }
     // Claims of nodes gone from the swarm (a node that is only down still holds its containers).

@@ -18,7 +18,7 @@ import type { ClaimStore } from './overlay-networks.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
 import { NO_TOKENS } from './cluster/sealed-tokens.js';
-import { workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
+import { roleOfNode, workerReadRanges, type NodeRole } from './cluster/etcd-auth.js';
 import { SwarmAccess } from './swarm-access.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
@@ -323,7 +323,10 @@ export class SwarmMembership extends SwarmPart {
     const auth = this.access.auth(state);
     if (!auth) return;
     const nodes = new Map<string, NodeRole>([[this.store.selfId, 'manager']]);
-    for (const [key, doc] of entries) if (key.startsWith('nodes/')) nodes.set(key.slice(6), (doc as NodeRecord).spec.Role === 'worker' ? 'worker' : 'manager');
+    for (const [key, doc] of entries) {
+      const role = key.startsWith('nodes/') ? roleOfNode(doc) : undefined;
+      if (role) nodes.set(key.slice(6), role);
+    }
     try {
       await auth.enable([...nodes].map(([id, role]) => ({ id, role })));
       const c = this.store.cluster!;

@@ -46,12 +46,16 @@ export function workerReadRanges(prefix: string): Range[] {
  * unknown, so neither its user nor its etcd member may be taken for a gone node's.
  */
 export function roleOfNodeDoc(value: string): NodeRole | undefined {
-  let spec: unknown;
   try {
-    spec = (JSON.parse(value) as { d?: { spec?: unknown } } | null)?.d?.spec;
+    return roleOfNode((JSON.parse(value) as { d?: unknown } | null)?.d);
   } catch {
     return undefined;
   }
+}
+
+/** The role a node record says (no `Role`: a manager, as everywhere in the swarm); undefined when it holds no spec. */
+export function roleOfNode(record: unknown): NodeRole | undefined {
+  const spec = (record as { spec?: unknown } | null | undefined)?.spec;
   if (typeof spec !== 'object' || spec === null) return undefined;
   return (spec as { Role?: unknown }).Role === 'worker' ? 'worker' : 'manager';
 }
@@ -145,9 +149,10 @@ export class EtcdAuth {
     }
     for (const [id, role] of nodes) {
       if (role === undefined) continue;
+      // A user that does not exist holds no role: #rolesOf gives [], never what is wanted.
       const has = await this.#rolesOf(id);
       const want = wantedRoles(id, role);
-      if (users.includes(id) && has.length === want.length && want.every((r) => has.includes(r))) continue;
+      if (has.length === want.length && want.every((r) => has.includes(r))) continue;
       await this.setNode(id, role);
       changed.push(id);
     }
