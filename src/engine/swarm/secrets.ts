@@ -5,7 +5,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
-import { UnreadableRows } from './swarm-record-repair.js';
+import type { UnreadableRows } from './swarm-record-repair.js';
 import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { newSwarmId } from './swarm-ids.js';
 import type { ServiceRecord, ServiceSpec } from './swarm-model.js';
@@ -54,7 +54,7 @@ export class SwarmBlobs {
     private readonly records: SwarmObjectRecords,
     private readonly nextVersion: () => number,
     /** Where damaged rows are told and remembered (swarm-record-repair.ts). */
-    private readonly unreadable = new UnreadableRows(),
+    private readonly unreadable: UnreadableRows,
   ) {}
 
   load(): void {

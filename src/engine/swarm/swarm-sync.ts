@@ -31,7 +31,7 @@ export class SwarmSync {
     /** This node was promoted or demoted (by another manager). */
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
     /** A node record changed on another manager (the leader repairs etcd access then). */
-    private readonly nodeChanged: () => void = () => undefined,
+    private readonly nodeChanged: () => void,
   ) {}
 
   /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
@@ -143,8 +143,10 @@ export class SwarmSync {
         } else {
           store.deleteNode(id, true);
         }
-        if (!snapshot) this.nodeChanged();
-        if (!snapshot) this.#nodesChanged();
+        if (!snapshot) {
+          this.nodeChanged();
+          this.#nodesChanged();
+        }
         return;
       }
       case 'alive':
