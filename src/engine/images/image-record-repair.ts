@@ -12,8 +12,12 @@ import type { ContentStore } from '../../images/content-store.js';
 
 export type ConfigRead = { config: ImageConfig; repaired?: string } | { config?: undefined; error: string };
 
-const isConfig = (v: unknown): v is ImageConfig =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as ImageConfig).rootfs === 'object' && (v as ImageConfig).rootfs !== null && Array.isArray((v as ImageConfig).rootfs.diff_ids);
+/** An object whose layers, if it names any, are a list: pull and load accept a config without `rootfs` too. */
+const isConfig = (v: unknown): v is ImageConfig => {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const rootfs = (v as { rootfs?: unknown }).rootfs;
+  return rootfs === undefined || (typeof rootfs === 'object' && rootfs !== null && Array.isArray((rootfs as { diff_ids?: unknown }).diff_ids));
+};
 
 function parseConfig(text: string): ImageConfig | string {
   try {
@@ -74,7 +78,7 @@ const parseManifest = (bytes: Buffer | undefined): ManifestLike | undefined => {
  * list stays aligned with the layers (a commit or build on this image appends to it).
  */
 export function recoverLayerBlobs(content: ContentStore, record: ImageRecord, config: ImageConfig, manifestDigests: string[], known: Map<string, Descriptor>): Descriptor[] {
-  const diffIds = config.rootfs.diff_ids;
+  const diffIds = config.rootfs?.diff_ids ?? [];
   for (const d of manifestDigests) {
     let m = parseManifest(intactBlob(content, d));
     if (m?.manifests) m = m.manifests.map((c) => parseManifest(typeof c.digest === 'string' ? intactBlob(content, c.digest) : undefined)).find((c) => c?.config?.digest === record.id);

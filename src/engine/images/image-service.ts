@@ -164,7 +164,7 @@ export class ImageService {
     if (!config) return record.layerBlobs;
     const known = new Map<string, Descriptor>();
     for (const other of this.records.listImages()) {
-      const diffIds = other.layerBlobs.length === other.chainIds.length ? this.tryConfig(other)?.rootfs.diff_ids : undefined;
+      const diffIds = other.layerBlobs.length === other.chainIds.length ? this.tryConfig(other)?.rootfs?.diff_ids : undefined;
       diffIds?.forEach((d, i) => known.set(d, other.layerBlobs[i]!));
     }
     const manifests = this.records.refsOf(record.id).filter((r) => r.kind === 'digest').map((r) => r.ref.slice(r.ref.lastIndexOf('@') + 1));
