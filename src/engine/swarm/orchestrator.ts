@@ -170,7 +170,7 @@ export class Orchestrator {
         if (liveKeys.size > want) this.#scaleDown(current, liveKeys.size - want, all);
       }
     }
-    this.#reap(all, keyOf);
+    this.#reap(s, all, keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
@@ -220,7 +220,7 @@ export class Orchestrator {
         room--;
       }
     }
-    this.#reap([...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
+    this.#reap(s, [...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
@@ -278,9 +278,13 @@ export class Orchestrator {
     for (const t of all) if (victims.has(t.slot)) this.retire(t, 'remove');
   }
 
-  /** Keeps at most TaskHistoryRetentionLimit tasks per slot; the oldest finished ones go first. */
-  #reap(all: TaskRecord[], keyOf: (t: TaskRecord) => string): void {
-    const limit = this.store.cluster?.spec.Orchestration?.TaskHistoryRetentionLimit ?? 5;
+  /**
+   * Keeps at most TaskHistoryRetentionLimit tasks per slot; the oldest finished ones go first. A
+   * restart policy's MaxAttempts, when set, makes it MaxAttempts + 1 instead, as swarmkit's reaper does.
+   */
+  #reap(s: ServiceRecord | undefined, all: TaskRecord[], keyOf: (t: TaskRecord) => string): void {
+    const attempts = s ? restartPolicy(s.spec).MaxAttempts : 0;
+    const limit = attempts > 0 ? attempts + 1 : this.store.cluster?.spec.Orchestration?.TaskHistoryRetentionLimit ?? 5;
     if (limit < 0) return;
     const bySlot = new Map<string, TaskRecord[]>();
     for (const t of all) {

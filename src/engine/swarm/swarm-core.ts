@@ -23,7 +23,7 @@ import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { OverlayNetworks, type ClaimStore } from './overlay-networks.js';
-import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import { isTerminal, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
 export const NOT_MANAGER =
@@ -91,6 +91,7 @@ export class SwarmCore {
       place: (t) => this.#place(t),
       mine: (nodeId) => nodeId === this.store.selfId,
       elsewhere: (t) => this.#elsewhere(t),
+      deletes: () => this.leads || !this.store.clustered,
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
       networks: async (t) => this.overlay?.containerNetworks(t),
@@ -142,9 +143,12 @@ export class SwarmCore {
     return schedule(t, nodes, this.store.tasks.values(), this.d.host);
   }
 
-  /** The leader cleans up after a node that is gone: its tasks to remove are just deleted. */
+  /**
+   * The leader deletes the records of other nodes' tasks to remove: once their node reports the
+   * container gone (task-runner.ts, #remove), or at once when their node is gone.
+   */
   #elsewhere(t: TaskRecord): void {
-    if (this.leads && t.desiredState === 'remove' && !this.store.nodeUp(t.nodeId)) {
+    if (this.leads && t.desiredState === 'remove' && ((isTerminal(t.status.state) && t.containerGone) || !this.store.nodeUp(t.nodeId))) {
       this.store.deleteTask(t.id);
       this.runner.observed(t);
     }

@@ -55,7 +55,8 @@ export class SwarmRoles extends SwarmPart {
     this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
     this.#graceTimer.unref();
     this.core.takeOver();
-    for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
+    // Unplaced tasks get a node; tasks to remove that their node reported gone meanwhile are deleted.
+    for (const t of this.store.tasks.values()) if (!t.nodeId || t.desiredState === 'remove') this.runner.advance(t);
     // A role change its manager left half-done (it died midway) is finished by the next leader.
     this.access.repair();
   }
