@@ -66,17 +66,25 @@ export class SwarmRoles extends SwarmPart {
     const state = this.members.state;
     if (!state) return;
     log.info('this node\'s role changed', { role });
-    if (role === 'manager') {
-      state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
-    } else {
+    if (role === 'worker') {
       void state.resign();
       this.onLeadership(false);
     }
     // One change at a time, each for the role the node has by then (a quick demote and promote again).
+    // A promoted node campaigns once it has the keys: by then etcd gives its user root (the
+    // promoting manager grants it after writing the node's record, which this node may hear first).
     this.#membershipChange = this.#membershipChange
       .then(() => this.#keysFor().catch((err) => log.error('changing this node\'s keys failed', { role, err: errorMessage(err) })))
+      .then(() => this.#campaignIfManager())
       .then(() => this.#memberFor())
       .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
+  }
+
+  /** A manager (still, after its keys came) runs for leader. */
+  #campaignIfManager(): void {
+    const state = this.members.state;
+    if (!state || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') return;
+    state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
   }
 
   /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
