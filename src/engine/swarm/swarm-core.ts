@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { SwarmBlobs, type BlobKind } from './secrets.js';
 import { TaskFiles, type BlobData } from './task-files.js';
 import { unavailable } from '../../lib/errors.js';
-import { schedule } from './placement.js';
+import { hostPortKeys, schedule } from './placement.js';
 import type { ExternalEtcd } from './cluster/membership.js';
 import { SwarmStore } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
@@ -140,7 +140,7 @@ export class SwarmCore {
   /** Placement of a task: its preset node checked, or the best node found. */
   #place(t: TaskRecord): { node?: NodeRecord; problem?: string } {
     const nodes = t.nodeId ? [this.store.nodes.get(t.nodeId)].filter((n): n is NodeRecord => !!n) : [...this.store.nodes.values()].filter((n) => this.store.nodeUp(n.id));
-    return schedule(t, nodes, this.store.tasks.values(), this.d.host);
+    return schedule(t, nodes, this.store.tasks.values(), this.d.host, (x) => hostPortKeys(this.store.services.get(x.serviceId)?.ports));
   }
 
   /**
