@@ -1,12 +1,13 @@
 /**
  * Three managers (three etcd members): one leads; when its host dies (berthd and its etcd member
  * killed with SIGKILL) another takes over and the service converges; the dead node comes back and
- * shuts its stale tasks down; every daemon restarted, the service converges again. Also leave,
+ * shuts its stale tasks down; so too when the leader's link is cut instead (its etcd member then
+ * silent, not gone); every daemon restarted, the service converges again. Also leave,
  * demote/promote, node rm and token rotation.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useSeededRegistry } from '../harness/index.js';
+import { run, useSeededRegistry } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, runningOn, waitSpread } from './support.js';
 
@@ -40,10 +41,19 @@ describe('swarm with three managers', () => {
     // Each manager runs a voting etcd member (joined as learners, promoted once caught up).
     const members = await eventually('three voting etcd members', async () => {
       const r = await etcdctl(c.node(1).daemon, ['member', 'list', '-w', 'json']);
-      const list = (JSON.parse(r.stdout || '{}') as { members?: { name: string; isLearner?: boolean }[] }).members ?? [];
+      const list = (JSON.parse(r.stdout || '{}') as { members?: { name: string; isLearner?: boolean; peerURLs: string[]; clientURLs: string[] }[] }).members ?? [];
       return list.length === 3 && list.every((m) => !m.isLearner) ? list : undefined;
     });
     assert.deepEqual(members.map((m) => m.name).sort(), [...ids].sort());
+    // Members talk to each other, and nodes to them, over TLS only, each on its node's address.
+    for (const m of members) {
+      const addr = c.node(idx(m.name)).addr;
+      assert.ok([...m.peerURLs, ...m.clientURLs].every((u) => u.startsWith(`https://${addr}:`)), JSON.stringify(m));
+    }
+    // A peer without a certificate of the cluster CA is refused on the peer port.
+    const peer = new URL(members[0]!.peerURLs[0]!);
+    const bare = await run('curl', ['-sk', '--max-time', '5', '-o', '/dev/null', '-w', '%{http_code}', `https://${peer.host}/members`], { timeoutMs: 15_000 });
+    assert.notEqual(bare.stdout.trim(), '200', 'the peer port answers a client without a certificate');
     const info = await c.node(3).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}} {{.Swarm.Nodes}}']);
     assert.equal(info.stdout.trim(), 'true 3 3');
     // A service created through a follower is placed by the leader.
@@ -95,6 +105,38 @@ describe('swarm with three managers', () => {
     await d.restart();
     await eventually('the old leader ready again', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ID === leader)?.Status.State === 'ready', 60_000);
     await eventually('its stale tasks shut down', async () => (await runningOn(d, 'web')) === 0, 60_000);
+  });
+
+  it('the leader\'s link is cut: another manager leads and the service converges; back, it follows and its stale tasks stop', async () => {
+    // Spread over all three again first (a swarm does not rebalance by itself).
+    assert.equal((await c.node(1).daemon.docker(['service', 'update', '-d', '--force', 'web'])).code, 0);
+    await waitSpread(c.node(1).daemon, 'web', Object.fromEntries(ids.map((id) => [id, 2])), 120_000);
+    const leader = await leaderOf(1);
+    const cut = idx(leader);
+    const via = cut === 1 ? 2 : 1;
+    const others = ids.filter((id) => id !== leader);
+    c.net.setLink(cut, false);
+    try {
+      // The others' etcd clients leave the cut node's member (its connections go silent, nothing resets them).
+      await eventually('a new leader', async () => {
+        const l = (await nodesOf(c.node(via).daemon)).find((n) => n.ManagerStatus?.Leader)?.ID;
+        return l && l !== leader ? l : undefined;
+      }, 30_000);
+      await eventually('the cut node down', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ID === leader)?.Status.State === 'down', 30_000);
+      await waitSpread(c.node(via).daemon, 'web', Object.fromEntries(others.map((id) => [id, 3])), 90_000);
+      // Cut off, it still runs what it had.
+      assert.equal(await runningOn(c.node(cut).daemon, 'web'), 2);
+    } finally {
+      c.net.setLink(cut, true);
+    }
+    await eventually('the old leader ready again', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ID === leader)?.Status.State === 'ready', 60_000);
+    await eventually('its stale tasks shut down', async () => (await runningOn(c.node(cut).daemon, 'web')) === 0, 60_000);
+    // Every manager sees the same one leader, and the service at its six replicas.
+    await eventually('one leader, alike on every manager', async () => {
+      const seen = await Promise.all([1, 2, 3].map(async (i) => (await nodesOf(c.node(i).daemon)).filter((n) => n.ManagerStatus?.Leader).map((n) => n.ID).join()));
+      return seen.every((l) => l && !l.includes(',') && l === seen[0]);
+    }, 30_000);
+    await waitSpread(c.node(cut).daemon, 'web', Object.fromEntries(others.map((id) => [id, 3])), 30_000);
   });
 
   it('every daemon restarted: the service converges to its replicas', async () => {

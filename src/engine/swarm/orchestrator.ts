@@ -151,6 +151,20 @@ export class Orchestrator {
       if (list.length < 2 || !list.some((t) => t.templateVersion === s.templateVersion && t.status.state === 'running')) continue;
       for (const t of list) if (t.templateVersion !== s.templateVersion) this.retire(t, 'shutdown');
     }
+    // Nor two from the current template: two leaders one after the other may each have replaced the
+    // same task, or a cut-off leader's write arrived late. The one running longest stays.
+    for (const list of bySlot.values()) {
+      const twins = list.filter((t) => isCurrent(t) && t.templateVersion === s.templateVersion);
+      if (twins.length < 2) continue;
+      const rank = (t: TaskRecord) => [t.status.state === 'running' ? 0 : 1, t.runningSince ?? Number.MAX_SAFE_INTEGER, Date.parse(t.createdAt) || 0];
+      const before = (a: TaskRecord, b: TaskRecord) => {
+        const [x, y] = [rank(a), rank(b)];
+        const i = x.findIndex((v, j) => v !== y[j]);
+        return i >= 0 && x[i]! < y[i]!;
+      };
+      const keep = twins.reduce((a, b) => (before(b, a) ? b : a));
+      for (const t of twins) if (t !== keep) this.retire(t, 'shutdown');
+    }
     const current = all.filter(isCurrent);
     const liveKeys = new Set(current.map(keyOf));
     if (fill !== 'none') {
