@@ -19,16 +19,12 @@ import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, noo
 import { Etcd3, EtcdPermissionDeniedError, isRecoverableError, type IKeyValue, type Range, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
+import { MemberProbes, PROBE_DEADLINE_MS } from './etcd-probes.js';
 
 export const ETCD_PREFIX = '/berth/swarm/';
 
 /** How long a call may take before the client gives up on that member. */
 const CALL_DEADLINE_MS = 10_000;
-/** A member's status is asked for this often, and may take this long. */
-const PROBE_EVERY_MS = 1000;
-const PROBE_DEADLINE_MS = 1500;
-/** Failed probes in a row after which a member is down. */
-const PROBE_FAILURES = 3;
 
 export interface EtcdAccess {
   endpoints: string[];
@@ -63,10 +59,9 @@ export class EtcdState {
   #observerOf: ((id: string | undefined) => void) | undefined;
   /** The revision the watches delivered everything up to. */
   #revision = '0';
-  /** The members the client uses now, and each member's probe (its own client) with its failures in a row. */
+  /** The members the client uses now, and who watches them all. */
   #hosts: string[];
-  readonly #probes = new Map<string, { client: Etcd3; failures: number }>();
-  #probing: NodeJS.Timeout | undefined;
+  readonly #probes: MemberProbes | undefined;
   #reconnecting = false;
 
   constructor(
@@ -76,7 +71,7 @@ export class EtcdState {
   ) {
     this.#hosts = access.endpoints;
     this.#client = this.#connect(this.#hosts);
-    if (access.endpoints.length > 1) this.#probe();
+    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => this.#connect([host], true), (down) => this.#checkHosts(down));
   }
 
   /** The client to etcd now (a new one after a reconnection: read it anew for each call). */
@@ -111,33 +106,9 @@ export class EtcdState {
     });
   }
 
-  /** Asks every member for its status each second (see above). */
-  #probe(): void {
-    for (const host of this.access.endpoints) this.#probes.set(host, { client: this.#connect([host], true), failures: 0 });
-    let tick = Date.now();
-    this.#probing = setInterval(() => {
-      const now = Date.now();
-      // This process was held up itself (answers may be waiting, unread): no verdict this time.
-      const late = now - tick > 2 * PROBE_EVERY_MS;
-      tick = now;
-      void Promise.all(
-        [...this.#probes].map(async ([host, p]) => {
-          try {
-            const status = await p.client.maintenance.status();
-            p.failures = status.leader && status.leader !== '0' ? 0 : p.failures + 1;
-          } catch {
-            if (!late) p.failures++;
-          }
-        }),
-      ).then(() => this.#checkHosts());
-    }, PROBE_EVERY_MS);
-    this.#probing.unref();
-  }
-
   /** A member the client uses is down and another is up: a client without it. */
-  #checkHosts(): void {
+  #checkHosts(down: Set<string>): void {
     if (this.#closed || this.#reconnecting) return;
-    const down = new Set([...this.#probes].filter(([, p]) => p.failures >= PROBE_FAILURES).map(([h]) => h));
     const up = this.access.endpoints.filter((h) => !down.has(h));
     if (!up.length || !this.#hosts.some((h) => down.has(h))) return;
     log.warn('an etcd member does not answer; connecting to the others', { down: [...down], up });
@@ -395,8 +366,7 @@ export class EtcdState {
     if (this.#closed) return;
     await this.flushed(2000);
     this.#closed = true;
-    clearInterval(this.#probing);
-    for (const p of this.#probes.values()) p.client.close();
+    this.#probes?.close();
     for (const w of this.#watchers.splice(0)) await w.cancel().catch(() => undefined);
     await this.#observer?.cancel().catch(() => undefined);
     await this.resign();
