@@ -46,6 +46,14 @@ export class SwarmRoles extends SwarmPart {
     log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
     if (!leading) {
       this.updater.close();
+      // What it decided but etcd has not taken yet (its link cut, say) is no longer its to decide:
+      // sent later, it would overwrite its successor's decisions. Its own tasks' status still goes.
+      const self = this.store.selfId;
+      const dropped = this.members.state?.forget((k) => k.startsWith('tasks/') || (k.startsWith('taskstatus/') && !k.startsWith(`taskstatus/${self}/`))) ?? [];
+      if (dropped.length) {
+        log.warn('dropped the task decisions etcd had not taken before this node stopped leading', { writes: dropped.length });
+        void this.#reread(dropped);
+      }
       return;
     }
     // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
@@ -59,6 +67,24 @@ export class SwarmRoles extends SwarmPart {
     for (const t of this.store.tasks.values()) if (!t.nodeId || t.desiredState === 'remove') this.runner.advance(t);
     // A role change its manager left half-done (it died midway) is finished by the next leader.
     this.access.repair();
+  }
+
+  /**
+   * The dropped decisions are still in this node's cache (a task it made and runs, which etcd never
+   * got): each key is read again from etcd, once etcd answers, and taken as etcd has it.
+   */
+  async #reread(keys: string[]): Promise<void> {
+    for (let delay = 500; !this.core.closed; delay = Math.min(delay * 2, 5000)) {
+      const state = this.members.state;
+      if (!state) return;
+      try {
+        const docs = await Promise.all(keys.map((k) => state.read(k)));
+        keys.forEach((k, i) => this.sync.onRemote(k, docs[i], false));
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
   /** This node was promoted or demoted. */

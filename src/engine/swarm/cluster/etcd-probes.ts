@@ -4,6 +4,8 @@
  * that does not answer, or knows no leader, three times in a row is down. EtcdState leaves it then.
  */
 import type { Etcd3 } from 'etcd3';
+import { log } from '../../../lib/log.js';
+import { errorMessage } from '../../../lib/errors.js';
 
 const PROBE_EVERY_MS = 1000;
 /** How long a probe may take (the probe clients' call deadline and dial timeout). */
@@ -18,8 +20,8 @@ export class MemberProbes {
   constructor(
     endpoints: string[],
     connect: (host: string) => Etcd3,
-    /** After each round: the members down now. */
-    checked: (down: Set<string>) => void,
+    /** After each round: the members down now, and those whose last probe was answered. */
+    checked: (down: Set<string>, answering: Set<string>) => void,
   ) {
     for (const host of endpoints) this.#probes.set(host, { client: connect(host), failures: 0 });
     let tick = Date.now();
@@ -29,15 +31,25 @@ export class MemberProbes {
       const late = now - tick > 2 * PROBE_EVERY_MS;
       tick = now;
       void Promise.all(
-        [...this.#probes.values()].map(async (p) => {
+        [...this.#probes].map(async ([host, p]) => {
+          let ok = false;
+          let why = '';
           try {
             const status = await p.client.maintenance.status();
-            p.failures = status.leader && status.leader !== '0' ? 0 : p.failures + 1;
-          } catch {
-            if (!late) p.failures++;
+            ok = !!status.leader && status.leader !== '0';
+            if (!ok) why = 'no leader';
+          } catch (err) {
+            why = errorMessage(err);
           }
+          const before = p.failures;
+          if (ok) p.failures = 0;
+          else if (!late) p.failures++;
+          if ((before === 0) !== (p.failures === 0)) log.debug('etcd member probe', { host, ok, why, late, took: Date.now() - now });
         }),
-      ).then(() => checked(new Set([...this.#probes].filter(([, p]) => p.failures >= PROBE_FAILURES).map(([h]) => h))));
+      ).then(() => {
+        const hosts = [...this.#probes];
+        checked(new Set(hosts.filter(([, p]) => p.failures >= PROBE_FAILURES).map(([h]) => h)), new Set(hosts.filter(([, p]) => p.failures === 0).map(([h]) => h)));
+      });
     }, PROBE_EVERY_MS);
     this.#timer.unref();
   }

@@ -71,7 +71,7 @@ export class EtcdState {
   ) {
     this.#hosts = access.endpoints;
     this.#client = this.#connect(this.#hosts);
-    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => this.#connect([host], true), (down) => this.#checkHosts(down));
+    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => this.#connect([host], true), (down, answering) => this.#checkHosts(down, answering));
   }
 
   /** The client to etcd now (a new one after a reconnection: read it anew for each call). */
@@ -107,10 +107,11 @@ export class EtcdState {
   }
 
   /** A member the client uses is down and another is up: a client without it. */
-  #checkHosts(down: Set<string>): void {
+  #checkHosts(down: Set<string>, answering: Set<string>): void {
     if (this.#closed || this.#reconnecting) return;
     const up = this.access.endpoints.filter((h) => !down.has(h));
-    if (!up.length || !this.#hosts.some((h) => down.has(h))) return;
+    // Only for a member that answers now: one cut off itself sees every other member fail, some later than others.
+    if (!up.some((h) => answering.has(h)) || !this.#hosts.some((h) => down.has(h))) return;
     log.warn('an etcd member does not answer; connecting to the others', { down: [...down], up });
     void this.#reconnect(up).catch((err) => log.warn('reconnecting to etcd failed', { err: errorMessage(err) }));
   }
@@ -178,26 +179,30 @@ export class EtcdState {
       void this.#observer?.cancel().catch(() => undefined);
       this.#observer = undefined;
       const campaigning = this.#campaign !== undefined;
-      // The heartbeat's and the campaign's leases go (etcd3 keeps a campaign's lease private): a
-      // keep-alive stream on a member that is up would keep the old ones alive, and with them the
-      // old campaign, which would then lead with nobody behind it.
-      const leases = [this.#lease, (this.#campaign as unknown as { lease?: Lease } | undefined)?.lease].filter((l): l is Lease => l !== undefined);
+      // The old campaign's lease goes (etcd3 keeps it private): a keep-alive stream on a member that
+      // is up would keep the old campaign alive, which would then lead with nobody behind it. The
+      // old heartbeat's is only let go: the new heartbeat puts the node's key on a lease of its own
+      // first, so the node never looks down meanwhile (revoking would delete the key).
+      const campaignLease = (this.#campaign as unknown as { lease?: Lease } | undefined)?.lease;
+      const heartbeatLease = this.#lease;
       drop(this.#campaign);
       this.#campaign = undefined;
       drop(this.#lease);
       this.#lease = undefined;
       this.#hosts = hosts;
       this.#client = this.#connect(hosts);
-      for (const lease of leases) {
-        lease.release();
-        void lease.grant().then((ID) => this.#client.leaseClient.leaseRevoke({ ID })).catch(() => undefined);
+      if (this.#heartbeatOf) this.heartbeat(this.#heartbeatOf.nodeId, this.#heartbeatOf.ttlSeconds);
+      heartbeatLease?.release();
+      if (campaignLease) {
+        campaignLease.release();
+        void campaignLease.grant().then((ID) => this.#client.leaseClient.leaseRevoke({ ID })).catch(() => undefined);
       }
       old.close();
       if (campaigning) this.#campaignOf?.onChange(false);
       if (this.#onChange) await this.watch(this.#revision, this.#onChange);
       if (this.#observerOf) void this.observeLeader(this.#observerOf).catch(() => undefined);
-      if (this.#heartbeatOf) this.heartbeat(this.#heartbeatOf.nodeId, this.#heartbeatOf.ttlSeconds);
       if (campaigning && this.#campaignOf) this.campaign(this.#campaignOf.nodeId, this.#campaignOf.ttlSeconds, this.#campaignOf.onChange);
+      log.info('connected to etcd again', { hosts, revision: this.#revision });
     } finally {
       this.#reconnecting = false;
     }
@@ -225,6 +230,22 @@ export class EtcdState {
 
   del(key: string): void {
     this.#queue(key, null);
+  }
+
+  /**
+   * Forgets the queued writes whose key `stale` picks (a deposed leader's decisions, which would
+   * otherwise land once its link is back, over its successor's); answers their keys.
+   */
+  forget(stale: (key: string) => boolean): string[] {
+    const keys = [...this.#pending.keys()].filter(stale);
+    for (const key of keys) this.#pending.delete(key);
+    return keys;
+  }
+
+  /** The document etcd holds under `key` now (undefined: none). */
+  async read(key: string): Promise<unknown | undefined> {
+    const kvs = (await this.client.get(this.prefix + key).exec()).kvs;
+    return kvs[0] ? decode(kvs[0])?.d : undefined;
   }
 
   /** Resolves once every queued write reached etcd (or after `timeoutMs`). */
