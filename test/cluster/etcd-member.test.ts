@@ -1,7 +1,7 @@
 /**
  * The etcd member berthd runs, on loopback without a daemon: one started on another key file (an
  * older berthd named the data root's, which auto-lock now seals) is started again on the file named
- * now, on the same data, and answers there.
+ * now, on the same data, and answers there. One that dies while berthd runs is started again.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -63,6 +63,21 @@ describe('etcd member', () => {
       member = again;
       await member.start();
       assert.equal(Number(readFileSync(member.pidFile, 'utf8')), second);
+
+      // Killed, it is started again on its data; detached (berthd stops), it is left alone.
+      process.kill(second, 'SIGKILL');
+      const third = await eventually('the member started again', async () => {
+        const pid = Number(readFileSync(member!.pidFile, 'utf8'));
+        return pid !== second && alive(pid) ? pid : undefined;
+      }, 10_000, 100);
+      assert.equal(await eventually('it answers with its data', async () => {
+        const r = await etcdctl(newKey, ['get', 'kept', '--print-value-only']);
+        return r.code === 0 && r.stdout.trim();
+      }, 30_000, 200), 'yes');
+      member.detach();
+      process.kill(third, 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(Number(readFileSync(member.pidFile, 'utf8')), third, 'no berthd, no restart');
     } finally {
       await member?.stop(true);
       rmSync(dir, { recursive: true, force: true });

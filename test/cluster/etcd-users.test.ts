@@ -90,7 +90,10 @@ describe('etcd users follow the node records', () => {
 
   it('promoted again, then demoting itself: root and its etcd member go before the answer; node 1 leads', async () => {
     await ok(d1(), ['node', 'promote', ids[1]!]);
-    await eventually('node 2 an etcd member again', async () => ((await etcdctl(d1(), ['member', 'list'])).stdout.includes(ids[1]!) ? true : undefined), 60_000, 500);
+    await eventually('node 2 an etcd member again', async () => ((await etcdctl(d1(), ['member', 'list'])).stdout.includes(ids[1]!) ? true : undefined), 60_000, 500).catch((err: Error) => {
+      const tail = (d: TestDaemon) => d.logTail(3000).split('\n').filter((l) => !l.includes('"level":"debug"') || /etcd member probe|skipped/.test(l)).slice(-30).join('\n');
+      throw new Error(`${err.message}\nnode 2:\n${tail(d2())}\nnode 1:\n${tail(d1())}`);
+    });
     await eventually('node 2 a reachable manager', async () => (await nodesOf(d2()).catch(() => [])).length === 2, 30_000, 500);
     assert.equal(await writes(d2()), true);
     await ok(d2(), ['node', 'demote', ids[1]!]);

@@ -1,10 +1,11 @@
 /**
- * A swarm kept in an etcd berthd does not run (daemon flags `--swarm-etcd-*`): the test starts etcd on
- * the bridge's address with client certificates, two nodes use it, no node starts a member of its own.
+ * A swarm kept in an etcd berthd does not run (daemon flags `--swarm-etcd-*` on one node, the same in
+ * daemon.json on the other): the test starts etcd on the bridge's address with client certificates,
+ * two nodes use it, no node starts a member of its own.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, makeTempDir, onExitCleanup, removeDir, run, useSeededRegistry } from '../harness/index.js';
 import { killProcess, spawnLogged, type LoggedProcess } from '../harness/child-process.js';
@@ -43,8 +44,14 @@ describe('swarm in an external etcd', () => {
       '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `ext=${peer}`,
       '--cert-file', server.cert, '--key-file', server.key, '--client-cert-auth', '--trusted-ca-file', ca.cert,
     ], { logFile: join(dir, 'etcd.log') });
+    // Node 1 is told by flags, node 2 by its daemon.json.
     const flags = ['--swarm-etcd-endpoint', endpoint, '--swarm-etcd-cacert', client.ca, '--swarm-etcd-cert', client.cert, '--swarm-etcd-key', client.key];
-    for (const n of c.nodes) await n.daemon.restart({ args: ['--insecure-registry', `${c.net.base}.0/24`, ...flags], wrap: ['nsenter', `--net=/run/netns/${c.net.netns(n.index)}`, '--'], readyTimeoutMs: 40_000 });
+    const daemonJson = join(dir, 'daemon.json');
+    writeFileSync(daemonJson, JSON.stringify({ 'swarm-etcd-endpoints': [endpoint], 'swarm-etcd-cacert': client.ca, 'swarm-etcd-cert': client.cert, 'swarm-etcd-key': client.key }));
+    for (const n of c.nodes) {
+      const how = n.index === 1 ? flags : ['--config-file', daemonJson];
+      await n.daemon.restart({ args: ['--insecure-registry', `${c.net.base}.0/24`, ...how], wrap: ['nsenter', `--net=/run/netns/${c.net.netns(n.index)}`, '--'], readyTimeoutMs: 40_000 });
+    }
   });
   after(async () => {
     await c?.teardown();

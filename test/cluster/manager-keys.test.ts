@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { isRunning as alive, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { SWARM_LOCKED } from '../../src/engine/swarm/swarm.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, eventually, nodesOf, tasksOf } from './support.js';
+import { LOOP, eventually, nodesOf, runningOn, tasksOf, waitSpread } from './support.js';
 
 const keyFile = (d: TestDaemon, name: string) => join(d.dataRoot, 'swarm', 'cluster', name);
 /** A sealed key file holds JSON; a plain one a PEM or base64 text. */
@@ -155,6 +155,11 @@ describe('manager keys', () => {
     await eventually('node 2 seals its node key again', async () => sealed(d2, 'node-key.pem') && readFileSync(keyFile(d2, 'node-key.pem'), 'utf8') !== nodeKeyOnce, 30_000, 200);
     assert.equal(readFileSync(keyFile(d2, 'data.key'), 'utf8').includes(key), false);
 
+    // A task on every node, node 2's kept through its lock below.
+    assert.equal((await d1.docker(['service', 'create', '-d', '--name', 'lk', '--replicas', '3', c.image, 'sh', '-c', LOOP])).code, 0);
+    const oneEach = Object.fromEntries(ids.map((id) => [id, 1]));
+    await waitSpread(d1, 'lk', oneEach, 90_000);
+
     // Node 2's host reboots: berthd and its etcd member stop, the exec root (a tmpfs) is emptied.
     await d2.stop();
     const oldEtcd = etcdPid(d2);
@@ -172,6 +177,8 @@ describe('manager keys', () => {
     assert.notEqual(svc.code, 0);
     assert.ok(svc.stderr.includes(SWARM_LOCKED), svc.stderr);
     assert.equal((await d2.docker(['info', '--format', '{{.Swarm.LocalNodeState}}'])).stdout.trim(), 'locked');
+    // Locked, it keeps running its task container (containers outlive berthd), unmanaged until unlocked.
+    assert.equal(await runningOn(d2, 'lk'), 1);
     assert.equal((await d2.request('GET', '/_ping')).headers['swarm'], 'locked');
     const wrong = await d2.docker(['swarm', 'unlock'], { input: first });
     assert.notEqual(wrong.code, 0);
@@ -191,6 +198,8 @@ describe('manager keys', () => {
     assert.equal(label.code, 0, label.stderr);
     await eventually('node 1 sees node 2\'s change', async () => (await d1.docker(['node', 'inspect', '--format', '{{index .Spec.Labels "unlocked"}}', ids[1]!])).stdout.trim() === 'yes', 30_000, 300);
     assert.equal((await d2.docker(['secret', 'inspect', '--format', '{{.Spec.Name}}', 'pw'])).stdout.trim(), 'pw');
+    await waitSpread(d1, 'lk', oneEach, 60_000);
+    assert.equal((await d1.docker(['service', 'rm', 'lk'])).code, 0);
     const again = await d2.request('POST', '/swarm/unlock', { body: { UnlockKey: key } });
     assert.equal(again.status, 409);
     assert.equal(again.json<{ message: string }>().message, 'swarm is not locked');

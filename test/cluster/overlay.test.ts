@@ -1,7 +1,7 @@
 /**
  * Overlay networking across three berthd nodes, each in its own network namespace (test/cluster's
  * harness): a service on an overlay network is reachable by name (its VIP) from a task on another
- * node, `tasks.<name>` resolves every task whichever node runs it, and the port it publishes
+ * node, `tasks.<name>` resolves every task whichever node runs it, so does a task's own name, and the port it publishes
  * answers on every node, reaching tasks on the other nodes too.
  */
 import { describe, it, after } from 'node:test';
@@ -70,6 +70,10 @@ describe('overlay networks across nodes', () => {
       [...new Set([...(await inProbe(`nslookup ${name}`)).stdout.matchAll(/Address(?: \d+)?:\s+(\d+\.\d+\.\d+\.\d+)/g)].map((x) => x[1]!))].filter((a) => a !== '127.0.0.11').sort().join();
     await eventually('web resolves to its VIP on node 2', async () => (await resolved('web')) === vip, 60_000);
     await eventually('tasks.web resolves to all three tasks on node 2', async () => (await resolved('tasks.web')) === [...taskIps].sort().join(), 60_000);
+    // A task's own name (its container's, `<service>.<slot>.<task id>`) too, for a task on another node.
+    const k1 = tasks.findIndex((t) => t.NodeID === nodeIds[0]);
+    const taskName = `web.${tasks[k1]!.Slot}.${tasks[k1]!.ID}`;
+    await eventually(`${taskName} (on node 1) resolves on node 2`, async () => (await resolved(taskName)) === taskIps[k1], 60_000);
     const viaVip = await eventually('the VIP reaches the tasks on all three nodes', async () => {
       const r = await inProbe(gets('web', 9));
       const seen = new Set(r.stdout.trim().split('\n').filter(Boolean));

@@ -6,9 +6,12 @@
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useSeededRegistry } from '../harness/index.js';
+import { run, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, runningOn, waitSpread } from './support.js';
+
+/** The last lines of a node's log that are not debug lines. */
+const notDebug = (d: TestDaemon) => d.logTail(3000).split('\n').filter((l) => !l.includes('"level":"debug"')).slice(-40).join('\n');
 
 describe('swarm with three managers', () => {
   const reg = useSeededRegistry('open');
@@ -40,10 +43,19 @@ describe('swarm with three managers', () => {
     // Each manager runs a voting etcd member (joined as learners, promoted once caught up).
     const members = await eventually('three voting etcd members', async () => {
       const r = await etcdctl(c.node(1).daemon, ['member', 'list', '-w', 'json']);
-      const list = (JSON.parse(r.stdout || '{}') as { members?: { name: string; isLearner?: boolean }[] }).members ?? [];
+      const list = (JSON.parse(r.stdout || '{}') as { members?: { name: string; isLearner?: boolean; peerURLs: string[]; clientURLs: string[] }[] }).members ?? [];
       return list.length === 3 && list.every((m) => !m.isLearner) ? list : undefined;
     });
     assert.deepEqual(members.map((m) => m.name).sort(), [...ids].sort());
+    // Members talk to each other, and nodes to them, over TLS only, each on its node's address.
+    for (const m of members) {
+      const addr = c.node(idx(m.name)).addr;
+      assert.ok([...m.peerURLs, ...m.clientURLs].every((u) => u.startsWith(`https://${addr}:`)), JSON.stringify(m));
+    }
+    // A peer without a certificate of the cluster CA is refused on the peer port.
+    const peer = new URL(members[0]!.peerURLs[0]!);
+    const bare = await run('curl', ['-sk', '--max-time', '5', '-o', '/dev/null', '-w', '%{http_code}', `https://${peer.host}/members`], { timeoutMs: 15_000 });
+    assert.notEqual(bare.stdout.trim(), '200', 'the peer port answers a client without a certificate');
     const info = await c.node(3).daemon.docker(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}} {{.Swarm.Nodes}}']);
     assert.equal(info.stdout.trim(), 'true 3 3');
     // A service created through a follower is placed by the leader.
@@ -107,10 +119,13 @@ describe('swarm with three managers', () => {
       return sum === 6;
     }, 90_000, 500);
     assert.equal((await c.node(1).daemon.docker(['service', 'rm', 'web'])).code, 0);
+    const left: number[] = [];
     await eventually('no task container left', async () => {
-      let sum = 0;
-      for (const n of c.nodes.slice(0, 3)) sum += await runningOn(n.daemon, 'web');
-      return sum === 0;
-    }, 60_000);
+      for (const n of c.nodes.slice(0, 3)) left[n.index - 1] = await runningOn(n.daemon, 'web');
+      return left.every((x) => x === 0);
+    }, 60_000).catch((err: Error) => {
+      const tails = c.nodes.slice(0, 3).map((n) => `node ${n.index} (${left[n.index - 1]} left):\n${notDebug(n.daemon)}`);
+      throw new Error(`${err.message}\n${tails.join('\n')}`);
+    });
   });
 });

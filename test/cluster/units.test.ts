@@ -36,12 +36,62 @@ describe('placement over nodes', () => {
   it('says why no node fits, per reason and count', () => {
     const nodes = [node('a', { Availability: 'drain' }), node('b', { Labels: { zone: 'x' } }), node('c', { Role: 'manager' })];
     const t = task('n', 's', '', { Placement: { Constraints: ['node.labels.zone==y'] } });
-    assert.equal(schedule(t, nodes, [], host).problem, 'no suitable node (1 node not available for new tasks; scheduling constraints not satisfied on 2 nodes)');
+    // The reason most nodes failed on comes first, as swarmkit sorts it.
+    assert.equal(schedule(t, nodes, [], host).problem, 'no suitable node (scheduling constraints not satisfied on 2 nodes; 1 node not available for new tasks)');
     const big = task('n', 's', '', { Resources: { Reservations: { NanoCPUs: 3e9 } } });
     assert.equal(schedule(big, [node('a'), node('b', {}, 4)], [], host).node?.id, 'b');
     assert.equal(schedule(big, [node('a')], [], host).problem, 'no suitable node (insufficient resources on 1 node)');
     const byHost = task('n', 's', '', { Placement: { Constraints: ['node.hostname==h-b'] } });
     assert.equal(schedule(byHost, [node('a'), node('b')], [], host).node?.id, 'b');
+    // A node failing several filters counts for the first in swarmkit's order: resources before constraints.
+    const both = task('n', 's', '', { Resources: { Reservations: { NanoCPUs: 3e9 } }, Placement: { Constraints: ['node.role==manager'] } });
+    assert.equal(schedule(both, [node('a'), node('b', {}, 4)], [], host).problem, 'no suitable node (insufficient resources on 1 node; scheduling constraints not satisfied on 1 node)');
+  });
+
+  it('keeps two tasks publishing one host-mode port off one node', () => {
+    const ports = (t: TaskRecord) => (t.serviceId === 'web' ? ['tcp/8080'] : t.serviceId === 'udp' ? ['udp/8080'] : []);
+    const tasks = [task('1', 'web', 'a'), task('2', 'other', 'b'), task('3', 'other', 'b')];
+    assert.equal(schedule(task('n', 'web'), [node('a'), node('b')], tasks, host, ports).node?.id, 'b');
+    assert.equal(schedule(task('n', 'web'), [node('a')], tasks, host, ports).problem, 'no suitable node (host-mode port already in use on 1 node)');
+    // Another protocol is another port.
+    assert.equal(schedule(task('n', 'udp'), [node('a')], tasks, host, ports).node?.id, 'a');
+    // A finished task holds no port.
+    const done = { ...task('1', 'web', 'a'), status: { ...task('1', 'web', 'a').status, state: 'failed' as const } };
+    assert.equal(schedule(task('n', 'web'), [node('a')], [done], host, ports).node?.id, 'a');
+  });
+
+  it('checks the platforms the CLI names, x86_64 and amd64 alike', () => {
+    const on = (Architecture: string) => task('n', 's', '', { Placement: { Platforms: [{ Architecture, OS: 'linux' }] } });
+    assert.equal(schedule(on('amd64'), [node('a')], [], host).node?.id, 'a');
+    assert.equal(schedule(on('arm64'), [node('a'), node('b')], [], host).problem, 'no suitable node (unsupported platform on 2 nodes)');
+    const arm = { ...node('c'), description: { hostname: 'h-c', architecture: 'aarch64', ncpu: 2, memTotal: 4e9 } };
+    assert.equal(schedule(on('arm64'), [node('a'), arm], [], host).node?.id, 'c');
+  });
+
+  it('spreads over the values of a label first, then over the nodes of each', () => {
+    const spread = (...labels: string[]) => ({ Placement: { Preferences: labels.map((l) => ({ Spread: { SpreadDescriptor: `node.labels.${l}` } })) } });
+    const nodes = [node('a', { Labels: { zone: 'x' } }), node('b', { Labels: { zone: 'x' } }), node('c', { Labels: { zone: 'y' } })];
+    const placed: TaskRecord[] = [];
+    for (let i = 0; i < 4; i++) {
+      const t = task(`t${i}`, 's', '', spread('zone'));
+      t.nodeId = schedule(t, nodes, placed, host).node!.id;
+      t.status.state = 'running';
+      placed.push(t);
+    }
+    // Half to zone y's one node, half over zone x's two.
+    const count = (id: string) => placed.filter((t) => t.nodeId === id).length;
+    assert.deepEqual([count('a'), count('b'), count('c')], [1, 1, 2]);
+    // Nodes without the label are a group of their own (the value "").
+    const unlabelled = [node('a', { Labels: { zone: 'x' } }), node('b'), node('c')];
+    const held = [task('1', 's', 'b'), task('2', 's', 'c')];
+    assert.equal(schedule(task('n', 's', '', spread('zone')), unlabelled, held, host).node?.id, 'a');
+    // Without the preference the same tasks go to the node with the fewest.
+    const plain = [task('1', 's', 'a'), task('2', 's', 'a'), task('3', 's', 'c')];
+    assert.equal(schedule(task('n', 's'), nodes, plain, host).node?.id, 'b');
+    assert.equal(schedule(task('n', 's', '', spread('zone')), nodes, plain, host).node?.id, 'c');
+    // Two levels: rack within zone.
+    const racks = [node('a', { Labels: { zone: 'x', rack: '1' } }), node('b', { Labels: { zone: 'x', rack: '2' } }), node('c', { Labels: { zone: 'y', rack: '1' } })];
+    assert.equal(schedule(task('n', 's', '', spread('zone', 'rack')), racks, [task('1', 's', 'c'), task('2', 's', 'a')], host).node?.id, 'b');
   });
 });
 

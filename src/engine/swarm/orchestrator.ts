@@ -151,6 +151,20 @@ export class Orchestrator {
       if (list.length < 2 || !list.some((t) => t.templateVersion === s.templateVersion && t.status.state === 'running')) continue;
       for (const t of list) if (t.templateVersion !== s.templateVersion) this.retire(t, 'shutdown');
     }
+    // Nor two from the current template: two leaders one after the other may each have replaced the
+    // same task, or a cut-off leader's write arrived late. The one running longest stays.
+    for (const list of bySlot.values()) {
+      const twins = list.filter((t) => isCurrent(t) && t.templateVersion === s.templateVersion);
+      if (twins.length < 2) continue;
+      const rank = (t: TaskRecord) => [t.status.state === 'running' ? 0 : 1, t.runningSince ?? Number.MAX_SAFE_INTEGER, Date.parse(t.createdAt) || 0];
+      const before = (a: TaskRecord, b: TaskRecord) => {
+        const [x, y] = [rank(a), rank(b)];
+        const i = x.findIndex((v, j) => v !== y[j]);
+        return i >= 0 && x[i]! < y[i]!;
+      };
+      const keep = twins.reduce((a, b) => (before(b, a) ? b : a));
+      for (const t of twins) if (t !== keep) this.retire(t, 'shutdown');
+    }
     const current = all.filter(isCurrent);
     const liveKeys = new Set(current.map(keyOf));
     if (fill !== 'none') {
@@ -170,7 +184,7 @@ export class Orchestrator {
         if (liveKeys.size > want) this.#scaleDown(current, liveKeys.size - want, all);
       }
     }
-    this.#reap(all, keyOf);
+    this.#reap(s, all, keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
@@ -220,7 +234,7 @@ export class Orchestrator {
         room--;
       }
     }
-    this.#reap([...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
+    this.#reap(s, [...tasks, ...created].filter((t) => t.desiredState !== 'remove'), keyOf);
     for (const t of [...tasks, ...created]) {
       if (this.store.tasks.get(t.id) !== t) continue;
       if (isCurrent(t) || !isTerminal(t.status.state) || t.desiredState === 'remove') this.runner.advance(t);
@@ -278,9 +292,13 @@ export class Orchestrator {
     for (const t of all) if (victims.has(t.slot)) this.retire(t, 'remove');
   }
 
-  /** Keeps at most TaskHistoryRetentionLimit tasks per slot; the oldest finished ones go first. */
-  #reap(all: TaskRecord[], keyOf: (t: TaskRecord) => string): void {
-    const limit = this.store.cluster?.spec.Orchestration?.TaskHistoryRetentionLimit ?? 5;
+  /**
+   * Keeps at most TaskHistoryRetentionLimit tasks per slot; the oldest finished ones go first. A
+   * restart policy's MaxAttempts, when set, makes it MaxAttempts + 1 instead, as swarmkit's reaper does.
+   */
+  #reap(s: ServiceRecord | undefined, all: TaskRecord[], keyOf: (t: TaskRecord) => string): void {
+    const attempts = s ? restartPolicy(s.spec).MaxAttempts : 0;
+    const limit = attempts > 0 ? attempts + 1 : this.store.cluster?.spec.Orchestration?.TaskHistoryRetentionLimit ?? 5;
     if (limit < 0) return;
     const bySlot = new Map<string, TaskRecord[]>();
     for (const t of all) {

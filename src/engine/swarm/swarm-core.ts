@@ -16,14 +16,14 @@ import { join } from 'node:path';
 import { SwarmBlobs, type BlobKind } from './secrets.js';
 import { TaskFiles, type BlobData } from './task-files.js';
 import { unavailable } from '../../lib/errors.js';
-import { schedule } from './placement.js';
+import { hostPortKeys, schedule } from './placement.js';
 import type { ExternalEtcd } from './cluster/membership.js';
 import { SwarmStore } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
 import { OverlayNetworks, type ClaimStore } from './overlay-networks.js';
-import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import { isTerminal, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
 export const NOT_MANAGER =
@@ -91,6 +91,7 @@ export class SwarmCore {
       place: (t) => this.#place(t),
       mine: (nodeId) => nodeId === this.store.selfId,
       elsewhere: (t) => this.#elsewhere(t),
+      deletes: () => this.leads || !this.store.clustered,
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
       networks: async (t) => this.overlay?.containerNetworks(t),
@@ -139,12 +140,15 @@ export class SwarmCore {
   /** Placement of a task: its preset node checked, or the best node found. */
   #place(t: TaskRecord): { node?: NodeRecord; problem?: string } {
     const nodes = t.nodeId ? [this.store.nodes.get(t.nodeId)].filter((n): n is NodeRecord => !!n) : [...this.store.nodes.values()].filter((n) => this.store.nodeUp(n.id));
-    return schedule(t, nodes, this.store.tasks.values(), this.d.host);
+    return schedule(t, nodes, this.store.tasks.values(), this.d.host, (x) => hostPortKeys(this.store.services.get(x.serviceId)?.ports));
   }
 
-  /** The leader cleans up after a node that is gone: its tasks to remove are just deleted. */
+  /**
+   * The leader deletes the records of other nodes' tasks to remove: once their node reports the
+   * container gone (task-runner.ts, #remove), or at once when their node is gone.
+   */
   #elsewhere(t: TaskRecord): void {
-    if (this.leads && t.desiredState === 'remove' && !this.store.nodeUp(t.nodeId)) {
+    if (this.leads && t.desiredState === 'remove' && ((isTerminal(t.status.state) && t.containerGone) || !this.store.nodeUp(t.nodeId))) {
       this.store.deleteTask(t.id);
       this.runner.observed(t);
     }

@@ -46,6 +46,14 @@ export class SwarmRoles extends SwarmPart {
     log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
     if (!leading) {
       this.updater.close();
+      // What it decided but etcd has not taken yet (its link cut, say) is no longer its to decide:
+      // sent later, it would overwrite its successor's decisions. Its own tasks' status still goes.
+      const self = this.store.selfId;
+      const dropped = this.members.state?.forget((k) => k.startsWith('tasks/') || (k.startsWith('taskstatus/') && !k.startsWith(`taskstatus/${self}/`))) ?? [];
+      if (dropped.length) {
+        log.warn('dropped the task decisions etcd had not taken before this node stopped leading', { writes: dropped.length });
+        void this.#reread(dropped);
+      }
       return;
     }
     // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
@@ -55,9 +63,28 @@ export class SwarmRoles extends SwarmPart {
     this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
     this.#graceTimer.unref();
     this.core.takeOver();
-    for (const t of this.store.tasks.values()) if (!t.nodeId) this.runner.advance(t);
+    // Unplaced tasks get a node; tasks to remove that their node reported gone meanwhile are deleted.
+    for (const t of this.store.tasks.values()) if (!t.nodeId || t.desiredState === 'remove') this.runner.advance(t);
     // A role change its manager left half-done (it died midway) is finished by the next leader.
     this.access.repair();
+  }
+
+  /**
+   * The dropped decisions are still in this node's cache (a task it made and runs, which etcd never
+   * got): each key is read again from etcd, once etcd answers, and taken as etcd has it.
+   */
+  async #reread(keys: string[]): Promise<void> {
+    for (let delay = 500; !this.core.closed; delay = Math.min(delay * 2, 5000)) {
+      const state = this.members.state;
+      if (!state) return;
+      try {
+        const docs = await Promise.all(keys.map((k) => state.read(k)));
+        keys.forEach((k, i) => this.sync.onRemote(k, docs[i], false));
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
   /** This node was promoted or demoted. */
@@ -65,17 +92,25 @@ export class SwarmRoles extends SwarmPart {
     const state = this.members.state;
     if (!state) return;
     log.info('this node\'s role changed', { role });
-    if (role === 'manager') {
-      state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
-    } else {
+    if (role === 'worker') {
       void state.resign();
       this.onLeadership(false);
     }
     // One change at a time, each for the role the node has by then (a quick demote and promote again).
+    // A promoted node campaigns once it has the keys: by then etcd gives its user root (the
+    // promoting manager grants it after writing the node's record, which this node may hear first).
     this.#membershipChange = this.#membershipChange
       .then(() => this.#keysFor().catch((err) => log.error('changing this node\'s keys failed', { role, err: errorMessage(err) })))
+      .then(() => this.#campaignIfManager())
       .then(() => this.#memberFor())
       .catch((err) => log.error('changing this node\'s etcd membership failed', { role, err: errorMessage(err) }));
+  }
+
+  /** A manager (still, after its keys came) runs for leader. */
+  #campaignIfManager(): void {
+    const state = this.members.state;
+    if (!state || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') return;
+    state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
   }
 
   /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */

@@ -100,7 +100,7 @@ export class SwarmSync {
         continue;
       }
       store.deleteTask(t.id, true);
-      if (t.nodeId === store.selfId) void runner.removeContainer(t);
+      if (t.nodeId === store.selfId) void runner.discard(t);
     }
     for (const id of [...store.nodes.keys()]) if (!keep.nodes.has(id) && id !== store.selfId) store.deleteNode(id, true);
     for (const kind of ['secret', 'config'] as const) for (const id of blobs[kind].ids()) if (!keep[`${kind}s`].has(id)) blobs[kind].applyRemote(id, undefined);
@@ -182,7 +182,7 @@ export class SwarmSync {
           const t = store.tasks.get(id);
           if (!t) return;
           store.deleteTask(id, true);
-          if (t.nodeId === store.selfId) void runner.removeContainer(t);
+          if (t.nodeId === store.selfId) void runner.discard(t);
           runner.observed(t);
           return;
         }
@@ -211,6 +211,8 @@ export class SwarmSync {
           store.saveTask(t);
         }
         if (!snapshot) runner.observed(t);
+        // A task to remove whose node reports it gone: the leader deletes its record.
+        if (this.core.leads && t.desiredState === 'remove') runner.advance(t);
         return;
       }
       case 'secrets':

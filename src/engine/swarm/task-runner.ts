@@ -34,6 +34,11 @@ export interface TaskRunnerDeps {
   mine: (nodeId: string) => boolean;
   /** A task assigned to another node was advanced here (the leader may clean up after a dead node). */
   elsewhere: (t: TaskRecord) => void;
+  /**
+   * Whether this node deletes the records of the tasks it removes: it decides (the leader, or the node
+   * of a swarm without etcd). Otherwise it reports them gone and the leader deletes them.
+   */
+  deletes: () => boolean;
   host: HostFacts;
   /** A task's observed state changed (or it was deleted). */
   onChange: (t: TaskRecord) => void;
@@ -252,13 +257,32 @@ export class TaskRunner {
     if (!isTerminal(t.status.state) && this.d.store.tasks.get(t.id) === t) this.#set(t, 'shutdown', 'shutdown');
   }
 
+  /**
+   * A task whose container ended (or never was) and that is to go. Where this node decides, its record
+   * goes first, as swarmkit's reaper deletes a task and its node then removes the container: so a slot
+   * never lists more tasks than its history limit while a container is being removed. Elsewhere the
+   * container and files go first, then the task is reported gone (`containerGone`) for the leader to
+   * delete its record (etcd lets a worker write no task record; swarm-core.ts, #elsewhere).
+   */
   async #remove(t: TaskRecord): Promise<void> {
+    const { store } = this.d;
+    if (this.d.deletes()) {
+      this.#clearTimer(t.id);
+      store.deleteTask(t.id);
+      this.#changed(t);
+      await this.discard(t);
+      return;
+    }
+    await this.discard(t);
+    if (store.tasks.get(t.id) !== t || t.containerGone) return;
+    t.containerGone = true;
+    this.#save(t);
+  }
+
+  /** The task's container and secret files go (its record is not touched). */
+  async discard(t: TaskRecord): Promise<void> {
     await this.removeContainer(t);
     await this.d.files.remove(t.id).catch((err) => log.warn('removing task files failed', { task: t.id, err: errorMessage(err) }));
-    if (this.d.store.tasks.get(t.id) !== t) return;
-    this.#clearTimer(t.id);
-    this.d.store.deleteTask(t.id);
-    this.#changed(t);
   }
 
   /** Force-removes the task's container, if it still exists. */

@@ -2,7 +2,8 @@
  * The etcd member berthd runs for the cluster on a manager: Debian's etcd, its data under the data
  * root, client and peer URLs on the advertised address, TLS with client certificates on both. The
  * member outlives berthd (like a container does): a restarted berthd finds it by its pidfile and
- * keeps it; a member that is not running is started again on its data dir. Its output goes to
+ * keeps it; a member that is not running, then or later while berthd runs, is started again on its
+ * data dir. Its output goes to
  * `etcd.log`, rotated by size while berthd runs (etcd never reopens it: copied and truncated).
  */
 import { spawn } from 'node:child_process';
@@ -11,6 +12,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { log } from '../../../lib/log.js';
+import { errorMessage } from '../../../lib/errors.js';
 import { LogRotator, parseSize, type LogLimits } from '../../containers/log-rotation.js';
 
 export interface MemberConfig {
@@ -71,9 +73,13 @@ function alive(pid: number): boolean {
   }
 }
 
+/** How often berthd looks whether its etcd member still runs. */
+const SUPERVISE_MS = 1000;
+
 export class EtcdMember {
   #pid = 0;
   #rotator: LogRotator | undefined;
+  #watchdog: NodeJS.Timeout | undefined;
 
   constructor(readonly config: MemberConfig) {}
 
@@ -89,25 +95,32 @@ export class EtcdMember {
     return clientUrl(this.config.addr, this.config.clientPort);
   }
 
-  /** Keeps the member already running for this data dir, or starts it. */
+  /** Keeps the member already running for this data dir, or starts it; then keeps it running. */
   async start(): Promise<void> {
     const c = this.config;
     await mkdir(c.dataDir, { recursive: true, mode: 0o700 });
     let old = this.#runningPid();
-    // One an older berthd started reads the node key from the data root, which auto-lock seals: it
-    // starts again on the key file named now (its data stays).
-    if (old && !cmdlineOf(old).includes(c.keyFile)) {
-      log.info('etcd member restarted on its new key file', { pid: old });
+    // One an older berthd started with other flags (the node key read from the data root, which
+    // auto-lock seals) starts again as it is started now (its data stays).
+    if (old && cmdlineOf(old).slice(1, -1).join('\0') !== this.#args().join('\0')) {
+      log.info('etcd member restarted on its new flags', { pid: old });
       await this.stop(false);
       old = undefined;
     }
     if (old) {
       this.#pid = old;
       log.info('etcd member already running', { pid: old });
-      this.#watchLog();
-      return;
+    } else {
+      this.#spawn();
+      log.info('etcd member started', { pid: this.#pid, client: this.clientUrl });
     }
-    const args = [
+    this.#watchLog();
+    this.#supervise();
+  }
+
+  #args(): string[] {
+    const c = this.config;
+    return [
       '--name', c.name, '--data-dir', c.dataDir,
       '--listen-client-urls', clientUrl(c.addr, c.clientPort), '--advertise-client-urls', clientUrl(c.addr, c.clientPort),
       '--listen-peer-urls', peerUrl(c.addr, c.peerPort), '--initial-advertise-peer-urls', peerUrl(c.addr, c.peerPort),
@@ -118,19 +131,53 @@ export class EtcdMember {
       '--heartbeat-interval', '100', '--election-timeout', '1000', '--strict-reconfig-check=false',
       '--logger', 'zap', '--log-outputs', 'stderr',
     ];
+  }
+
+  /** Starts etcd, detached (it outlives berthd), its output appended to etcd.log. */
+  #spawn(): void {
     // O_APPEND: after a rotation's truncation etcd's next write lands at the (new) end.
     const logFd = openSync(this.logFile, 'a');
     try {
-      const child = spawn(ETCD_BINARY, args, { stdio: ['ignore', logFd, logFd], detached: true });
+      const child = spawn(ETCD_BINARY, this.#args(), { stdio: ['ignore', logFd, logFd], detached: true });
       child.unref();
       if (!child.pid) throw new Error('etcd did not start');
       this.#pid = child.pid;
       writeFileSync(this.pidFile, String(child.pid));
-      log.info('etcd member started', { pid: child.pid, client: this.clientUrl });
     } finally {
       closeSync(logFd);
     }
-    this.#watchLog();
+  }
+
+  /**
+   * While berthd runs, a member that exits (killed, crashed) is started again on its data dir (the
+   * flags naming the first cluster no longer count then): at once, then, when it keeps dying, after
+   * a delay doubled per exit (1 s up to 30 s; back to nothing once it ran a minute).
+   */
+  #supervise(): void {
+    clearInterval(this.#watchdog);
+    let exits = 0;
+    let since = Date.now();
+    let notBefore = 0;
+    this.#watchdog = setInterval(() => {
+      if (alive(this.#pid)) {
+        if (exits && Date.now() - since > 60_000) exits = 0;
+        return;
+      }
+      if (Date.now() < notBefore) return;
+      const dead = this.#pid;
+      try {
+        this.#spawn();
+      } catch (err) {
+        log.error('starting the etcd member again failed', { err: errorMessage(err) });
+        notBefore = Date.now() + 5000;
+        return;
+      }
+      log.warn('the etcd member exited; started again', { pid: dead, now: this.#pid, exits: exits + 1 });
+      notBefore = Date.now() + (exits ? Math.min(30_000, 1000 * 2 ** (exits - 1)) : 0);
+      exits++;
+      since = Date.now();
+    }, SUPERVISE_MS);
+    this.#watchdog.unref();
   }
 
   /** Rotates etcd.log by size while berthd runs. */
@@ -140,8 +187,10 @@ export class EtcdMember {
     this.#rotator.start();
   }
 
-  /** berthd goes, the member stays: nothing of berthd's watches its log any more. */
+  /** berthd goes, the member stays: nothing of berthd's watches it or its log any more. */
   detach(): void {
+    clearInterval(this.#watchdog);
+    this.#watchdog = undefined;
     this.#rotator?.stop();
     this.#rotator = undefined;
   }

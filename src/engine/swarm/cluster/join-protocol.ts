@@ -13,6 +13,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createTcpServer } from 'node:net';
 import { BerthError, errorMessage, internal, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
 import { caDigest } from './pki.js';
+import { log } from '../../../lib/log.js';
 
 export interface JoinAsk {
   token: string;
@@ -93,7 +94,11 @@ export class JoinListener {
         }
         this.handle(ask).then(
           (answer) => reply(200, answer),
-          (err) => reply(isKind(err, 'invalid-argument') ? 400 : 503, { message: errorMessage(err) }),
+          (err) => {
+            // The joining node shows the message; the manager's log says what it failed on.
+            log.warn('a join was refused', { addr: typeof ask.addr === 'string' ? ask.addr : undefined, err: errorMessage(err), stack: isKind(err, 'invalid-argument') ? undefined : (err as Error)?.stack });
+            reply(isKind(err, 'invalid-argument') ? 400 : 503, { message: errorMessage(err) });
+          },
         );
       });
     });

@@ -243,7 +243,7 @@ export class Membership {
         // A worker may not read that key (etcd-auth.ts): etcd answered all the same.
         if (err instanceof EtcdPermissionDeniedError) break;
         if (Date.now() > deadline) {
-          state.client.close();
+          await state.close(false);
           throw unavailable(`etcd at ${endpoints.join(', ')} does not answer: ${errorMessage(err)}`);
         }
         await new Promise((r) => setTimeout(r, Math.min(500, 50 * (attempt + 1))));
@@ -264,14 +264,15 @@ export class Membership {
 
   /** Makes this node's learner member a voting one, once etcd says it has caught up. */
   async promoteSelf(nodeId: string, timeoutMs: number): Promise<void> {
-    const client = this.state!.client;
+    // Read anew for each call: the state may replace its client (etcd-state.ts).
+    const etcd = () => this.state!.client;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
-        const list = await client.cluster.memberList({});
+        const list = await etcd().cluster.memberList({});
         const me = list.members.find((m) => m.name === nodeId);
         if (me && !me.isLearner) return;
-        if (me) await client.cluster.memberPromote({ ID: me.ID });
+        if (me) await etcd().cluster.memberPromote({ ID: me.ID });
         if (me) return;
       } catch (err) {
         if (Date.now() > deadline) throw unavailable(`this node's etcd member could not be promoted: ${errorMessage(err)}`);
@@ -291,13 +292,14 @@ export class Membership {
    * started, then promoted once caught up (as a joining manager's is). Answers what to keep in ClusterLocal.
    */
   async becomeMember(nodeId: string, addr: string, clusterId: string): Promise<NonNullable<ClusterLocal['member']> & { clientUrl: string }> {
-    const client = this.state!.client;
+    // Read anew for each call: the state may replace its client (etcd-state.ts).
+    const etcd = () => this.state!.client;
     const ports = await this.memberPorts(addr);
     // The promoting manager gives this node's etcd user root (membership changes need it) meanwhile.
     let added;
     for (let i = 0; ; i++) {
       try {
-        added = await client.cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
+        added = await etcd().cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
         break;
       } catch (err) {
         if (!(err instanceof EtcdPermissionDeniedError) || i >= 40) throw err;
@@ -311,7 +313,7 @@ export class Membership {
       await this.promoteSelf(nodeId, 60_000);
     } catch (err) {
       // A member that never came up must not stay in the list: it would count against the quorum once promoted.
-      await client.cluster.memberRemove({ ID: added.member.ID }).catch(() => undefined);
+      await etcd().cluster.memberRemove({ ID: added.member.ID }).catch(() => undefined);
       await this.member?.stop(true);
       this.member = undefined;
       throw err;
@@ -326,13 +328,14 @@ export class Membership {
    * must keep running, or it would cost the quorum.
    */
   async leaveMember(nodeId: string): Promise<void> {
-    const client = this.state!.client;
+    // Read anew for each call: the state may replace its client (etcd-state.ts).
+    const etcd = () => this.state!.client;
     for (let i = 0; ; i++) {
-      const me = (await client.cluster.memberList({})).members.find((m) => m.name === nodeId);
+      const me = (await etcd().cluster.memberList({})).members.find((m) => m.name === nodeId);
       if (!me) break;
       if (i >= 60) throw unavailable('this node\'s etcd member is still in the etcd cluster');
       // Refused (no root), or removed by a manager meanwhile: the list says which, next time round.
-      await client.cluster.memberRemove({ ID: me.ID }).catch((err) => log.debug('removing this etcd member failed', { err: errorMessage(err) }));
+      await etcd().cluster.memberRemove({ ID: me.ID }).catch((err) => log.debug('removing this etcd member failed', { err: errorMessage(err) }));
       await new Promise((r) => setTimeout(r, 1000));
     }
     await this.member?.stop(true);
