@@ -16,6 +16,7 @@ import { decompressArchive } from '../../images/decompress.js';
 import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { writeBatched } from '../../lib/batched-write.js';
+import { releaseBuffer } from '../../lib/release-buffer.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { ContextDigests } from './context-digests.js';
@@ -98,13 +99,17 @@ interface Match {
  * one matches every block) or no entry matches any more; then the body is left paused. The body
  * is read through 'data' events: a paused-mode read (async iteration) makes Node stop and restart
  * the socket for every 64 KiB chunk, ~2 ms of a 20 MiB context. Nothing is written meanwhile: only
- * the current block's bytes wait here.
+ * the current block's chunks wait here, and a chunk whose bytes a confirmed block covers is freed at
+ * once (releaseBuffer): the next chunk reuses its memory, and 20 MiB of dead chunks never wait for
+ * the GC.
  */
 function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): Promise<Match> {
   let matching = held;
   // the entries that matched every block confirmed so far, and the bytes those blocks cover
   let lastMatched = held;
-  let pending: Buffer[] = [];
+  let confirmed = 0;
+  // whole chunks from the body offset pendingAt on (the first may start before `confirmed`)
+  const pending: Buffer[] = [];
   let pendingAt = 0;
   let checked = 0;
   const same = (h: HeldContext, from: number, to: number): boolean => {
@@ -117,15 +122,20 @@ function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): P
     checked = n;
     if (matching.length === 0) return;
     lastMatched = matching;
-    // the confirmed blocks' bytes are the entries' own: drop them
-    for (const end = n * BODY_BLOCK; pending.length > 0 && pendingAt + pending[0]!.length <= end; ) pendingAt += pending.shift()!.length;
-    if (pending.length > 0 && pendingAt < n * BODY_BLOCK) {
-      pending[0] = pending[0]!.subarray(n * BODY_BLOCK - pendingAt);
-      pendingAt = n * BODY_BLOCK;
+    // the confirmed blocks' bytes are the entries' own: their chunks are not needed any more
+    confirmed = n * BODY_BLOCK;
+    while (pending.length > 0 && pendingAt + pending[0]!.length <= confirmed) {
+      const chunk = pending.shift()!;
+      pendingAt += chunk.length;
+      releaseBuffer(chunk);
     }
   };
   return new Promise<Match>((resolve, reject) => {
-    const miss = (ended: boolean): Match => ({ hit: undefined, ended, prefix: lastMatched[0], prefixBytes: pendingAt, pending });
+    const miss = (ended: boolean): Match => {
+      // the bytes after the matched prefix, which starts inside the first pending chunk
+      if (pending.length > 0 && pendingAt < confirmed) pending[0] = pending[0]!.subarray(confirmed - pendingAt);
+      return { hit: undefined, ended, prefix: lastMatched[0], prefixBytes: confirmed, pending };
+    };
     const onData = (chunk: Buffer): void => {
       const before = blocks.digests.length;
       blocks.update(chunk);
@@ -142,8 +152,10 @@ function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): P
       blocks.finish();
       const n = blocks.digests.length;
       const hit = matching.find((h) => h.ctx.blocks.length === n && same(h, checked, n));
-      if (hit) resolve({ hit, ended: true, prefix: undefined, prefixBytes: 0, pending: [] });
-      else resolve(miss(true));
+      if (hit) {
+        for (const chunk of pending.splice(0)) releaseBuffer(chunk);
+        resolve({ hit, ended: true, prefix: undefined, prefixBytes: 0, pending: [] });
+      } else resolve(miss(true));
     };
     const onError = (err: Error): void => {
       done();
