@@ -15,18 +15,23 @@ import { MessageChannel } from 'node:worker_threads';
 let sink: MessageChannel['port1'] | undefined;
 
 /**
- * Frees `buf`'s memory now when `buf` spans its whole ArrayBuffer (a body chunk does); does nothing
- * for a slice of a larger one (pooled small Buffers, subarrays). The caller must hold the only use of
- * it: `buf`, and any other view of the same memory, reads as empty afterwards.
+ * Frees the memory of each of `bufs` that spans its whole ArrayBuffer (a body chunk does), in one
+ * message; leaves slices of larger ones alone (pooled small Buffers, subarrays). The caller must hold
+ * the only use of them: each freed Buffer, and any other view of the same memory, reads as empty
+ * afterwards.
  */
-export function releaseBuffer(buf: Buffer): void {
-  const ab = buf.buffer;
-  if (buf.byteOffset !== 0 || buf.byteLength !== ab.byteLength || !(ab instanceof ArrayBuffer) || ab.byteLength === 0) return;
+export function releaseBuffers(bufs: readonly Buffer[]): void {
+  const whole: ArrayBuffer[] = [];
+  for (const buf of bufs) {
+    const ab = buf.buffer;
+    if (buf.byteOffset === 0 && buf.byteLength === ab.byteLength && ab instanceof ArrayBuffer && ab.byteLength > 0 && !whole.includes(ab)) whole.push(ab);
+  }
+  if (whole.length === 0) return;
   if (!sink) {
     const ch = new MessageChannel();
     ch.port1.close();
     ch.port2.close();
     sink = ch.port1;
   }
-  sink.postMessage(null, [ab]);
+  sink.postMessage(null, whole);
 }

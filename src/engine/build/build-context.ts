@@ -16,7 +16,7 @@ import { decompressArchive } from '../../images/decompress.js';
 import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
 import { writeBatched } from '../../lib/batched-write.js';
-import { releaseBuffer } from '../../lib/release-buffer.js';
+import { releaseBuffers } from '../../lib/release-buffer.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { ContextDigests } from './context-digests.js';
@@ -100,7 +100,7 @@ interface Match {
  * is read through 'data' events: a paused-mode read (async iteration) makes Node stop and restart
  * the socket for every 64 KiB chunk, ~2 ms of a 20 MiB context. Nothing is written meanwhile: only
  * the current block's chunks wait here, and a chunk whose bytes a confirmed block covers is freed at
- * once (releaseBuffer): the next chunk reuses its memory, and 20 MiB of dead chunks never wait for
+ * once (releaseBuffers): the next chunk reuses its memory, and 20 MiB of dead chunks never wait for
  * the GC.
  */
 function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): Promise<Match> {
@@ -124,11 +124,9 @@ function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): P
     lastMatched = matching;
     // the confirmed blocks' bytes are the entries' own: their chunks are not needed any more
     confirmed = n * BODY_BLOCK;
-    while (pending.length > 0 && pendingAt + pending[0]!.length <= confirmed) {
-      const chunk = pending.shift()!;
-      pendingAt += chunk.length;
-      releaseBuffer(chunk);
-    }
+    let done = 0;
+    while (done < pending.length && pendingAt + pending[done]!.length <= confirmed) pendingAt += pending[done++]!.length;
+    releaseBuffers(pending.splice(0, done));
   };
   return new Promise<Match>((resolve, reject) => {
     const miss = (ended: boolean): Match => {
@@ -153,7 +151,7 @@ function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): P
       const n = blocks.digests.length;
       const hit = matching.find((h) => h.ctx.blocks.length === n && same(h, checked, n));
       if (hit) {
-        for (const chunk of pending.splice(0)) releaseBuffer(chunk);
+        releaseBuffers(pending.splice(0));
         resolve({ hit, ended: true, prefix: undefined, prefixBytes: 0, pending: [] });
       } else resolve(miss(true));
     };
