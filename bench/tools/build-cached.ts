@@ -39,12 +39,23 @@ const median = (xs: number[]) => {
 const fmt = (xs: number[]) => `${median(xs).toFixed(1)} ms (${Math.min(...xs).toFixed(1)}-${Math.max(...xs).toFixed(1)})`;
 const now = () => performance.timeOrigin + performance.now();
 
-/** ns on CPU of the main thread and of every thread of `pid`. */
-function cpuNs(pid: number): { main: number; all: number } {
-  const of = (tid: string) => Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+/** ns on CPU of the main thread, of every thread of `pid`, and of each thread. */
+function cpuNs(pid: number): { main: number; all: number; threads: Map<string, number> } {
+  const of = (tid: string) => {
+    try {
+      return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) || 0;
+    } catch {
+      return 0; // a thread that ended meanwhile
+    }
+  };
   let all = 0;
-  for (const t of readdirSync(`/proc/${pid}/task`)) all += of(t) || 0;
-  return { main: of(String(pid)), all };
+  const threads = new Map<string, number>();
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    const ns = of(t);
+    threads.set(t, ns);
+    all += ns;
+  }
+  return { main: of(String(pid)), all, threads };
 }
 const minFaults = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[7]);
 
@@ -122,6 +133,8 @@ async function main(): Promise<void> {
         const wall = t1 - t0;
         const main = (c1.main - c0.main) / 1e6;
         const all = (c1.all - c0.all) / 1e6;
+        // the other threads that ran meanwhile (tid - pid: V8's platform workers start right after the main thread)
+        const others = [...c1.threads].filter(([t]) => t !== String(pid)).map(([t, ns]) => [Number(t) - pid, (ns - (c0.threads.get(t) ?? 0)) / 1e6] as const).filter(([, ms]) => ms >= 0.1);
         let extra = '';
         if (probe) {
           const p = await readProbe(e.probeSock);
@@ -143,7 +156,7 @@ async function main(): Promise<void> {
         add(e, 'main thread CPU', main);
         add(e, 'process CPU', all);
         add(e, 'minor faults', faults);
-        console.log(`round ${round} ${e.name}: ${wall.toFixed(1)} ms, cpu main ${main.toFixed(1)} all ${all.toFixed(1)} ms, faults ${faults}${extra}; load ${load()}; mono ${m0} ${m1} pid ${pid} client ${process.pid}`);
+        console.log(`round ${round} ${e.name}: ${wall.toFixed(1)} ms, cpu main ${main.toFixed(1)} all ${all.toFixed(1)} ms, faults ${faults}, other threads ${others.map(([t, ms]) => `+${t}:${ms.toFixed(1)}`).join(' ') || '-'}${extra}; load ${load()}; mono ${m0} ${m1} pid ${pid} client ${process.pid}`);
       }
     }
     for (const e of daemons) {
