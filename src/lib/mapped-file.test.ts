@@ -40,7 +40,7 @@ test('MappedFile maps no empty or missing file', async (t) => {
   assert.equal(MappedFile.openResident(join(dir, 'missing')), undefined);
 });
 
-test('MappedFile maps no file whose pages the kernel dropped from the page cache', async (t) => {
+test('MappedFile maps no file whose pages the kernel dropped from the page cache, and has them read back', async (t) => {
   const c = loadLibc();
   if (!c) return t.skip('libc is not callable');
   if (execFileSync('stat', ['-f', '-c', '%T', tmpdir()]).toString().trim() === 'tmpfs') return t.skip('tmpfs keeps its pages');
@@ -58,4 +58,12 @@ test('MappedFile maps no file whose pages the kernel dropped from the page cache
   const m = MappedFile.openResident(path);
   m?.close();
   assert.equal(m, undefined);
+  // ... and asked for it back: once read ahead, the file maps
+  let again: MappedFile | undefined;
+  for (let i = 0; i < 100 && !again; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    again = MappedFile.openResident(path);
+  }
+  again?.close();
+  assert.ok(again, 'resident again after the read-ahead it asked for');
 });

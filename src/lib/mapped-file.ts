@@ -2,7 +2,7 @@
  * A file mapped read-only (mmap through the koffi FFI), to compare bytes with it where they lie in
  * the page cache: no read() copies them out first. Mapped only when every page is already in the
  * page cache (mincore), so a comparison never waits for the disk; a file that is not resident is
- * not mapped (the caller reads it another way).
+ * not mapped (the caller reads it another way) but read back into the page cache in the background.
  *
  * The file must not shrink while mapped (a read past its new end is a SIGBUS): map only files that
  * nobody truncates, and close() as soon as the comparison ends.
@@ -21,6 +21,7 @@ interface Calls {
 const PROT_READ = 1;
 const MAP_SHARED = 1;
 const MAP_FAILED = (1n << 64n) - 1n;
+const MADV_WILLNEED = 3;
 const MADV_POPULATE_READ = 22; // Linux 5.14; older kernels refuse it and pages fault in as read
 const PAGE = 4096;
 
@@ -73,6 +74,9 @@ export class MappedFile {
     let resident = c.mincore(addr, size, vec) === 0;
     for (let i = 0; resident && i < vec.length; i++) resident = (vec[i]! & 1) === 1;
     if (!resident) {
+      // Nothing else reads the file while it is not mapped: ask for the missing pages now (read
+      // ahead in the background), so that the next comparison finds them.
+      c.madvise(addr, size, MADV_WILLNEED);
       m.close();
       return undefined;
     }
