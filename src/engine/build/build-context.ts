@@ -125,7 +125,7 @@ async function unpackContext(workDir: string, tar: Readable, dockerfileName: str
     const ignoreText = await readInside(dir, '.dockerignore');
     if (ignoreText !== undefined) {
       const ig = new DockerIgnore(readIgnorePatterns(ignoreText));
-      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(await resolveInRoot(dir, f, false), { force: true });
+      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(resolveInRoot(dir, f, false), { force: true });
     }
     return { dir, dockerfile: text, dockerfileName: name, digests, dispose };
   } catch (err) {
@@ -138,7 +138,7 @@ async function unpackContext(workDir: string, tar: Readable, dockerfileName: str
 const MAX_TEXT = 16 * 1024 * 1024;
 
 async function readInside(root: string, rel: string): Promise<string | undefined> {
-  const abs = await resolveInRoot(root, rel);
+  const abs = resolveInRoot(root, rel);
   try {
     const st = await lstat(abs);
     if (!st.isFile()) return undefined;
