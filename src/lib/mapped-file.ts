@@ -2,7 +2,7 @@
  * A file mapped read-only (mmap through the koffi FFI), to compare bytes with it where they lie in
  * the page cache: no read() copies them out first. Mapped only when every page is already in the
  * page cache (mincore), so a comparison never waits for the disk; a file that is not resident is
- * not mapped (the caller reads it another way) but read back into the page cache in the background.
+ * not mapped (the caller reads it another way, and may have it read ahead for next time).
  *
  * The file must not shrink while mapped (a read past its new end is a SIGBUS): map only files that
  * nobody truncates, and close() as soon as the comparison ends.
@@ -12,6 +12,7 @@ import { loadLibc } from './libc.js';
 
 interface Calls {
   mmap: (addr: null, len: number, prot: number, flags: number, fd: number, off: number) => bigint;
+  fadvise: (fd: number, off: number, len: number, advice: number) => number;
   munmap: (addr: bigint, len: number) => number;
   mincore: (addr: bigint, len: number, vec: Buffer) => number;
   madvise: (addr: bigint, len: number, advice: number) => number;
@@ -21,9 +22,9 @@ interface Calls {
 const PROT_READ = 1;
 const MAP_SHARED = 1;
 const MAP_FAILED = (1n << 64n) - 1n;
-const MADV_WILLNEED = 3;
 const MADV_POPULATE_READ = 22; // Linux 5.14; older kernels refuse it and pages fault in as read
 const PAGE = 4096;
+const POSIX_FADV_WILLNEED = 3;
 
 let calls: Calls | null | undefined;
 
@@ -33,6 +34,7 @@ function libcCalls(): Calls | null {
   if (!c) return (calls = null);
   calls = {
     mmap: c.lib.func('void *mmap(void *addr, size_t len, int prot, int flags, int fd, intptr_t off)'),
+    fadvise: c.lib.func('int posix_fadvise(int fd, intptr_t off, intptr_t len, int advice)'),
     munmap: c.lib.func('int munmap(void *addr, size_t len)'),
     mincore: c.lib.func('int mincore(void *addr, size_t len, _Out_ uint8_t *vec)'),
     madvise: c.lib.func('int madvise(void *addr, size_t len, int advice)'),
@@ -74,9 +76,6 @@ export class MappedFile {
     let resident = c.mincore(addr, size, vec) === 0;
     for (let i = 0; resident && i < vec.length; i++) resident = (vec[i]! & 1) === 1;
     if (!resident) {
-      // Nothing else reads the file while it is not mapped: ask for the missing pages now (read
-      // ahead in the background), so that the next comparison finds them.
-      c.madvise(addr, size, MADV_WILLNEED);
       m.close();
       return undefined;
     }
@@ -103,5 +102,24 @@ export class MappedFile {
     if (this.#addr === undefined) return;
     this.c.munmap(this.#addr, this.size);
     this.#addr = undefined;
+  }
+}
+
+/**
+ * Has the kernel read `path` into the page cache in the background (POSIX_FADV_WILLNEED), for a
+ * file that was not resident and will be compared again. Does nothing where it cannot.
+ */
+export function readAhead(path: string): void {
+  const c = libcCalls();
+  if (!c) return;
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      c.fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // gone meanwhile: nothing to read
   }
 }

@@ -39,18 +39,21 @@ async function written(m: Match, body: Readable): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-for (const mode of ['bytes', 'digests'] as const) {
-  test(`a body is matched with the kept ones (${mode === 'bytes' ? 'their mapped bytes' : 'their block digests, the bodies not mappable'}): the same bytes hit, any change misses and is written as sent`, async (t) => {
+const MODES = { bytes: 'their mapped bytes', digests: 'their block digests, the bodies not mappable', mixed: 'one by its bytes, the other by its digests' };
+
+for (const mode of ['bytes', 'digests', 'mixed'] as const) {
+  test(`a body is matched with the kept ones (${MODES[mode]}): the same bytes hit, any change misses and is written as sent`, async (t) => {
     const dir = await tempDir(t, 'berth-ctx-match-');
     const body = randomBytes(3 * 1024 * 1024 + 12345);
     const other = Buffer.concat([body.subarray(0, 2 * 1024 * 1024), randomBytes(1024 * 1024)]);
     const entries = [kept(dir, 'other', other), kept(dir, 'same', body)];
-    // Without their body files the entries cannot be mapped: only the digests are left to compare.
+    // Without its body file an entry cannot be mapped: only its digests are left to compare.
+    const unmappable = mode === 'digests' ? [0, 1] : mode === 'mixed' ? [1] : [];
     const forget = (): void => {
-      if (mode === 'digests') for (const e of entries) rmSync(e.ctx.body, { force: true });
+      for (const i of unmappable) rmSync(entries[i]!.ctx.body, { force: true });
     };
     const restore = (): void => {
-      if (mode === 'digests') for (const [i, b] of [other, body].entries()) writeFileSync(entries[i]!.ctx.body, b);
+      for (const i of unmappable) writeFileSync(entries[i]!.ctx.body, [other, body][i]!);
     };
 
     forget();

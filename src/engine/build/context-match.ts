@@ -6,17 +6,19 @@
  * and a chunk is freed as soon as its bytes are known to be an entry's (releaseBuffers): the next
  * chunk reuses its memory, and the body's megabytes of dead chunks never wait for the GC.
  *
- * Two ways to compare, the first where it can be used:
- * - with the kept bodies themselves, mapped where they lie in the page cache (MappedFile): one
- *   memcmp per chunk, about a third of hashing it;
- * - with the kept entries' block digests (BLAKE3 of each BODY_BLOCK at fixed offsets), for bodies
- *   not in the page cache (or no FFI): only the current block's chunks wait, until its digest.
+ * Each entry is compared one of two ways:
+ * - with its kept body itself, mapped where it lies in the page cache (MappedFile): one memcmp per
+ *   chunk, about a third of hashing it;
+ * - with its block digests (BLAKE3 of each BODY_BLOCK at fixed offsets) when its body is not in the
+ *   page cache (or there is no FFI): the body is hashed while such an entry still matches, and
+ *   only the current block's chunks wait for its digest. An entry hit that way has its body read
+ *   ahead, to be compared by its bytes the next time.
  *
  * The body is read through 'data' events: a paused-mode read (async iteration) makes Node stop
  * and restart the socket for every 64 KiB chunk, ~2 ms of a 20 MiB context.
  */
 import type { Readable } from 'node:stream';
-import { MappedFile } from '../../lib/mapped-file.js';
+import { MappedFile, readAhead } from '../../lib/mapped-file.js';
 import { releaseBuffers } from '../../lib/release-buffer.js';
 import { BODY_BLOCK, BlockDigests, type HeldContext } from './context-cache.js';
 
@@ -32,135 +34,121 @@ export interface Match {
   pending: Buffer[];
 }
 
+interface Candidate {
+  h: HeldContext;
+  /** its body, mapped; undefined: compared by its block digests */
+  mapped: MappedFile | undefined;
+  /** still equal to everything received (for digests: to every block closed) */
+  alive: boolean;
+  /** how many of the body's first bytes are known to be this entry's */
+  matched: number;
+}
+
 /** Chunks freed in one message: a postMessage per 64 KiB chunk would cost more than it saves. */
 const RELEASE_BATCH = 16;
 
 export async function matchKept(body: Readable, held: HeldContext[]): Promise<Match> {
-  const mapped: MappedFile[] = [];
-  for (const h of held) {
-    const m = MappedFile.openResident(h.ctx.body);
-    if (!m) break;
-    mapped.push(m);
-  }
-  if (mapped.length < held.length) {
-    for (const m of mapped) m.close();
-    return matchDigests(body, held);
-  }
+  const cands: Candidate[] = held.map((h) => ({ h, mapped: MappedFile.openResident(h.ctx.body), alive: true, matched: 0 }));
   try {
-    return await matchBytes(body, held.map((h, i) => ({ h, body: mapped[i]! })));
+    const m = await compare(body, cands);
+    if (m.hit && !cands.find((c) => c.h === m.hit)!.mapped) readAhead(m.hit.ctx.body);
+    return m;
   } finally {
     // Unmapping tens of MiB takes a few tenths of a millisecond: not before the build's first
     // step, but on the loop's next turn (the mappings are this function's alone).
     setImmediate(() => {
-      for (const m of mapped) m.close();
+      for (const c of cands) c.mapped?.close();
     });
   }
 }
 
-/** Runs `onData` over the body's chunks until `settle` is called (or the body fails). */
-function follow(body: Readable, onData: (chunk: Buffer, settle: (m: Match, pause: boolean) => void) => void, onEnd: () => Match): Promise<Match> {
-  return new Promise<Match>((resolve, reject) => {
-    const settle = (m: Match, pause: boolean): void => {
-      if (pause) body.pause();
-      stop();
-      resolve(m);
-    };
-    const data = (chunk: Buffer): void => onData(chunk, settle);
-    const end = (): void => {
-      stop();
-      resolve(onEnd());
-    };
-    const error = (err: Error): void => {
-      stop();
-      reject(err);
-    };
-    const close = (): void => error(new Error('the build context ended early: the client closed the connection'));
-    const stop = (): void => {
-      body.off('data', data).off('end', end).off('error', error).off('close', close);
-    };
-    body.on('data', data).on('end', end).on('error', error).on('close', close);
-  });
-}
-
-/** Compares every chunk with the mapped kept bodies at the same offset. */
-function matchBytes(body: Readable, entries: { h: HeldContext; body: MappedFile }[]): Promise<Match> {
-  let matching = entries;
-  // bytes received so far, all of them every matching entry's
-  let at = 0;
-  const matched: Buffer[] = [];
-  return follow(
-    body,
-    (chunk, settle) => {
-      const still = matching.filter((e) => e.body.equals(at, chunk));
-      if (still.length === 0) {
-        releaseBuffers(matched.splice(0));
-        settle({ hit: undefined, ended: false, prefix: matching[0]!.h, prefixBytes: at, pending: [chunk] }, true);
-        return;
-      }
-      // the first chunk matched: the whole body probably will
-      if (at === 0) for (const e of still) e.body.populate();
-      matching = still;
-      at += chunk.length;
-      matched.push(chunk);
-      if (matched.length >= RELEASE_BATCH) releaseBuffers(matched.splice(0));
-    },
-    () => {
-      releaseBuffers(matched.splice(0));
-      const hit = matching.find((e) => e.body.size === at);
-      if (hit) return { hit: hit.h, ended: true, prefix: undefined, prefixBytes: 0, pending: [] };
-      return { hit: undefined, ended: true, prefix: matching[0]!.h, prefixBytes: at, pending: [] };
-    },
-  );
-}
-
-/** Compares the body's block digests with the kept entries' as its blocks complete. */
-function matchDigests(body: Readable, held: HeldContext[]): Promise<Match> {
+function compare(body: Readable, cands: Candidate[]): Promise<Match> {
+  // the body's digests, taken while an entry compared by its digests still matches
   const blocks = new BlockDigests();
-  let matching = held;
-  // the entries that matched every block confirmed so far, and the bytes those blocks cover
-  let lastMatched = held;
-  let confirmed = 0;
-  // whole chunks from the body offset pendingAt on (the first may start before `confirmed`)
+  let hashing = cands.some((c) => !c.mapped);
+  let checked = 0;
+  let received = 0;
+  // the entry known to hold the longest prefix of the body
+  let best: Candidate | undefined;
+  // whole chunks from the body offset pendingAt on (the first may start inside best's prefix)
   const pending: Buffer[] = [];
   let pendingAt = 0;
-  let checked = 0;
-  const same = (h: HeldContext, from: number, to: number): boolean => {
-    for (let i = from; i < to; i++) if (h.ctx.blocks[i] !== blocks.digests[i]) return false;
+  const same = (c: Candidate, from: number, to: number): boolean => {
+    for (let i = from; i < to; i++) if (c.h.ctx.blocks[i] !== blocks.digests[i]) return false;
     return true;
   };
   const miss = (ended: boolean): Match => {
-    // the bytes after the matched prefix, which starts inside the first pending chunk
-    if (pending.length > 0 && pendingAt < confirmed) pending[0] = pending[0]!.subarray(confirmed - pendingAt);
-    return { hit: undefined, ended, prefix: lastMatched[0], prefixBytes: confirmed, pending };
+    const prefixBytes = best?.matched ?? 0;
+    // what the prefix holds is read back from it: the rest starts inside the first chunk left
+    let done = 0;
+    while (done < pending.length && pendingAt + pending[done]!.length <= prefixBytes) pendingAt += pending[done++]!.length;
+    releaseBuffers(pending.splice(0, done));
+    if (pending.length > 0 && pendingAt < prefixBytes) pending[0] = pending[0]!.subarray(prefixBytes - pendingAt);
+    return { hit: undefined, ended, prefix: best?.h, prefixBytes, pending };
   };
-  return follow(
-    body,
-    (chunk, settle) => {
-      const before = blocks.digests.length;
-      blocks.update(chunk);
+  return new Promise<Match>((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      for (const c of cands) {
+        if (!c.alive || !c.mapped) continue;
+        if (!c.mapped.equals(received, chunk)) c.alive = false;
+        else {
+          // the first chunk matched: the whole body probably will
+          if (received === 0) c.mapped.populate();
+          c.matched = received + chunk.length;
+        }
+      }
+      received += chunk.length;
       pending.push(chunk);
-      const n = blocks.digests.length;
-      if (n === before) return;
-      matching = matching.filter((h) => same(h, checked, n));
-      checked = n;
-      if (matching.length === 0) {
-        settle(miss(false), true);
+      if (hashing) {
+        blocks.update(chunk);
+        const n = blocks.digests.length;
+        if (n > checked) {
+          for (const c of cands) {
+            if (!c.alive || c.mapped) continue;
+            if (same(c, checked, n)) c.matched = n * BODY_BLOCK;
+            else c.alive = false;
+          }
+          checked = n;
+          hashing = cands.some((c) => c.alive && !c.mapped);
+        }
+      }
+      for (const c of cands) if (c.matched > (best?.matched ?? 0)) best = c;
+      // the chunks of best's prefix are its own: not needed any more
+      let done = 0;
+      let bytes = 0;
+      while (done < pending.length && pendingAt + bytes + pending[done]!.length <= (best?.matched ?? 0)) bytes += pending[done++]!.length;
+      if (done >= RELEASE_BATCH) {
+        releaseBuffers(pending.splice(0, done));
+        pendingAt += bytes;
+      }
+      if (cands.some((c) => c.alive)) return;
+      body.pause();
+      stop();
+      resolve(miss(false));
+    };
+    const onEnd = (): void => {
+      stop();
+      if (hashing) {
+        blocks.finish();
+        const n = blocks.digests.length;
+        for (const c of cands) if (c.alive && !c.mapped && !(c.h.ctx.blocks.length === n && same(c, checked, n))) c.alive = false;
+      }
+      const hit = cands.find((c) => c.alive && (c.mapped ? c.mapped.size === received : true));
+      if (!hit) {
+        resolve(miss(true));
         return;
       }
-      lastMatched = matching;
-      // the confirmed blocks' bytes are the entries' own: their chunks are not needed any more
-      confirmed = n * BODY_BLOCK;
-      let done = 0;
-      while (done < pending.length && pendingAt + pending[done]!.length <= confirmed) pendingAt += pending[done++]!.length;
-      releaseBuffers(pending.splice(0, done));
-    },
-    () => {
-      blocks.finish();
-      const n = blocks.digests.length;
-      const hit = matching.find((h) => h.ctx.blocks.length === n && same(h, checked, n));
-      if (!hit) return miss(true);
       releaseBuffers(pending.splice(0));
-      return { hit, ended: true, prefix: undefined, prefixBytes: 0, pending: [] };
-    },
-  );
+      resolve({ hit: hit.h, ended: true, prefix: undefined, prefixBytes: 0, pending: [] });
+    };
+    const onError = (err: Error): void => {
+      stop();
+      reject(err);
+    };
+    const onClose = (): void => onError(new Error('the build context ended early: the client closed the connection'));
+    const stop = (): void => {
+      body.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    body.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
