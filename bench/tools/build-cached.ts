@@ -160,7 +160,9 @@ async function main(): Promise<void> {
       }
     }
     for (const e of daemons) {
-      console.log(`\ncached build, berthd ${e.name}, ${mode}, medians of ${rounds} (load at the end ${load()}):`);
+      const status = readFileSync(`/proc/${e.d.pid}/status`, 'utf8');
+      const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+      console.log(`\ncached build, berthd ${e.name}, ${mode}, medians of ${rounds} (load at the end ${load()}); its RSS now ${(kib('VmRSS') / 1024).toFixed(1)} MiB (peak ${(kib('VmHWM') / 1024).toFixed(1)}):`);
       for (const [k, xs] of e.samples) console.log(`  ${k.padEnd(32)} ${fmt(xs)}`);
     }
   } finally {
