@@ -54,7 +54,12 @@ export async function resolveSources(root: string, patterns: string[], cmd: stri
       continue;
     }
     const abs = resolveInRoot(root, clean);
-    const st = lstatSync(abs, { throwIfNoEntry: false });
+    let st: Stats | undefined;
+    try {
+      st = lstatSync(abs);
+    } catch {
+      // missing, or under something that is no directory: as not found
+    }
     if (!st) throw invalidArgument(`${cmd} failed: file not found in build context or excluded by .dockerignore: stat ${pattern.replace(/^\/+/, '')}: file does not exist`);
     out.push({ abs, name: posix.basename(clean) || '.', isDir: st.isDirectory() });
   }
