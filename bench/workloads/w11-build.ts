@@ -83,7 +83,7 @@ async function buildOnce(e: Engine, context: Buffer, query: string): Promise<str
   return id;
 }
 
-async function contextTar(base: string, mib: number): Promise<Buffer> {
+export async function contextTar(base: string, mib: number): Promise<Buffer> {
   const dockerfile = [
     `FROM ${base}`,
     'COPY data.bin /data/data.bin',
