@@ -23,6 +23,8 @@ import { claimPrefix, releasePrefix } from './host-lock.js';
 import { hostRoutePrefixes, parseResolvConf, type ResolvConf } from './host-routes.js';
 import type { Cidr } from './cidr.js';
 import { NetnsDir } from './netns.js';
+import { plumbByNetlink } from './netlink-plumbing.js';
+import { netlinkAvailable } from './netlink-socket.js';
 import { ToolShell } from './tool-shell.js';
 import { VethDrain, type DrainingVeth } from './veth-drain.js';
 
@@ -164,19 +166,47 @@ export class BridgeDriver {
     return readFile(this.#hostHosts, 'utf8').catch(() => '127.0.0.1\tlocalhost\n');
   }
 
-  /** Creates the container's namespace file and plumbs it in one process chain. */
-  /** A new namespace for the container, plumbed by `plan`: one job of the tool shells, no fork of the daemon. */
+  /**
+   * A new namespace for the container, plumbed by `plan`: from berthd itself where libc can be called
+   * (ns-calls.ts, netlink-plumbing.ts), else one job of the tool shells; never a fork of the daemon.
+   */
   async plumbNew(containerId: string, plan: PlumbPlan): Promise<void> {
+    if (netlinkAvailable()) return this.#plumbNewInProcess(containerId, plan);
     const { inside, after } = this.#plumbSteps(plan);
     await this.netns.create(containerId, inside.input ? inside : undefined, after);
+  }
+
+  /** A new namespace and its interfaces from berthd itself: no process at all. */
+  async #plumbNewInProcess(name: string, plan: PlumbPlan): Promise<void> {
+    const path = await this.netns.createInProcess(name);
+    try {
+      await plumbByNetlink(path, { ...plan, loopbackUp: true });
+    } catch (err) {
+      await this.netns.remove(name).catch(() => {});
+      throw err;
+    }
   }
 
   plumbExisting(netnsPath: string, plan: PlumbPlan): Promise<void> {
     return plumbExisting(netnsPath, plan, this.#tools, this.#hostNs);
   }
 
+  /** Whether plumbInto works without a process (rtnetlink from berthd itself). */
+  get plumbsInProcess(): boolean {
+    return netlinkAvailable();
+  }
+
+  /**
+   * Plumbs a namespace that has nothing but loopback yet (one made ahead): over rtnetlink from berthd,
+   * no process at all; by `ip` through nsenter where that is not possible.
+   */
+  plumbInto(netnsPath: string, plan: PlumbPlan): Promise<void> {
+    return netlinkAvailable() ? plumbByNetlink(netnsPath, plan) : this.plumbExisting(netnsPath, plan);
+  }
+
   /** A namespace made ahead under `name` and plumbed by `plan`. */
   createAhead(name: string, plan: PlumbPlan): Promise<void> {
+    if (netlinkAvailable()) return this.#plumbNewInProcess(name, plan);
     const { inside, after } = this.#plumbSteps(plan);
     return this.netns.createAhead(name, inside, after);
   }

@@ -204,6 +204,7 @@ export class ContainerService {
     });
     const c = newContainerRecord({ id, name, imageId: image.id, config, hostConfig: hc, networkingConfig: req.networkingConfig, mountPoints, dir, defaultRuntime: this.defaultRuntime });
     this.#table.insert(c);
+    this.processes.network.created(c);
     this.events.publish('container', 'create', id, this.attrs(c));
     return { Id: id, Warnings: warnings };
   }
