@@ -10,7 +10,7 @@
  * net.ipv4.ip_forward.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { invalidArgument } from '../lib/errors.js';
@@ -75,6 +75,8 @@ export class BridgeDriver {
   readonly #hostNs = `/proc/${process.pid}/ns/net`;
   /** Several shells: containers starting together each get their network from one. */
   readonly #shell = new ToolShell(4);
+  /** The host's resolv.conf as last read, and what identified that version of the file. */
+  #resolvConf: { key: string; value: ResolvConf } | undefined;
   /** Whether released veths are left to go with their namespace. */
   #drainWithNetns = false;
 
@@ -157,8 +159,17 @@ export class BridgeDriver {
     return hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
   }
 
+  /**
+   * The host's resolv.conf, parsed; read again only when the file changed (one stat per container
+   * start instead of a read).
+   */
   async hostResolvConf(): Promise<ResolvConf> {
-    return parseResolvConf(await readFile(this.#hostResolvConf, 'utf8').catch(() => ''));
+    const st = statSync(this.#hostResolvConf, { bigint: true, throwIfNoEntry: false });
+    const key = st ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '';
+    if (this.#resolvConf?.key === key) return this.#resolvConf.value;
+    const value = parseResolvConf(await readFile(this.#hostResolvConf, 'utf8').catch(() => ''));
+    this.#resolvConf = { key, value };
+    return value;
   }
 
   /** The host's /etc/hosts; a localhost line alone when it cannot be read. */
