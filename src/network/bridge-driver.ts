@@ -16,11 +16,11 @@ import { join } from 'node:path';
 import { invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { Aardvark } from './aardvark.js';
-import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type BridgeSpec, type LinkInfo } from './bridge-device.js';
+import { createBridge, createBridgeByNetlink, deleteBridge, deleteBridgeByNetlink, enableIPv4Forwarding, linkExists, listLinks, listLinksByNetlink, type BridgeSpec, type LinkInfo } from './bridge-device.js';
 import { deleteHostVeths, plumbCommands, plumbExisting, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall } from './firewall.js';
 import { claimPrefix, releasePrefix } from './host-lock.js';
-import { hostRoutePrefixes, parseResolvConf, type ResolvConf } from './host-routes.js';
+import { hostRoutePrefixes, hostRoutePrefixesByNetlink, parseResolvConf, type ResolvConf } from './host-routes.js';
 import type { Cidr } from './cidr.js';
 import { NetnsDir } from './netns.js';
 import { plumbByNetlink } from './netlink-plumbing.js';
@@ -124,16 +124,24 @@ export class BridgeDriver {
     return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
   }
 
+  // Links, routes and bridges over rtnetlink where libc can be called (no process: a network create
+  // ran five `ip` before), else `ip` from the tool shells.
+
   links(): Promise<Map<string, LinkInfo>> {
-    return listLinks(this.#tools.ip, this.#shell.tool);
+    return netlinkAvailable() ? listLinksByNetlink() : listLinks(this.#tools.ip, this.#shell.tool);
+  }
+
+  /** Whether the host has a device of that name (one lookup, where links() lists them all). */
+  async hasLink(name: string): Promise<boolean> {
+    return netlinkAvailable() ? linkExists(name) : (await this.links()).has(name);
   }
 
   createBridge(spec: BridgeSpec): Promise<void> {
-    return createBridge(this.#tools.ip, spec, this.#shell.tool);
+    return netlinkAvailable() ? createBridgeByNetlink(spec) : createBridge(this.#tools.ip, spec, this.#shell.tool);
   }
 
   deleteBridge(name: string): Promise<void> {
-    return deleteBridge(this.#tools.ip, name, this.#shell.tool);
+    return netlinkAvailable() ? deleteBridgeByNetlink(name) : deleteBridge(this.#tools.ip, name, this.#shell.tool);
   }
 
   /**
@@ -156,7 +164,7 @@ export class BridgeDriver {
   }
 
   hostRoutes(): Promise<Cidr[]> {
-    return hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
+    return netlinkAvailable() ? hostRoutePrefixesByNetlink() : hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
   }
 
   /**

@@ -5,10 +5,12 @@
  * socket is netlink-socket.ts. Every request asks for an acknowledgement, so each has exactly one
  * answer with its error code (0 for success), after the reply of a GETLINK.
  */
-import { parseAddress, type Address } from './cidr.js';
+import { formatAddress, parseAddress, type Address } from './cidr.js';
 
 const NLMSG_HDRLEN = 16;
 const NLMSG_ERROR = 2;
+const NLMSG_DONE = 3;
+const NLM_F_DUMP = 0x300;
 const NLM_F_REQUEST = 0x1;
 const NLM_F_ACK = 0x4;
 const NLM_F_REPLACE = 0x100;
@@ -20,10 +22,14 @@ const NLM_F_CAPPED = 0x100;
 const NLMSGERR_ATTR_MSG = 1;
 
 const RTM_NEWLINK = 16;
+const RTM_DELLINK = 17;
 const RTM_GETLINK = 18;
 const RTM_NEWADDR = 20;
+const RTM_DELADDR = 21;
+const RTM_GETADDR = 22;
 const RTM_NEWROUTE = 24;
 const RTM_DELROUTE = 25;
+const RTM_GETROUTE = 26;
 
 const IFLA_ADDRESS = 1;
 const IFLA_IFNAME = 3;
@@ -58,16 +64,18 @@ const RTPROT_BOOT = 3;
 const RT_SCOPE_UNIVERSE = 0;
 const RT_SCOPE_NOWHERE = 255;
 const RTN_UNICAST = 1;
+const RTN_MULTICAST = 5;
 /** The loopback device's index in every network namespace. */
 export const LOOPBACK_INDEX = 1;
 
-/** One request; `what` names it in errors. */
+/** One request; `what` names it in errors. A dump is answered by many messages and NLMSG_DONE. */
 export interface NetlinkRequest {
   type: number;
   flags: number;
   body: Buffer;
   attrs: Buffer[];
   what: string;
+  dump?: boolean;
 }
 
 /** The kernel's answer to one request: its error (0, or a negative errno) and, for GETLINK, the link's index. */
@@ -240,6 +248,118 @@ export function deleteRoute(dst: string, dstLen: number, table: number): Netlink
   return { type: RTM_DELROUTE, flags: 0, body, attrs: [attr(RTA_TABLE, u32(table)), attr(RTA_DST, addressBytes(a))], what: `route del ${dst}/${dstLen} table ${table}` };
 }
 
+/** `link del dev <name>`. */
+export function deleteLink(name: string): NetlinkRequest {
+  return { type: RTM_DELLINK, flags: 0, body: ifinfomsg(), attrs: [attr(IFLA_IFNAME, str(name))], what: `link del dev ${name}` };
+}
+
+/** `link add name <name> address <mac> mtu <mtu> type bridge`. */
+export function addBridge(name: string, mac: string, mtu: number): NetlinkRequest {
+  return {
+    type: RTM_NEWLINK,
+    flags: NLM_F_CREATE | NLM_F_EXCL,
+    body: ifinfomsg(),
+    attrs: [attr(IFLA_IFNAME, str(name)), attr(IFLA_ADDRESS, macBytes(mac)), attr(IFLA_MTU, u32(mtu)), nested(IFLA_LINKINFO, [attr(IFLA_INFO_KIND, str('bridge'))])],
+    what: `link add name ${name} type bridge`,
+  };
+}
+
+/** `link set <name> mtu <mtu>`. */
+export function setMtu(name: string, mtu: number): NetlinkRequest {
+  return { type: RTM_NEWLINK, flags: 0, body: ifinfomsg(), attrs: [attr(IFLA_IFNAME, str(name)), attr(IFLA_MTU, u32(mtu))], what: `link set ${name} mtu ${mtu}` };
+}
+
+/** `addr del <ip>/<len> dev <index>`. */
+export function deleteAddress(index: number, ip: string, prefixLen: number): NetlinkRequest {
+  const req = addAddress(index, ip, prefixLen);
+  return { ...req, type: RTM_DELADDR, flags: 0, attrs: req.attrs.slice(0, 2), what: `addr del ${ip}/${prefixLen} dev index ${index}` };
+}
+
+/** Every link of the socket's namespace (`ip -d link show`). */
+export function dumpLinks(): NetlinkRequest {
+  return { type: RTM_GETLINK, flags: 0, body: ifinfomsg(), attrs: [], what: 'link show', dump: true };
+}
+
+/** Every address (`ip addr show`). */
+export function dumpAddresses(): NetlinkRequest {
+  return { type: RTM_GETADDR, flags: 0, body: Buffer.alloc(8), attrs: [], what: 'addr show', dump: true };
+}
+
+/** Every route of one family, in every table (`ip -4|-6 route show table all`). */
+export function dumpRoutes(family: 4 | 6): NetlinkRequest {
+  const body = Buffer.alloc(12);
+  body.writeUInt8(family === 4 ? AF_INET : AF_INET6, 0);
+  return { type: RTM_GETROUTE, flags: 0, body, attrs: [], what: `-${family} route show table all`, dump: true };
+}
+
+/** One message of a dump: its type and what follows the header. */
+export interface NetlinkMessage {
+  type: number;
+  payload: Buffer;
+}
+
+/** The attributes after a fixed-size header, by type (nested ones as their raw bytes). */
+function attrsOf(buf: Buffer, offset: number): Map<number, Buffer> {
+  const out = new Map<number, Buffer>();
+  for (let o = offset; o + 4 <= buf.length; ) {
+    const len = buf.readUInt16LE(o);
+    if (len < 4 || o + len > buf.length) break;
+    out.set(buf.readUInt16LE(o + 2) & 0x3fff, buf.subarray(o + 4, o + len));
+    o += (len + 3) & ~3;
+  }
+  return out;
+}
+
+const cstr = (b: Buffer | undefined): string | undefined => (b ? b.toString('utf8').replace(/\0.*$/s, '') : undefined);
+
+/** A link of a dump: index, name and kind (bridge, veth...). */
+export function parseLink(m: NetlinkMessage): { index: number; name: string; kind?: string } | undefined {
+  if (m.type !== RTM_NEWLINK) return undefined;
+  const a = attrsOf(m.payload, 16);
+  const info = a.get(IFLA_LINKINFO);
+  return { index: m.payload.readInt32LE(4), name: cstr(a.get(IFLA_IFNAME)) ?? '', kind: info ? cstr(attrsOf(info, 0).get(IFLA_INFO_KIND)) : undefined };
+}
+
+function formatIp(b: Buffer): string {
+  if (b.length === 4) return [...b].join('.');
+  let v = 0n;
+  for (const byte of b) v = (v << 8n) | BigInt(byte);
+  return formatAddress({ family: 6, value: v });
+}
+
+/** An address of a dump: its link's index, family and `address/prefixLen` as `ip` prints it. */
+export function parseAddr(m: NetlinkMessage): { index: number; family: 4 | 6; address: string; prefixLen: number } | undefined {
+  if (m.type !== RTM_NEWADDR) return undefined;
+  const family = m.payload.readUInt8(0) === AF_INET ? 4 : 6;
+  const a = attrsOf(m.payload, 8);
+  const local = a.get(IFA_LOCAL) ?? a.get(IFA_ADDRESS);
+  if (!local) return undefined;
+  return { index: m.payload.readUInt32LE(4), family, address: formatIp(local), prefixLen: m.payload.readUInt8(1) };
+}
+
+/** A route of a dump: its destination (undefined for a default route) unless it is multicast. */
+export function parseRoute(m: NetlinkMessage): { family: 4 | 6; dst?: string; dstLen: number; multicast: boolean } | undefined {
+  if (m.type !== RTM_NEWROUTE) return undefined;
+  const family = m.payload.readUInt8(0) === AF_INET ? 4 : 6;
+  const dst = attrsOf(m.payload, 12).get(RTA_DST);
+  return { family, dst: dst ? formatIp(dst) : undefined, dstLen: m.payload.readUInt8(1), multicast: m.payload.readUInt8(7) === RTN_MULTICAST };
+}
+
+/** The messages of a datagram with their types; `done` when it ends the dump (with its error code). */
+export function decodeMessages(buf: Buffer): { messages: NetlinkMessage[]; done?: number } {
+  const messages: NetlinkMessage[] = [];
+  for (let o = 0; o + NLMSG_HDRLEN <= buf.length; ) {
+    const len = buf.readUInt32LE(o);
+    if (len < NLMSG_HDRLEN || o + len > buf.length) break;
+    const type = buf.readUInt16LE(o + 4);
+    if (type === NLMSG_DONE) return { messages, done: len >= NLMSG_HDRLEN + 4 ? buf.readInt32LE(o + NLMSG_HDRLEN) : 0 };
+    if (type === NLMSG_ERROR) return { messages, done: buf.readInt32LE(o + NLMSG_HDRLEN) };
+    messages.push({ type, payload: buf.subarray(o + NLMSG_HDRLEN, o + len) });
+    o += (len + 3) & ~3;
+  }
+  return { messages };
+}
+
 /** The requests as one buffer, numbered from `firstSeq` on, each asking for an acknowledgement. */
 export function encodeRequests(reqs: readonly NetlinkRequest[], firstSeq: number): Buffer {
   return Buffer.concat(
@@ -248,7 +368,7 @@ export function encodeRequests(reqs: readonly NetlinkRequest[], firstSeq: number
       const h = Buffer.alloc(NLMSG_HDRLEN);
       h.writeUInt32LE(NLMSG_HDRLEN + payload.length, 0);
       h.writeUInt16LE(r.type, 4);
-      h.writeUInt16LE(NLM_F_REQUEST | NLM_F_ACK | r.flags, 6);
+      h.writeUInt16LE(NLM_F_REQUEST | (r.dump ? NLM_F_DUMP : NLM_F_ACK) | r.flags, 6);
       h.writeUInt32LE((firstSeq + i) >>> 0, 8);
       return Buffer.concat([h, payload]);
     }),

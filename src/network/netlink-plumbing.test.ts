@@ -8,11 +8,14 @@ import { randomBytes } from 'node:crypto';
 import { plumbByNetlink } from './netlink-plumbing.js';
 import { NetlinkError } from './netlink-socket.js';
 import { createNamespace } from './ns-calls.js';
+import { createBridgeByNetlink, deleteBridgeByNetlink, linkExists, listLinks, listLinksByNetlink, type LinkInfo } from './bridge-device.js';
+import { hostRoutePrefixes, hostRoutePrefixesByNetlink } from './host-routes.js';
+import { formatCidr } from './cidr.js';
 
 const run = (cmd: string, args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const inNs = (ns: string, args: string[]): string => run('nsenter', [`--net=${ns}`, ...args]);
 
-test('a namespace made in-process gets its interfaces over rtnetlink as `ip` would put them', async () => {
+test('a namespace made in-process gets its interfaces over rtnetlink as `ip` puts them', async () => {
   const tag = randomBytes(3).toString('hex');
   const bridge = `bnl${tag}`;
   const dir = mkdtempSync(join(tmpdir(), 'berth-netlink-'));
@@ -76,5 +79,57 @@ test('a namespace made in-process gets its interfaces over rtnetlink as `ip` wou
       }
     }
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('bridges, links and routes over rtnetlink read and do what `ip` does', async () => {
+  const name = `bnl${randomBytes(3).toString('hex')}`;
+  try {
+    await createBridgeByNetlink({ name, mtu: 1400, addresses: ['10.232.9.1/24', 'fd00:e8::1/64'] });
+    const [ours, theirs] = await Promise.all([listLinksByNetlink(), listLinks('ip')]);
+    const bridge = ours.get(name)!;
+    assert.equal(bridge.kind, 'bridge');
+    assert.deepEqual(new Set(bridge.addresses.filter((a) => !a.startsWith('fe80:'))), new Set(['10.232.9.1/24', 'fd00:e8::1/64']));
+    // The same kind and addresses as `ip` shows (others' devices come and go meanwhile: loopback, the
+    // host's own interfaces and ours).
+    const sorted = (l: LinkInfo | undefined) => l && { ...l, addresses: [...l.addresses].sort() };
+    for (const [n, l] of theirs) if (n === name || n === 'lo' || !l.kind) assert.deepEqual(sorted(ours.get(n)), sorted(l), n);
+    const details = JSON.parse(run('ip', ['-j', '-d', 'addr', 'show', 'dev', name])) as { mtu: number; flags: string[]; addr_info: { local: string; broadcast?: string }[] }[];
+    assert.equal(details[0]!.mtu, 1400);
+    assert.ok(details[0]!.flags.includes('UP'));
+    assert.equal(details[0]!.addr_info.find((a) => a.local === '10.232.9.1')!.broadcast, '10.232.9.255');
+    assert.equal(readFileSync(`/proc/sys/net/ipv4/conf/${name}/route_localnet`, 'utf8').trim(), '1');
+
+    const [routes, ipRoutes] = await Promise.all([hostRoutePrefixesByNetlink(), hostRoutePrefixes('ip')]);
+    // Routes of loopback and of the new bridge, as `ip` has them (others' come and go meanwhile).
+    const text = (cs: typeof routes) => new Set(cs.map(formatCidr).filter((c) => /^(127\.|10\.232\.9\.|fd00:e8:)/.test(c)));
+    assert.deepEqual(text(routes), text(ipRoutes));
+    for (const c of ['10.232.9.0/24', '10.232.9.1/32', 'fd00:e8::/64', '127.0.0.0/8']) assert.ok(text(routes).has(c), c);
+
+    // One an earlier daemon left: taken over, its addresses replaced.
+    await createBridgeByNetlink({ name, mtu: 1500, addresses: ['10.232.10.1/24'] });
+    const again = (await listLinksByNetlink()).get(name)!;
+    assert.deepEqual(again.addresses.filter((a) => !a.startsWith('fe80:')), ['10.232.10.1/24']);
+    // Not a bridge: refused.
+    const veth = `vnl${randomBytes(3).toString('hex')}`;
+    run('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', `${veth}p`]);
+    try {
+      const refused = await createBridgeByNetlink({ name: veth, mtu: 1500, addresses: [] }).catch((e: unknown) => e);
+      assert.ok(refused instanceof NetlinkError);
+      assert.equal(refused.code, 'EEXIST');
+    } finally {
+      run('ip', ['link', 'del', veth]);
+    }
+    assert.equal(await linkExists(name), true);
+    await deleteBridgeByNetlink(name);
+    assert.equal((await listLinksByNetlink()).has(name), false);
+    assert.equal(await linkExists(name), false);
+    await deleteBridgeByNetlink(name); // gone already: fine
+  } finally {
+    try {
+      execFileSync('ip', ['link', 'del', name], { stdio: 'ignore' });
+    } catch {
+      // deleted by the test
+    }
   }
 });

@@ -7,7 +7,7 @@
  */
 import { loadLibc } from '../lib/libc.js';
 import { log } from '../lib/log.js';
-import { decodeAnswers, encodeRequests, type NetlinkAnswer, type NetlinkRequest } from './netlink-messages.js';
+import { decodeAnswers, decodeMessages, encodeRequests, type NetlinkAnswer, type NetlinkMessage, type NetlinkRequest } from './netlink-messages.js';
 import { errnoName, inNamespace, nsCalls } from './ns-calls.js';
 
 const AF_NETLINK = 16;
@@ -130,6 +130,38 @@ export class NetlinkSocket {
       throw new NetlinkError(`${reqs[failed.seq - first]!.what}: ${code}${failed.message ? ` (${failed.message})` : ''}`, code);
     }
     return answers.filter((a) => a.error === undefined).map((a) => ({ request: a.seq - first, index: a.index }));
+  }
+
+  /** A dump's messages (e.g. every link), read to its end. */
+  async dump(req: NetlinkRequest): Promise<NetlinkMessage[]> {
+    if (this.#fd < 0) throw new NetlinkError('netlink socket closed');
+    const seq = this.#seq++;
+    const buf = encodeRequests([{ ...req, dump: true }], seq);
+    const sent = await new Promise<number>((resolve, reject) => this.#c.send.async(this.#fd, buf, buf.length, 0, (err: unknown, n: number) => (err ? reject(err) : resolve(n))));
+    if (sent !== buf.length) throw new NetlinkError(`netlink send failed (${sent})`);
+    const out: NetlinkMessage[] = [];
+    const rb = Buffer.alloc(64 * 1024);
+    for (;;) {
+      // The kernel makes each part of a dump as the previous one is read: on the pool, since some
+      // dumps take the RTNL lock.
+      const n = await new Promise<number>((resolve, reject) => this.#c.recv.async(this.#fd, rb, rb.length, 0, (err: unknown, r: number) => (err ? reject(err) : resolve(r))));
+      if (n <= 0) throw new NetlinkError(`netlink receive failed (${n})`);
+      const { messages, done } = decodeMessages(rb.subarray(0, n));
+      for (const m of messages) out.push({ type: m.type, payload: Buffer.from(m.payload) });
+      if (done !== undefined) {
+        if (done < 0) throw new NetlinkError(`${req.what}: ${errnoName(-done)}`, errnoName(-done));
+        return out;
+      }
+    }
+  }
+
+  /** dump(), then close(): for one dump alongside another socket's. */
+  async dumpAndClose(req: NetlinkRequest): Promise<NetlinkMessage[]> {
+    try {
+      return await this.dump(req);
+    } finally {
+      this.close();
+    }
   }
 
   close(): void {

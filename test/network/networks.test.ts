@@ -190,4 +190,12 @@ describe('networking', () => {
     const rules = execFileSync('nft', ['list', 'ruleset'], { encoding: 'utf8' });
     assert.ok(!rules.includes(bridge), 'no rule mentions the bridge');
   });
+
+  it('refuses a bridge name the host already has, and leaves that device alone', async () => {
+    const r = await daemon().request('POST', '/networks/create', { body: { Name: 'takenbr', Options: { 'com.docker.network.bridge.name': 'lo' } } });
+    assert.equal(r.status, 409, r.text());
+    assert.match(r.json().message, /a network interface named lo already exists on the host/);
+    assert.ok(links().includes('lo'));
+    assert.equal((await daemon().request('GET', '/networks/takenbr')).status, 404);
+  });
 });
