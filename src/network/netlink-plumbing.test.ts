@@ -24,6 +24,7 @@ test('a namespace made in-process gets its interfaces over rtnetlink as `ip` put
   run('ip', ['link', 'add', bridge, 'type', 'bridge']);
   try {
     run('ip', ['addr', 'add', '10.231.7.1/24', 'dev', bridge]);
+    run('ip', ['addr', 'add', 'fd00:e7::1/64', 'dev', bridge, 'nodad']);
     run('ip', ['link', 'set', bridge, 'up']);
     for (const ns of namespaces) {
       writeFileSync(ns, '');
@@ -34,7 +35,7 @@ test('a namespace made in-process gets its interfaces over rtnetlink as `ip` put
     const plan = (i: number) => ({
       loopbackUp: true,
       add: [{ ifName: 'eth0', hostVeth: veths[i]!, bridge, mac: `02:42:0a:e7:07:0${i + 2}`, mtu: 1450, ipv4: { address: `10.231.7.${i + 2}`, prefixLen: 24 }, ipv6: { address: `fd00:e7::${i + 2}`, prefixLen: 64 } }],
-      routes: { ifName: 'eth0', gateway4: '10.231.7.1' },
+      routes: { ifName: 'eth0', gateway4: '10.231.7.1', gateway6: 'fd00:e7::1' },
       dns: { ifName: 'eth0', gateway: '10.231.7.1', source: `10.231.7.${i + 2}` },
     });
     await Promise.all(namespaces.map((ns, i) => plumbByNetlink(ns, plan(i))));
@@ -51,6 +52,7 @@ test('a namespace made in-process gets its interfaces over rtnetlink as `ip` put
     assert.equal(v4.broadcast, '10.231.7.255');
     assert.ok(eth0.addr_info.some((a) => a.local === 'fd00:e7::2' && a.prefixlen === 64));
     assert.match(inNs(namespaces[0]!, ['ip', 'route', 'show', 'default']), /default via 10\.231\.7\.1 dev eth0/);
+    assert.match(inNs(namespaces[0]!, ['ip', '-6', 'route', 'show', 'default']), /default via fd00:e7::1 dev eth0/);
     assert.match(inNs(namespaces[0]!, ['ip', 'route', 'show', 'table', 'local', '127.0.0.11']), /127\.0\.0\.11 via 10\.231\.7\.1 dev eth0 src 10\.231\.7\.2/);
     assert.equal(inNs(namespaces[0]!, ['cat', '/proc/sys/net/ipv4/conf/all/route_localnet']).trim(), '1');
 
