@@ -210,6 +210,15 @@ export class BridgeDriver {
     return plumbExisting(netnsPath, plan, this.#tools, this.#hostNs);
   }
 
+  /**
+   * Makes a namespace made ahead with nothing but loopback the container's, loopback up (one made
+   * from berthd itself has it still down; see createAhead).
+   */
+  async adoptBare(containerId: string, name: string): Promise<void> {
+    const path = await this.netns.adopt(containerId, name);
+    if (netlinkAvailable()) await plumbByNetlink(path, { loopbackUp: true, add: [] });
+  }
+
   /** Whether plumbInto works without a process (rtnetlink from berthd itself). */
   get plumbsInProcess(): boolean {
     return netlinkAvailable();
@@ -225,7 +234,9 @@ export class BridgeDriver {
 
   /** A namespace made ahead under `name` and plumbed by `plan`. */
   createAhead(name: string, plan: PlumbPlan): Promise<void> {
-    if (netlinkAvailable()) return this.#plumbNewInProcess(name, plan);
+    // One with nothing to put in stays as made, loopback down: whoever adopts it plumbs it
+    // (adoptBare, plumbInto), which saves entering it once more now (compose's creates wait meanwhile).
+    if (netlinkAvailable()) return plan.add.length ? this.#plumbNewInProcess(name, plan) : this.netns.createInProcess(name).then(() => undefined);
     const { inside, after } = this.#plumbSteps(plan);
     return this.netns.createAhead(name, inside, after);
   }

@@ -164,6 +164,8 @@ describe('networking', () => {
     const hostName = execFileSync('hostname', { encoding: 'utf8' }).trim();
     assert.equal((await ok(d, ['run', '--rm', '--network', 'host', image, 'hostname'])).trim(), hostName);
     assert.equal((await ok(d, ['run', '--rm', '--network', 'none', image, 'ls', '/sys/class/net'])).trim(), 'lo');
+    // Loopback is up (IFF_UP|IFF_LOOPBACK), whether its namespace was made ahead or at the start.
+    for (let i = 0; i < 4; i++) assert.equal((await ok(d, ['run', '--rm', '--network', 'none', image, 'cat', '/sys/class/net/lo/flags'])).trim(), '0x9');
     const a = (await ok(d, ['run', '-d', '--name', 'shared', image, 'httpd', '-f', '-p', '8080', '-h', '/etc'])).trim();
     const viaLocal = await ok(d, ['run', '--rm', '--network', `container:${a}`, image, 'wget', '-q', '-O-', 'http://127.0.0.1:8080/hostname']);
     assert.equal(viaLocal.trim(), a.slice(0, 12));

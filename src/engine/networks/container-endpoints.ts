@@ -199,7 +199,8 @@ export class ContainerEndpoints {
       if (createNetns) {
         const bare = this.#readyBare.take('');
         if (bare) {
-          await this.#driver.netns.adopt(spec.containerId, bare.name).catch(async (err) => {
+          await this.#driver.adoptBare(spec.containerId, bare.name).catch(async (err) => {
+            await this.#driver.netns.remove(spec.containerId).catch(() => {});
             await this.#driver.netns.remove(bare.name).catch(() => {});
             throw err;
           });
