@@ -183,9 +183,12 @@ export class BridgeNetworks {
         saved = true;
         await this.runHooks('created', record);
         // The DNS server is made ready for the network now, in the background: its first containers
-        // then do not wait for it to start when they start together (compose up).
+        // then do not wait for it to start when they start together (compose up). Once this answer is
+        // out (setImmediate: before the loop reads another request): starting the server forks berthd,
+        // which would hold the answer back by milliseconds.
         if (record.dnsEnabled && this.#live()) {
-          void this.#driver.dns.prepare(dnsNetwork(record, [], this.#table.extraDns.get(record.id))).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) }));
+          const dns = dnsNetwork(record, [], this.#table.extraDns.get(record.id));
+          setImmediate(() => void this.#driver.dns.prepare(dns).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) })));
         }
       } catch (err) {
         if (saved) this.#table.deleteNetwork(record.id);
