@@ -8,7 +8,7 @@
  * nobody truncates, and close() as soon as the comparison ends.
  */
 import { closeSync, fstatSync, openSync } from 'node:fs';
-import { loadLibc } from './libc.js';
+import { libcBinding } from './libc.js';
 
 interface Calls {
   mmap: (addr: null, len: number, prot: number, flags: number, fd: number, off: number) => bigint;
@@ -26,22 +26,14 @@ const MADV_POPULATE_READ = 22; // Linux 5.14; older kernels refuse it and pages 
 const PAGE = 4096;
 const POSIX_FADV_WILLNEED = 3;
 
-let calls: Calls | null | undefined;
-
-function libcCalls(): Calls | null {
-  if (calls !== undefined) return calls;
-  const c = loadLibc();
-  if (!c) return (calls = null);
-  calls = {
-    mmap: c.lib.func('void *mmap(void *addr, size_t len, int prot, int flags, int fd, intptr_t off)'),
-    fadvise: c.lib.func('int posix_fadvise(int fd, intptr_t off, intptr_t len, int advice)'),
-    munmap: c.lib.func('int munmap(void *addr, size_t len)'),
-    mincore: c.lib.func('int mincore(void *addr, size_t len, _Out_ uint8_t *vec)'),
-    madvise: c.lib.func('int madvise(void *addr, size_t len, int advice)'),
-    memcmp: c.lib.func('int memcmp(void *a, const uint8_t *b, size_t n)'),
-  };
-  return calls;
-}
+const libcCalls = libcBinding<Calls>((c) => ({
+  mmap: c.lib.func('void *mmap(void *addr, size_t len, int prot, int flags, int fd, intptr_t off)'),
+  fadvise: c.lib.func('int posix_fadvise(int fd, intptr_t off, intptr_t len, int advice)'),
+  munmap: c.lib.func('int munmap(void *addr, size_t len)'),
+  mincore: c.lib.func('int mincore(void *addr, size_t len, _Out_ uint8_t *vec)'),
+  madvise: c.lib.func('int madvise(void *addr, size_t len, int advice)'),
+  memcmp: c.lib.func('int memcmp(void *a, const uint8_t *b, size_t n)'),
+}), 'files not mappable through libc: build contexts are matched by their digests');
 
 export class MappedFile {
   #addr: bigint | undefined;

@@ -5,10 +5,9 @@
  * host-wide RTNL lock that others (a namespace being torn down) can hold for milliseconds, which must
  * not stall the event loop.
  */
-import { loadLibc } from '../lib/libc.js';
-import { log } from '../lib/log.js';
+import { errnoName, libcBinding } from '../lib/libc.js';
 import { decodeAnswers, decodeMessages, encodeRequests, type NetlinkAnswer, type NetlinkMessage, type NetlinkRequest } from './netlink-messages.js';
-import { errnoName, inNamespace, nsCalls } from './ns-calls.js';
+import { inNamespace, nsCalls } from './ns-calls.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -30,26 +29,18 @@ interface Calls {
   errno: () => number;
 }
 
-let calls: Calls | null | undefined;
+const socketCalls = libcBinding<Calls>((c) => ({
+  socket: c.lib.func('int socket(int domain, int type, int protocol)'),
+  setsockopt: c.lib.func('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
+  send: c.lib.func('intptr_t send(int fd, const void *buf, size_t len, int flags)') as AsyncCall,
+  recv: c.lib.func('intptr_t recv(int fd, _Out_ void *buf, size_t len, int flags)') as Calls['recv'],
+  close: c.lib.func('int close(int fd)'),
+  errno: () => c.koffi.errno(),
+}), 'rtnetlink not callable through libc: interfaces are set up by ip');
 
+/** The socket calls, where namespaces can be entered too (a socket is made inside one). */
 function libc(): Calls | null {
-  if (calls !== undefined) return calls;
-  const c = loadLibc();
-  if (!c || !nsCalls()) return (calls = null);
-  try {
-    calls = {
-      socket: c.lib.func('int socket(int domain, int type, int protocol)'),
-      setsockopt: c.lib.func('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
-      send: c.lib.func('intptr_t send(int fd, const void *buf, size_t len, int flags)') as AsyncCall,
-      recv: c.lib.func('intptr_t recv(int fd, _Out_ void *buf, size_t len, int flags)') as Calls['recv'],
-      close: c.lib.func('int close(int fd)'),
-      errno: () => c.koffi.errno(),
-    };
-  } catch (err) {
-    log.warn('rtnetlink not callable through libc: interfaces are set up by ip', { err });
-    calls = null;
-  }
-  return calls;
+  return nsCalls() ? socketCalls() : null;
 }
 
 /** Whether sockets can be made here (libc through koffi); otherwise callers use `ip`. */

@@ -10,8 +10,7 @@
  * the namespace it was made in: a socket, a /proc/sys/net file, a bind mount of the namespace.
  */
 import { closeSync, openSync } from 'node:fs';
-import { constants } from 'node:os';
-import { loadLibc } from '../lib/libc.js';
+import { errnoName, libcBinding } from '../lib/libc.js';
 import { log } from '../lib/log.js';
 
 const CLONE_NEWNET = 0x40000000;
@@ -24,29 +23,20 @@ export interface NsCalls {
   errno: () => number;
 }
 
-let calls: NsCalls | null | undefined;
-/** berthd's own network namespace (the main thread's), opened at first use. */
+/** berthd's own network namespace (the main thread's), opened with the calls. */
 let own: number | undefined;
 
 /** The calls, or null where libc cannot be called here (callers then use processes). */
-export function nsCalls(): NsCalls | null {
-  if (calls !== undefined) return calls;
-  const c = loadLibc();
-  if (!c) return (calls = null);
-  try {
-    calls = {
-      setns: c.lib.func('int setns(int fd, int nstype)'),
-      unshare: c.lib.func('int unshare(int flags)'),
-      mount: c.lib.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
-      errno: () => c.koffi.errno(),
-    };
-    own = openSync('/proc/thread-self/ns/net', 'r');
-  } catch (err) {
-    log.warn('namespaces not reachable through libc: interfaces are set up by ip', { err });
-    calls = null;
-  }
+export const nsCalls = libcBinding<NsCalls>((c) => {
+  const calls: NsCalls = {
+    setns: c.lib.func('int setns(int fd, int nstype)'),
+    unshare: c.lib.func('int unshare(int flags)'),
+    mount: c.lib.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
+    errno: () => c.koffi.errno(),
+  };
+  own = openSync('/proc/thread-self/ns/net', 'r');
   return calls;
-}
+}, 'namespaces not reachable through libc: interfaces are set up by ip');
 
 /** The fd of berthd's own network namespace (where a veth's host end goes). */
 export function ownNamespaceFd(): number {
@@ -54,7 +44,6 @@ export function ownNamespaceFd(): number {
   return own!;
 }
 
-export const errnoName = (n: number): string => Object.entries(constants.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
 
 function mustCalls(): NsCalls {
   const c = nsCalls();
