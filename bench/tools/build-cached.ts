@@ -16,8 +16,8 @@ import { connect } from 'node:net';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { busyboxImage, makeTempDir, pushImage, removeDirSync, repoRoot, startDaemon, startRegistry, type TestDaemon } from '../../test/harness/index.js';
-import { ApiClient, drainProgress } from '../lib/api-client.js';
-import { contextTar } from '../workloads/w11-build.js';
+import { ApiClient } from '../lib/api-client.js';
+import { buildOnce, contextTar } from '../workloads/w11-build.js';
 
 const args = process.argv.slice(2);
 const take = (flag: string): string | undefined => {
@@ -73,17 +73,6 @@ function readProbe(sock: string): Promise<ProbeDoc> {
 }
 
 interface Daemon { name: string; d: TestDaemon; api: ApiClient; probeSock: string; samples: Map<string, number[]> }
-
-async function buildOnce(api: ApiClient, context: Buffer, query: string): Promise<string> {
-  const res = await api.stream('POST', `/build?version=1&rm=1&${query}`, { body: context, timeoutMs: 600_000 });
-  let id = '';
-  await drainProgress(res, (m) => {
-    const aux = m.aux as { ID?: string } | undefined;
-    if (aux?.ID) id = aux.ID;
-  });
-  if (!id) throw new Error('build: no image id in the stream');
-  return id;
-}
 
 async function main(): Promise<void> {
   const tmp = makeTempDir('build-cached');
