@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { plumbByNetlink } from './netlink-plumbing.js';
-import { NetlinkError } from './netlink-socket.js';
+import { NetlinkError, NetlinkSocket } from './netlink-socket.js';
+import { getLink } from './netlink-messages.js';
 import { createNamespace, inNamespace, ownNamespacePath } from './ns-calls.js';
 import { createBridgeByNetlink, deleteBridgeByNetlink, linkExists, listLinks, listLinksByNetlink, type LinkInfo } from './bridge-device.js';
 import { hostRoutePrefixes, hostRoutePrefixesByNetlink } from './host-routes.js';
@@ -163,5 +164,26 @@ test('`ip` run while the main thread is inside another namespace still puts a ho
       }
     }
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a netlink socket closed while a request is under way keeps its fd until the request ends', async () => {
+  // plumbByNetlink closes both its sockets when one side fails, the other's request maybe still queued
+  // on libuv's pool: its send must not go to whatever reuses the fd's number (here a new socket, whose
+  // own request would read the stray answer as its own).
+  const missing = `nosuch${randomBytes(3).toString('hex')}`;
+  for (let i = 0; i < 20; i++) {
+    const closed = NetlinkSocket.open();
+    const under = closed.request([getLink('lo')]).catch((e: unknown) => e);
+    closed.close();
+    const next = NetlinkSocket.open();
+    try {
+      const r = await next.request([getLink(missing)]).catch((e: unknown) => e);
+      assert.ok(r instanceof NetlinkError && r.code === 'ENODEV', `round ${i}: the new socket's own answer (got ${JSON.stringify(r)})`);
+    } finally {
+      next.close();
+    }
+    assert.deepEqual(await under, [{ request: 0, index: 1 }], `round ${i}: the closed socket's request ends with its own answer`);
+    await assert.rejects(closed.request([getLink('lo')]), /closed/);
   }
 });
