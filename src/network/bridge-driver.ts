@@ -25,6 +25,7 @@ import type { Cidr } from './cidr.js';
 import { NetnsDir } from './netns.js';
 import { plumbByNetlink } from './netlink-plumbing.js';
 import { netlinkAvailable } from './netlink-socket.js';
+import { ownNamespacePath } from './ns-calls.js';
 import { ToolShell } from './tool-shell.js';
 import { VethDrain, type DrainingVeth } from './veth-drain.js';
 
@@ -72,7 +73,10 @@ export class BridgeDriver {
   readonly #stateDir: string;
   readonly #hostResolvConf: string;
   readonly #hostHosts: string;
-  readonly #hostNs = `/proc/${process.pid}/ns/net`;
+  /** How `ip` names berthd's namespace (see ownNamespacePath). */
+  get #hostNs(): string {
+    return ownNamespacePath();
+  }
   /** Several shells: containers starting together each get their network from one. */
   readonly #shell = new ToolShell(4);
   /** The host's resolv.conf as last read, and what identified that version of the file. */

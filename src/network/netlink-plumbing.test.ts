@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { plumbByNetlink } from './netlink-plumbing.js';
-import { NetlinkError } from './netlink-socket.js';
-import { createNamespace } from './ns-calls.js';
+import { NetlinkError, NetlinkSocket } from './netlink-socket.js';
+import { getLink } from './netlink-messages.js';
+import { createNamespace, inNamespace, ownNamespacePath } from './ns-calls.js';
 import { createBridgeByNetlink, deleteBridgeByNetlink, linkExists, listLinks, listLinksByNetlink, type LinkInfo } from './bridge-device.js';
 import { hostRoutePrefixes, hostRoutePrefixesByNetlink } from './host-routes.js';
 import { formatCidr } from './cidr.js';
@@ -133,5 +134,56 @@ test('bridges, links and routes over rtnetlink read and do what `ip` does', asyn
     } catch {
       // deleted by the test
     }
+  }
+});
+
+test('`ip` run while the main thread is inside another namespace still puts a host end into berthd\'s own (ownNamespacePath)', () => {
+  const tag = randomBytes(3).toString('hex');
+  const dir = mkdtempSync(join(tmpdir(), 'berth-netlink-'));
+  const [target, other] = [join(dir, 'target'), join(dir, 'other')];
+  const [ours, byPid] = [`vnlh${tag}`, `vnlp${tag}`];
+  try {
+    for (const ns of [target, other]) {
+      writeFileSync(ns, '');
+      createNamespace(ns, () => undefined);
+    }
+    // What `ip` in the container's namespace runs (endpoint-plumbing.ts) at a moment the main thread is
+    // in another namespace (making one, or a socket in one): held there by running it synchronously.
+    const addVeth = (ifName: string, peer: string, hostNs: string) => inNamespace(other, () => run('nsenter', [`--net=${target}`, 'ip', 'link', 'add', ifName, 'type', 'veth', 'peer', 'name', peer, 'netns', hostNs]));
+    addVeth('eth1', ours, ownNamespacePath());
+    assert.match(run('ip', ['link', 'show', ours]), new RegExp(ours), 'the host end is in berthd\'s namespace');
+    // The main thread's namespace by pid is the one it is in at that moment: the other container's.
+    addVeth('eth2', byPid, `/proc/${process.pid}/ns/net`);
+    assert.match(inNs(other, ['ip', 'link', 'show', byPid]), new RegExp(byPid));
+  } finally {
+    for (const [cmd, args] of [['ip', ['link', 'del', ours]] as const, ...[target, other].map((ns) => ['umount', [ns]] as const)]) {
+      try {
+        execFileSync(cmd, args, { stdio: 'ignore' });
+      } catch {
+        // not there
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a netlink socket closed while a request is under way keeps its fd until the request ends', async () => {
+  // plumbByNetlink closes both its sockets when one side fails, the other's request maybe still queued
+  // on libuv's pool: its send must not go to whatever reuses the fd's number (here a new socket, whose
+  // own request would read the stray answer as its own).
+  const missing = `nosuch${randomBytes(3).toString('hex')}`;
+  for (let i = 0; i < 20; i++) {
+    const closed = NetlinkSocket.open();
+    const under = closed.request([getLink('lo')]).catch((e: unknown) => e);
+    closed.close();
+    const next = NetlinkSocket.open();
+    try {
+      const r = await next.request([getLink(missing)]).catch((e: unknown) => e);
+      assert.ok(r instanceof NetlinkError && r.code === 'ENODEV', `round ${i}: the new socket's own answer (got ${JSON.stringify(r)})`);
+    } finally {
+      next.close();
+    }
+    assert.deepEqual(await under, [{ request: 0, index: 1 }], `round ${i}: the closed socket's request ends with its own answer`);
+    await assert.rejects(closed.request([getLink('lo')]), /closed/);
   }
 });

@@ -19,9 +19,10 @@ const ROUTE_LOCALNET = '/proc/sys/net/ipv4/conf/all/route_localnet';
 /** Applies `plan` inside the namespace of `netnsPath` and on the host side. */
 export async function plumbByNetlink(netnsPath: string, plan: PlumbPlan): Promise<void> {
   const inside = NetlinkSocket.open(netnsPath);
-  // Only interfaces have a host side (a namespace made ahead with loopback alone has none).
-  const host = plan.add.length ? NetlinkSocket.open() : undefined;
+  let host: NetlinkSocket | undefined;
   try {
+    // Only interfaces have a host side (a namespace made ahead with loopback alone has none).
+    host = plan.add.length ? NetlinkSocket.open() : undefined;
     const names = [...new Set([...plan.add.map((e) => e.ifName), ...(plan.routes ? [plan.routes.ifName] : []), ...(plan.dns ? [plan.dns.ifName] : [])])];
     const bridges = [...new Set(plan.add.map((e) => e.bridge))];
     const made = plan.add.map((e) => addVeth({ name: e.ifName, mac: e.mac, mtu: e.mtu, peer: e.hostVeth, peerNsFd: ownNamespaceFd() }));

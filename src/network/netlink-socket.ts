@@ -68,6 +68,13 @@ export class NetlinkSocket {
   readonly #c: Calls;
   #fd: number;
   #seq = 1;
+  #closed = false;
+  /**
+   * Requests and dumps under way. close() leaves the fd open until they end: their send and recv may
+   * still be queued on libuv's pool, and run on whatever the fd's number names by then (another
+   * socket, a file) if it were closed and reused meanwhile.
+   */
+  #busy = 0;
 
   private constructor(c: Calls, fd: number) {
     this.#c = c;
@@ -94,8 +101,17 @@ export class NetlinkSocket {
    * rest) and resolves with their answers once all are acknowledged; rejects with the first error.
    */
   async request(reqs: readonly NetlinkRequest[]): Promise<NetlinkReply[]> {
-    if (this.#fd < 0) throw new NetlinkError('netlink socket closed');
+    if (this.#closed) throw new NetlinkError('netlink socket closed');
     if (reqs.length === 0) return [];
+    this.#busy++;
+    try {
+      return await this.#request(reqs);
+    } finally {
+      this.#done();
+    }
+  }
+
+  async #request(reqs: readonly NetlinkRequest[]): Promise<NetlinkReply[]> {
     const first = this.#seq;
     this.#seq += reqs.length;
     const buf = encodeRequests(reqs, first);
@@ -125,7 +141,16 @@ export class NetlinkSocket {
 
   /** A dump's messages (e.g. every link), read to its end. */
   async dump(req: NetlinkRequest): Promise<NetlinkMessage[]> {
-    if (this.#fd < 0) throw new NetlinkError('netlink socket closed');
+    if (this.#closed) throw new NetlinkError('netlink socket closed');
+    this.#busy++;
+    try {
+      return await this.#dump(req);
+    } finally {
+      this.#done();
+    }
+  }
+
+  async #dump(req: NetlinkRequest): Promise<NetlinkMessage[]> {
     const seq = this.#seq++;
     const buf = encodeRequests([{ ...req, dump: true }], seq);
     const sent = await new Promise<number>((resolve, reject) => this.#c.send.async(this.#fd, buf, buf.length, 0, (err: unknown, n: number) => (err ? reject(err) : resolve(n))));
@@ -155,7 +180,17 @@ export class NetlinkSocket {
     }
   }
 
+  /** Closes the socket; its fd once no request or dump is under way any more. */
   close(): void {
+    this.#closed = true;
+    if (this.#busy === 0) this.#closeFd();
+  }
+
+  #done(): void {
+    if (--this.#busy === 0 && this.#closed) this.#closeFd();
+  }
+
+  #closeFd(): void {
     if (this.#fd >= 0) this.#c.close(this.#fd);
     this.#fd = -1;
   }

@@ -44,6 +44,17 @@ export function ownNamespaceFd(): number {
   return own!;
 }
 
+/**
+ * A path naming berthd's own network namespace for other processes (`ip ... netns <path>`).
+ * /proc/<pid>/ns/net names the namespace the main thread is in at the moment it is opened, which
+ * for a few hundred microseconds at a time is a container's (inNamespace, createNamespace): an `ip`
+ * opening it then would put a veth's host end into that container. The fd opened at start names
+ * berthd's own for good. Without the calls, the main thread never leaves it.
+ */
+export function ownNamespacePath(): string {
+  return nsCalls() ? `/proc/${process.pid}/fd/${own!}` : `/proc/${process.pid}/ns/net`;
+}
+
 
 function mustCalls(): NsCalls {
   const c = nsCalls();

@@ -15,18 +15,31 @@ export function resolveInRoot(root: string, rel: string, followLast = true): str
   let parts = posix.normalize('/' + rel).split('/').filter(Boolean);
   const done: string[] = [];
   let links = 0;
+  // How many components of `done` exist: below a missing one nothing can, so nothing is looked up,
+  // but a `..` after it (a link's target may hold one) still climbs within the root, never above it.
+  let existing = Infinity;
   while (parts.length > 0) {
     const p = parts.shift()!;
     if (p === '.' ) continue;
-    if (p === '..') { done.pop(); continue; }
+    if (p === '..') {
+      done.pop();
+      if (done.length <= existing) existing = Infinity;
+      continue;
+    }
     const abs = join(root, ...done, p);
     const last = parts.length === 0;
-    let st: Stats;
-    try {
-      st = lstatSync(abs);
-    } catch {
-      done.push(p, ...parts);
-      break;
+    let st: Stats | undefined;
+    if (done.length < existing) {
+      try {
+        st = lstatSync(abs);
+      } catch {
+        // missing, or under something that is no directory
+      }
+    }
+    if (!st) {
+      existing = Math.min(existing, done.length);
+      done.push(p);
+      continue;
     }
     if (st.isSymbolicLink() && (!last || followLast)) {
       if (++links > MAX_LINKS) throw new Error(`too many levels of symbolic links: ${rel}`);
