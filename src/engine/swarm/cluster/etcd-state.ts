@@ -14,6 +14,8 @@
  * one that does not answer, or knows no leader, three times in a row is down. When a member the
  * client uses goes down and another is up, the client is replaced by one without it, and the watches
  * (from where they were), the leader observer, the heartbeat and the campaign start again on it.
+ * The watches have a client of their own, whose connection is pinged (KEEPALIVE_MS): one the cut
+ * left dead fails the watch stream, which starts again from where it was as soon as the member answers.
  */
 import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, noop, retry } from 'cockatiel';
 import { Etcd3, EtcdPermissionDeniedError, isRecoverableError, type IKeyValue, type Range, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
@@ -25,6 +27,15 @@ export const ETCD_PREFIX = '/berth/swarm/';
 
 /** How long a call may take before the client gives up on that member. */
 const CALL_DEADLINE_MS = 10_000;
+/**
+ * The watch client's gRPC keep-alive: a ping this often while the watch stream is open (etcd's least
+ * allowed interval, --grpc-keepalive-min-time), the connection closed when one is unanswered this long.
+ * Without it the stream outlived a cut on its dead connection and, after the link was back, delivered
+ * nothing until TCP's backed-off retransmission got through: 13 s after a 44 s cut, longer after longer
+ * ones. The other calls and streams keep a client without pings: etcd3 closes a client's connections
+ * after a failed call, and a ping on one closed that way fails, dropping the streams still on it.
+ */
+const KEEPALIVE_MS = 5000;
 
 export interface EtcdAccess {
   endpoints: string[];
@@ -42,6 +53,8 @@ export type ChangeFn = (key: string, doc: unknown | undefined) => void;
 
 export class EtcdState {
   #client: Etcd3;
+  /** The watches' own client (see KEEPALIVE_MS). */
+  #watchClient: Etcd3;
   readonly #pending = new Map<string, string | null>();
   #flushing = false;
   #closed = false;
@@ -71,6 +84,7 @@ export class EtcdState {
   ) {
     this.#hosts = access.endpoints;
     this.#client = this.#connect(this.#hosts);
+    this.#watchClient = this.#connect(this.#hosts, false, true);
     if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => this.#connect([host], true), (down, answering) => this.#checkHosts(down, answering));
   }
 
@@ -79,7 +93,7 @@ export class EtcdState {
     return this.#client;
   }
 
-  #connect(hosts: string[], probe = false): Etcd3 {
+  #connect(hosts: string[], probe = false, keepalive = false): Etcd3 {
     const access = this.access;
     const deadline = probe ? PROBE_DEADLINE_MS : CALL_DEADLINE_MS;
     return new Etcd3({
@@ -89,7 +103,7 @@ export class EtcdState {
       defaultCallOptions: (call) => (call.isStream ? {} : { deadline: Date.now() + deadline }),
       // Connections of its own (grpc shares them between clients by default): a client replaced
       // because its member went silent must not hand its dead connection to the next one.
-      grpcOptions: { 'grpc.use_local_subchannel_pool': 1 },
+      grpcOptions: { 'grpc.use_local_subchannel_pool': 1, ...(keepalive ? { 'grpc.keepalive_time_ms': KEEPALIVE_MS, 'grpc.keepalive_timeout_ms': KEEPALIVE_MS } : {}) },
       // A member that fails is skipped for a second only, and a broken watch is back within 2 s: a
       // node whose link returns must catch up in seconds, not after the client's 30 s default.
       faultHandling: probe
@@ -144,7 +158,7 @@ export class EtcdState {
     this.#onChange = onChange;
     this.#revision = revision;
     for (const r of this.#ranges ?? [undefined]) {
-      const b = this.#client.watch();
+      const b = this.#watchClient.watch();
       const w = await (r ? b.inRange(r) : b.prefix(this.prefix)).startRevision(String(BigInt(revision) + 1n)).create();
       this.#watchers.push(w);
       this.#follow(w, onChange);
@@ -191,6 +205,9 @@ export class EtcdState {
       this.#lease = undefined;
       this.#hosts = hosts;
       this.#client = this.#connect(hosts);
+      const oldWatches = this.#watchClient;
+      this.#watchClient = this.#connect(hosts, false, true);
+      oldWatches.close();
       if (this.#heartbeatOf) this.heartbeat(this.#heartbeatOf.nodeId, this.#heartbeatOf.ttlSeconds);
       heartbeatLease?.release();
       if (campaignLease) {
@@ -389,6 +406,7 @@ export class EtcdState {
     this.#closed = true;
     this.#probes?.close();
     for (const w of this.#watchers.splice(0)) await w.cancel().catch(() => undefined);
+    this.#watchClient.close();
     await this.#observer?.cancel().catch(() => undefined);
     await this.resign();
     if (leaving) await this.#lease?.revoke().catch(() => undefined);
