@@ -252,8 +252,13 @@ describe('container lifecycle (crun)', () => {
     assert.equal(lines[1], 'TERM=xterm');
     assert.equal(lines[2], '10 20');
     await lifecycle.resize(c.id, 30, 100);
-    const e = await driver.execs.exec(c.id, { execId: uniqueId('ex'), process: { args: ['stty', '-F', lines[0] ?? '', 'size'], env: [], terminal: false }, stdin: false });
-    const [size] = await Promise.all([streamText(e.stdout), e.exit]);
+    // The resize is a message on conmon's ctl FIFO, applied when conmon reads it: asked until it shows (bounded).
+    let size = '';
+    for (let i = 0; i < 20 && size !== '30 100\n'; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 100));
+      const e = await driver.execs.exec(c.id, { execId: uniqueId('ex'), process: { args: ['stty', '-F', lines[0] ?? '', 'size'], env: [], terminal: false }, stdin: false });
+      [size] = await Promise.all([streamText(e.stdout), e.exit]);
+    }
     assert.equal(size, '30 100\n');
     await lifecycle.kill(c.id, 'KILL');
     assert.equal((await exited).exitCode, 137);
