@@ -4,15 +4,21 @@
  * comes in through the watch. Secrets and configs travel sealed under the cluster's data key.
  */
 import type { BlobRecord } from './secrets.js';
-import { errorMessage } from '../../lib/errors.js';
+import { errorMessage, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
-import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
+import { sharedCluster, statusKey, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
-import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import { outOfSequence, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
+
+/** Records an API call may read, modify and write back (with `services/`, which the leader writes too). */
+const RECORDS = new Set(['cluster', 'nodes', 'secrets', 'configs']);
+/** How long an API call made right after a restart waits for etcd. */
+const LINK_WAIT_MS = 30_000;
+const NOT_LINKED = 'this node has not reached the swarm\'s etcd yet';
 
 /** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */
 function splitKey(key: string): [string, string] {
@@ -23,6 +29,8 @@ function splitKey(key: string): [string, string] {
 export class SwarmSync {
   /** Changes made after a restart before etcd answered (key → document, null: deleted). */
   readonly #early = new Map<string, unknown>();
+  /** Resolves the wait of API calls made before etcd answered (holdBack). */
+  #link: (() => void) | undefined;
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
 
   constructor(
@@ -34,37 +42,101 @@ export class SwarmSync {
     private readonly nodeChanged: () => void,
   ) {}
 
-  /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
+  /**
+   * After a restart, until etcd answers: changes are kept, to be sent once it does. An API call
+   * that changes a record waits for that (`linked`), so that it reads and compares etcd's state.
+   */
   holdBack(self: string): void {
     const { store, blobs } = this.core;
-    store.attach({ put: (k, d) => this.#early.set(k, d), del: (k) => this.#early.set(k, null), self: () => self, leading: () => this.core.leader });
-    for (const b of Object.values(blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null));
+    const linked = new Promise<void>((resolve) => (this.#link = resolve));
+    const notYet = () => Promise.reject(unavailable(NOT_LINKED));
+    store.attach({
+      put: (k, d) => this.#early.set(k, d),
+      del: (k) => this.#early.set(k, null),
+      commit: notYet,
+      linked: () => withTimeout(linked, LINK_WAIT_MS, NOT_LINKED),
+      self: () => self,
+      leading: () => this.core.leader,
+    });
+    for (const b of Object.values(blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null), notYet);
   }
 
   /** Local changes go to etcd from now on, those held back first. */
   attach(state: EtcdState, self: string): void {
     for (const [k, d] of this.#early) {
-      if (d === null) state.del(k);
-      else if (d && typeof d === 'object' && 'sealLater' in d) this.#putSealed(state, k, (d as { sealLater: unknown }).sealLater);
-      else this.#put(state, k, d);
+      if (d === null) this.#del(state, self, k);
+      else this.#put(state, self, k, d);
     }
     this.#early.clear();
-    this.core.store.attach({ put: (k, d) => this.#put(state, k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
-    for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? this.#putSealed(state, `${b.kind}s/${id}`, rec) : state.del(`${b.kind}s/${id}`)));
+    this.core.store.attach({
+      put: (k, d) => this.#put(state, self, k, d),
+      del: (k) => this.#del(state, self, k),
+      commit: (k, d) => this.#commit(state, k, d),
+      linked: () => Promise.resolve(),
+      self: () => self,
+      leading: () => this.core.leader,
+    });
+    for (const b of Object.values(this.core.blobs)) {
+      const key = (id: string) => `${b.kind}s/${id}`;
+      b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec) => this.#commit(state, key(id), { sealLater: rec }));
+    }
+    this.#link?.();
+    this.#link = undefined;
   }
 
-  /** The cluster document goes out with its join tokens sealed; a node without the data key never writes it. */
-  #put(state: EtcdState, key: string, doc: unknown): void {
-    if (key !== 'cluster') return state.put(key, doc);
-    const sealed = sealTokens(this.members.files?.dataKey, doc as ClusterRecord);
-    if (sealed) state.put(key, sealed);
+  /**
+   * A queued write, guarded as its kind says (cluster/etcd-writes.ts). The leader's decisions
+   * (`tasks/`, other nodes' task status, a service's changes outside the API: its update's progress,
+   * a rollback) hold only while it leads; records an API call may change too (`cluster`, `nodes/`,
+   * `secrets/`, `configs/`, and `services/`) only while etcd holds them at the revision the cache
+   * does. A leader's decision this node makes without leading is not sent: the cache takes etcd's.
+   */
+  #put(state: EtcdState, self: string, key: string, doc: unknown): void {
+    const [kind, rest] = splitKey(key);
+    const leaders = kind === 'tasks' || kind === 'services' || (kind === 'taskstatus' && !rest.startsWith(`${self}/`));
+    const term = state.term;
+    if (leaders && !term) return state.reread([key]);
+    const base = kind === 'services' || RECORDS.has(kind) ? state.revisionOf(key) : undefined;
+    const out = this.#encode(key, doc);
+    if (out !== undefined) state.put(key, out, { term: leaders ? term : undefined, base });
   }
 
-  /** Secrets and configs are only written by managers, which hold the data key (a promoted one once it has it). */
-  #putSealed(state: EtcdState, key: string, doc: unknown): void {
+  /** Deletes the leader's decisions only while it leads; others (an API call's removal) as they come. */
+  #del(state: EtcdState, self: string, key: string): void {
+    const [kind, rest] = splitKey(key);
+    if (kind !== 'tasks' && !(kind === 'taskstatus' && !rest.startsWith(`${self}/`))) return state.del(key);
+    const term = state.term;
+    if (!term) return state.reread([key]);
+    state.del(key, { term });
+  }
+
+  /** An API call's change, compared with the revision the cache holds the key at. */
+  async #commit(state: EtcdState, key: string, doc: unknown): Promise<void> {
+    const out = this.#encode(key, doc);
+    if (out === undefined) throw unavailable('this node cannot write that record: it holds no data key');
+    let outcome;
+    try {
+      outcome = await state.commit(key, out, { base: state.revisionOf(key) });
+    } catch (err) {
+      throw unavailable(`the swarm's etcd did not answer: ${errorMessage(err)}`);
+    }
+    if (!outcome.landed) throw outcome.why === 'conflict' ? outOfSequence() : unavailable(`etcd refused the change (${outcome.why})`);
+  }
+
+  /**
+   * What goes to etcd for a document: the cluster's with its join tokens sealed, secrets and configs
+   * (`sealLater`) sealed whole; undefined when this node holds no data key to seal them with (only
+   * managers write them, a promoted one once it has the key).
+   */
+  #encode(key: string, doc: unknown): unknown | undefined {
     const dataKey = this.members.files?.dataKey;
-    if (dataKey) state.put(key, seal(dataKey, doc));
-    else log.warn('a secret or config was not shared: this node holds no data key', { key });
+    if (doc && typeof doc === 'object' && 'sealLater' in doc) {
+      if (dataKey) return seal(dataKey, (doc as { sealLater: unknown }).sealLater);
+      log.warn('a secret or config was not shared: this node holds no data key', { key });
+      return undefined;
+    }
+    if (key !== 'cluster') return doc;
+    return sealTokens(dataKey, doc as ClusterRecord);
   }
 
   /** A node that just got the data key opens the join tokens, secrets, configs and managers' keys etcd holds. */
@@ -76,7 +148,7 @@ export class SwarmSync {
 
   /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
   applySnapshot(entries: Map<string, unknown>): void {
-    const { store, blobs, runner } = this.core;
+    const { store, blobs } = this.core;
     const keep = { services: new Set<string>(), tasks: new Set<string>(), nodes: new Set<string>(), secrets: new Set<string>(), configs: new Set<string>() };
     store.alive.clear();
     for (const [key, doc] of entries) {
@@ -84,27 +156,32 @@ export class SwarmSync {
       if (kind in keep) keep[kind as keyof typeof keep].add(id);
       this.onRemote(key, doc, true);
     }
-    // Something here that etcd lacks is either a write that never reached it (this node crashed
-    // first: newer than anything etcd holds) or was deleted meanwhile (older): sent again, or dropped.
-    let newest = 0;
-    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number })?.version ?? 0));
-    for (const s of [...store.services.values()]) {
-      if (keep.services.has(s.id)) continue;
-      if (s.version > newest) store.republish({ service: s });
-      else store.deleteService(s.id, true);
-    }
+    // Something here that etcd lacks was deleted meanwhile, or is a decision etcd never took (this
+    // node crashed, or lost the lead, first): no longer anybody's, the leader decides again. An API
+    // call's change is in etcd before its answer.
+    for (const s of [...store.services.values()]) if (!keep.services.has(s.id)) store.deleteService(s.id, true);
     for (const t of [...store.tasks.values()]) {
       if (keep.tasks.has(t.id)) continue;
-      if (t.version > newest && store.services.has(t.serviceId)) {
-        store.republish({ task: t });
-        continue;
-      }
       store.deleteTask(t.id, true);
-      if (t.nodeId === store.selfId) void runner.discard(t);
+      this.#dropOwn(t);
     }
     for (const id of [...store.nodes.keys()]) if (!keep.nodes.has(id) && id !== store.selfId) store.deleteNode(id, true);
     for (const kind of ['secret', 'config'] as const) for (const id of blobs[kind].ids()) if (!keep[`${kind}s`].has(id)) blobs[kind].applyRemote(id, undefined);
+    // This node's tasks go on from the state as a whole: one advanced as its record came in may have
+    // waited for a task whose status came in after it (`tasks/` sorts before `taskstatus/`).
+    for (const t of store.tasks.values()) if (t.nodeId === store.selfId) this.core.runner.advance(t);
     this.core.publish();
+  }
+
+  /**
+   * A task of this node's that etcd holds no record of (any more) goes: its container, and the status
+   * this node reported (etcd may have it without the record: a deposed leader's own task, placed on
+   * itself, whose record etcd refused).
+   */
+  #dropOwn(t: TaskRecord): void {
+    if (t.nodeId !== this.core.store.selfId) return;
+    void this.core.runner.discard(t);
+    this.members.state?.del(statusKey(t));
   }
 
   /** A change another node made (or, with `snapshot`, the state as etcd holds it). */
@@ -182,7 +259,7 @@ export class SwarmSync {
           const t = store.tasks.get(id);
           if (!t) return;
           store.deleteTask(id, true);
-          if (t.nodeId === store.selfId) void runner.discard(t);
+          this.#dropOwn(t);
           runner.observed(t);
           return;
         }
@@ -260,4 +337,15 @@ export class SwarmSync {
     // The overlays' vxlan devices flood to every node there is.
     this.core.overlay?.sync();
   }
+}
+
+/** `p`, or `what` as dockerd's 503 once `ms` passed. */
+function withTimeout(p: Promise<void>, ms: number, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(unavailable(what)), ms);
+    void p.then(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
