@@ -12,10 +12,23 @@
  * run: workload 1 (`docker run --rm busybox true`, 3 x rounds runs) on each berthd, taking turns.
  * health: a container probed every 100 ms on each berthd in turn; the p99 of /_ping meanwhile.
  * Each figure is printed with the load average at that moment. Everything made is removed at the end.
+ * Besides the phases, each round counts the machine's busy CPU during the starts (share of both cores,
+ * /proc/stat) and the CPU time of berthd's main thread and of its other threads (schedstat).
+ *
+ * Environment, for looking inside (compose mode):
+ *   CF_HITS=1            every request of the last round's up, when it came and its answer time
+ *   CF_MARKS=<file>      CLOCK_MONOTONIC stamps of each round's phases (to cut `perf record -k
+ *                        CLOCK_MONOTONIC` samples into phases)
+ *   CF_PERF=<dir>        berthd runs under `perf record ... --control fifo:<dir>/ctl,<dir>/ack -D -1`
+ *                        (a BERTHD_BIN wrapper): sampling is switched on for each timed up only
+ *   CF_STRACE_UP=<pfx>   strace -f -tt -T of berthd, its threads and children during each up
+ *   CF_STRACE=<pfx>      what berthd execs during each down
+ *   CF_KEEP_LOG=<pfx>    keep berthd's log
+ *   CF_NETWORK_MODE=none the project without its network (no plumbing, no DNS), for comparison
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, copyFileSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, createServer, Agent, type Server } from 'node:http';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -41,16 +54,20 @@ interface Hit {
   path: string;
   at: number;
   answered: number;
+  /** The machine's busy CPU time (ms, /proc/stat) when the request came and when it was answered. */
+  busyAt: number;
+  busyAnswered: number;
 }
 
 /** An HTTP proxy from `socket` to berthd's socket that records when each request came and was answered. */
 function proxy(socket: string, upstream: string, hits: Hit[]): Promise<Server> {
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const server = createServer((req, res) => {
-    const hit: Hit = { method: req.method ?? '', path: req.url ?? '', at: performance.now(), answered: 0 };
+    const hit: Hit = { method: req.method ?? '', path: req.url ?? '', at: performance.now(), answered: 0, busyAt: machineBusyMs(), busyAnswered: 0 };
     hits.push(hit);
     const up = httpRequest({ socketPath: upstream, method: req.method, path: req.url, headers: req.headers, agent }, (r) => {
       hit.answered = performance.now();
+      hit.busyAnswered = machineBusyMs();
       res.writeHead(r.statusCode ?? 502, r.headers);
       r.pipe(res);
     });
@@ -64,6 +81,8 @@ function project(image: string): unknown {
   const services: Record<string, unknown> = {};
   for (let i = 1; i <= 10; i++) {
     const s: Record<string, unknown> = { image, command: ['sleep', '3600'], init: true, stop_grace_period: '1s' };
+    // CF_NETWORK_MODE=none: a variant without the project network (no plumbing, no DNS), for comparison.
+    if (process.env.CF_NETWORK_MODE) s.network_mode = process.env.CF_NETWORK_MODE;
     if (i === 1) {
       s.command = ['sh', '-c', 'touch /tmp/ready; exec sleep 3600'];
       s.healthcheck = { test: ['CMD', 'test', '-f', '/tmp/ready'], interval: '200ms', retries: 100 };
@@ -85,7 +104,7 @@ function timeSpawn(bin: string, argv: string[], env: NodeJS.ProcessEnv): Promise
   });
 }
 
-const PHASES = ['exec → first request', 'POST /networks/create', 'creates (first request → last answer)', 'first start request → last start answer', 'last start answer → exit', 'whole up', 'down -v', 'berthd CPU during up', 'machine CPU busy during up', 'slowest /_ping during down'] as const;
+const PHASES = ['exec → first request', 'POST /networks/create', 'creates (first request → last answer)', 'first start request → last start answer', 'last start answer → exit', 'whole up', 'down -v', 'berthd CPU during up', 'machine CPU busy during up', 'slowest /_ping during down', 'machine CPU busy during the starts (% of 2 cores)', 'berthd main thread CPU during up', 'berthd other threads CPU during up'] as const;
 
 /** GET /_ping to berthd one after another until stopped: how long its event loop was held meanwhile. */
 function pingWhile(socket: string): { stop: () => Promise<number[]> } {
@@ -117,12 +136,60 @@ function pingWhile(socket: string): { stop: () => Promise<number[]> } {
   };
 }
 
+/** Writes a command to perf record's control FIFO and waits for its acknowledgement. */
+function perfControl(dir: string, cmd: 'enable' | 'disable'): void {
+  writeFileSync(join(dir, 'ctl'), `${cmd}\n`);
+  const fd = openSync(join(dir, 'ack'), 'r');
+  try {
+    readSync(fd, Buffer.alloc(16));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** performance.now() to CLOCK_MONOTONIC nanoseconds: the offset between the two. */
+const monoBase = Number(process.hrtime.bigint()) - performance.now() * 1e6;
+
+/** Every thread of a process and of its descendants (strace -p each: -f follows only new ones). */
+function treeTasks(pid: number): number[] {
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const t of readdirSync(`/proc/${p}/task`)) {
+      out.push(Number(t));
+      for (const c of readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) walk(Number(c));
+    }
+  };
+  walk(pid);
+  return out;
+}
+
 const TICK_MS = 1000 / 100; // USER_HZ
 /** utime + stime of a process, ms. */
 function cpuMs(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(f[11]) + Number(f[12])) * TICK_MS;
 }
+/**
+ * CPU time of a process's main thread and of its other threads (libuv's pool, V8's), ms, from each
+ * task's schedstat (nanoseconds; the tick-based utime/stime are too coarse for one `up`). Threads that
+ * ended meanwhile are not counted.
+ */
+function threadCpuMs(pid: number): { main: number; others: number } {
+  let main = 0;
+  let others = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    let ns = 0;
+    try {
+      ns = Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      continue; // ended meanwhile
+    }
+    if (Number(t) === pid) main += ns / 1e6;
+    else others += ns / 1e6;
+  }
+  return { main, others };
+}
+
 /** Every CPU's non-idle time since boot, ms (includes everyone else's work on a shared machine). */
 function machineBusyMs(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -207,8 +274,21 @@ async function composeFloor(tmp: string): Promise<void> {
       for (const e of round % 2 ? daemons : [...daemons].reverse()) {
         e.hits.length = 0;
         const cpu0 = [cpuMs(e.d.pid), machineBusyMs()];
+        const threads0 = threadCpuMs(e.d.pid);
+        // CF_PERF=<dir>: berthd runs under `perf record --control fifo:<dir>/ctl,<dir>/ack -D -1` (see
+        // the header); sampling is on during each timed `up` only.
+        if (process.env.CF_PERF && round >= 0) perfControl(process.env.CF_PERF, 'enable');
+        // CF_STRACE_UP=<prefix>: every syscall of berthd and what it starts during the up (strace -f -tt -T).
+        const upTracer = process.env.CF_STRACE_UP && round >= 0 ? spawn('strace', ['-f', '-qq', '-tt', '-T', '-o', `${process.env.CF_STRACE_UP}.${round}`, ...treeTasks(e.d.pid).flatMap((t) => ['-p', String(t)])], { stdio: 'ignore' }) : undefined;
+        if (upTracer) await new Promise((r) => setTimeout(r, 500));
         const up = await compose(e.sock, ['up', '-d', '--wait']);
+        if (upTracer) {
+          upTracer.kill('SIGINT');
+          await new Promise((r) => upTracer.once('exit', r));
+        }
+        if (process.env.CF_PERF && round >= 0) perfControl(process.env.CF_PERF, 'disable');
         const cpu = [cpuMs(e.d.pid) - cpu0[0]!, machineBusyMs() - cpu0[1]!];
+        const threads1 = threadCpuMs(e.d.pid);
         const hits = [...e.hits];
         // CF_STRACE=<prefix>: the processes berthd itself execs during `down` (strace -f on berthd).
         const tracer = process.env.CF_STRACE ? spawn('strace', ['-f', '-qq', '-e', 'trace=execve,clone,clone3,vfork,fork', '-o', `${process.env.CF_STRACE}.${round}`, '-p', String(e.d.pid)], { stdio: 'ignore' }) : undefined;
@@ -230,7 +310,7 @@ async function composeFloor(tmp: string): Promise<void> {
         const of = (m: string, re: RegExp) => hits.filter((h) => h.method === m && re.test(h.path));
         const creates = [...of('POST', /\/containers\/create/), ...of('GET', /\/containers\/[0-9a-f]{64}\/json/).filter((h) => h.at < of('POST', /\/start$/)[0]!.at)];
         const starts = of('POST', /\/containers\/[^/]+\/start$/);
-        const net = of('POST', /\/networks\/create/)[0]!;
+        const net = of('POST', /\/networks\/create/)[0] ?? { ...hits[0]!, answered: hits[0]!.at };
         const lastStart = Math.max(...starts.map((h) => h.answered));
         const figures = [
           hits[0]!.at - up.t0,
@@ -243,6 +323,9 @@ async function composeFloor(tmp: string): Promise<void> {
           cpu[0]!,
           cpu[1]!,
           Math.max(...pings),
+          (100 * (Math.max(...starts.map((h) => h.busyAnswered)) - Math.min(...starts.map((h) => h.busyAt)))) / (2 * (lastStart - Math.min(...starts.map((h) => h.at)))),
+          threads1.main - threads0.main,
+          threads1.others - threads0.others,
         ];
         PHASES.forEach((p, i) => {
           const list = e.samples.get(p) ?? [];
@@ -250,6 +333,14 @@ async function composeFloor(tmp: string): Promise<void> {
           e.samples.set(p, list);
         });
         console.log(`round ${round} ${e.name}: ${figures.map((f) => f.toFixed(0)).join(' / ')} ms; load ${load()}`);
+        // CF_MARKS=<file>: per round, CLOCK_MONOTONIC seconds of the up's exec, the network create, the
+        // first create, the first start request, the last start answer and the exit (to cut perf samples
+        // recorded with `-k CLOCK_MONOTONIC` into phases).
+        if (process.env.CF_MARKS) {
+          const mono = (t: number) => ((monoBase + t * 1e6) / 1e9).toFixed(6);
+          const firstCreate = Math.min(...creates.map((h) => h.at));
+          appendFileSync(process.env.CF_MARKS, `${e.name.replace(/\W/g, '-')} ${round} ${[up.t0, net.at, firstCreate, Math.min(...starts.map((h) => h.at)), lastStart, up.end].map(mono).join(' ')}\n`);
+        }
       }
     }
     for (const e of daemons) {

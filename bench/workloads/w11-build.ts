@@ -7,7 +7,6 @@ import { ApiClient, drainProgress } from '../lib/api-client.js';
 import { startDrainServer } from '../lib/drain-server.js';
 import { alternate, errorText, type Ctx, type Workload } from './context.js';
 import { removeImage } from './container-api.js';
-import type { Engine } from '../engines/engine.js';
 
 /**
  * 11. `docker build` with the classic builder (POST /build, version 1) of a 6-step Dockerfile:
@@ -31,9 +30,9 @@ export const build: Workload = {
       ctx.opts.buildIterations,
       async (e) => {
         try {
-          const cold = await timed(() => buildOnce(e, context, `nocache=1&t=${tag}`));
+          const cold = await timed(() => buildOnce(e.api, context, `nocache=1&t=${tag}`));
           ctx.rec.sample('build-cold', e.name, cold.ms / 1000);
-          const cached = await timed(() => buildOnce(e, context, `t=${tag}`));
+          const cached = await timed(() => buildOnce(e.api, context, `t=${tag}`));
           if (cached.value !== cold.value) throw new Error(`cached build made ${cached.value}, not ${cold.value}`);
           ctx.rec.sample('build-cached', e.name, cached.ms / 1000);
         } finally {
@@ -72,8 +71,8 @@ async function contextFloor(ctx: Ctx, context: Buffer): Promise<void> {
 }
 
 /** Runs one build to its end; returns the image id, throws on the stream's error (as the CLI reads it). */
-async function buildOnce(e: Engine, context: Buffer, query: string): Promise<string> {
-  const res: IncomingMessage = await e.api.stream('POST', `/build?version=1&rm=1&${query}`, { body: context, timeoutMs: 600_000 });
+export async function buildOnce(api: ApiClient, context: Buffer, query: string): Promise<string> {
+  const res: IncomingMessage = await api.stream('POST', `/build?version=1&rm=1&${query}`, { body: context, timeoutMs: 600_000 });
   let id = '';
   await drainProgress(res, (m) => {
     const aux = m.aux as { ID?: string } | undefined;
@@ -83,7 +82,7 @@ async function buildOnce(e: Engine, context: Buffer, query: string): Promise<str
   return id;
 }
 
-async function contextTar(base: string, mib: number): Promise<Buffer> {
+export async function contextTar(base: string, mib: number): Promise<Buffer> {
   const dockerfile = [
     `FROM ${base}`,
     'COPY data.bin /data/data.bin',

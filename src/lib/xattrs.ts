@@ -12,7 +12,7 @@
 import { constants } from 'node:os';
 import { opendir } from 'node:fs/promises';
 import { lstatSync } from 'node:fs';
-import { loadLibc, syscallError } from './libc.js';
+import { libcBinding, syscallError } from './libc.js';
 
 interface Calls {
   list: (path: string, buf: Buffer | null, size: number) => number;
@@ -20,19 +20,11 @@ interface Calls {
   errno: () => number;
 }
 
-let calls: Calls | null | undefined;
-
-function libcCalls(): Calls | null {
-  if (calls !== undefined) return calls;
-  const c = loadLibc();
-  if (!c) return (calls = null);
-  calls = {
-    list: c.lib.func('intptr_t llistxattr(const char *path, _Out_ uint8_t *list, size_t size)'),
-    get: c.lib.func('intptr_t lgetxattr(const char *path, const char *name, _Out_ uint8_t *value, size_t size)'),
-    errno: () => c.koffi.errno(),
-  };
-  return calls;
-}
+const libcCalls = libcBinding<Calls>((c) => ({
+  list: c.lib.func('intptr_t llistxattr(const char *path, _Out_ uint8_t *list, size_t size)'),
+  get: c.lib.func('intptr_t lgetxattr(const char *path, const char *name, _Out_ uint8_t *value, size_t size)'),
+  errno: () => c.koffi.errno(),
+}), 'xattrs not readable through libc: using getfattr');
 
 /** Whether the in-process reader works here (false: use getfattr). */
 export function xattrsAvailable(): boolean {

@@ -7,30 +7,53 @@
  * answered and the next SIGHUP is heard. Read from /proc: the process's socket inodes and the
  * kernel's UDP table of its network namespace.
  */
-import { readdir, readFile, readlink } from 'node:fs/promises';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Inodes of the UDP sockets the process holds that are bound to `port`, with their IPv4 addresses ('' for IPv6). */
 export async function udpListeners(pid: number, port: number): Promise<Map<string, string>> {
   const held = new Set<string>();
-  for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
-    const m = /^socket:\[(\d+)\]$/.exec(await readlink(`/proc/${pid}/fd/${fd}`).catch(() => ''));
+  for (const fd of procSync(() => readdirSync(`/proc/${pid}/fd`), [] as string[])) {
+    const m = /^socket:\[(\d+)\]$/.exec(procSync(() => readlinkSync(`/proc/${pid}/fd/${fd}`), ''));
     if (m) held.add(m[1]!);
   }
+  const out = udpTable(pid, port);
+  for (const inode of out.keys()) if (!held.has(inode)) out.delete(inode);
+  return out;
+}
+
+/**
+ * Every UDP socket bound to `port` in the process's network namespace, whoever holds it: the kernel's
+ * table alone (two reads), without the readlink of each of the process's fds that udpListeners needs.
+ */
+function udpTable(pid: number, port: number): Map<string, string> {
   const out = new Map<string, string>();
   const portHex = port.toString(16).toUpperCase().padStart(4, '0');
   for (const [file, v6] of [['udp', false], ['udp6', true]] as const) {
-    const table = await readFile(`/proc/${pid}/net/${file}`, 'utf8').catch(() => '');
+    const table = procSync(() => readFileSync(`/proc/${pid}/net/${file}`, 'utf8'), '');
     for (const line of table.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       if (f.length < 10) continue;
       const [addr, p] = f[1]!.split(':');
-      const inode = f[9]!;
-      if (p !== portHex || !held.has(inode)) continue;
-      out.set(inode, v6 ? '' : ipv4FromProcHex(addr!));
+      if (p !== portHex) continue;
+      out.set(f[9]!, v6 ? '' : ipv4FromProcHex(addr!));
     }
   }
   return out;
+}
+
+/**
+ * A read of /proc, synchronous: the kernel makes these files in memory in microseconds, while through
+ * libuv's pool each waits behind whatever file work is queued (containers starting together).
+ * `fallback` when the process or file is gone.
+ */
+function procSync<T>(read: () => T, fallback: T): T {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
 }
 
 /** /proc/net/udp writes an IPv4 address as the hex of its 32-bit value in host (little-endian) order. */
@@ -45,10 +68,17 @@ function ipv4FromProcHex(hex: string): string {
  */
 export async function awaitListeners(pid: number, port: number, ipv4: string[], before: ReadonlySet<string> = new Set(), timeoutMs = 3000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
-    const now = await udpListeners(pid, port);
-    const bound = new Set(now.values());
-    if (now.size > 0 && ![...now.keys()].some((i) => before.has(i)) && ipv4.every((ip) => bound.has(ip))) return true;
+  // A reload takes aardvark ~2 ms on a quiet machine; the polls are cheap, so the wait after it is short.
+  for (let wait = 1; ; wait = Math.min(wait * 2, 4)) {
+    // Polled in the kernel's table, which says when the old sockets are gone and new ones are bound;
+    // only then is it checked, once, that the process holds them (and not another server).
+    const table = udpTable(pid, port);
+    const fresh = [...table].filter(([inode]) => !before.has(inode)).map(([, ip]) => ip);
+    if (fresh.length > 0 && ![...table.keys()].some((i) => before.has(i)) && ipv4.every((ip) => fresh.includes(ip))) {
+      const now = await udpListeners(pid, port);
+      const bound = new Set(now.values());
+      if (now.size > 0 && ![...now.keys()].some((i) => before.has(i)) && ipv4.every((ip) => bound.has(ip))) return true;
+    }
     if (Date.now() > deadline) return false;
     await sleep(wait);
   }

@@ -5,6 +5,8 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { randomMac } from './mac.js';
+import { addAddress, addBridge, deleteAddress, deleteLink, dumpAddresses, dumpLinks, getLink, parseAddr, parseLink, setLinkUp, setMtu } from './netlink-messages.js';
+import { NetlinkError, NetlinkSocket } from './netlink-socket.js';
 import { runTool, ToolError } from './run-tool.js';
 import type { RunTool } from './tool-shell.js';
 
@@ -31,6 +33,82 @@ export async function createBridge(ip: string, b: BridgeSpec, run: RunTool = run
     await run(ip, ['-batch', '-'], { input: [`addr flush dev ${b.name}`, `link set ${b.name} mtu ${b.mtu}`, ...setup].join('\n') + '\n' });
   }
   await writeFile(`/proc/sys/net/ipv4/conf/${b.name}/route_localnet`, '1');
+}
+
+/** createBridge from berthd itself over rtnetlink: no process. */
+export async function createBridgeByNetlink(b: BridgeSpec): Promise<void> {
+  const s = NetlinkSocket.open();
+  try {
+    let index: number | undefined;
+    try {
+      index = (await s.request([addBridge(b.name, randomMac(), b.mtu), getLink(b.name)]))[0]?.index;
+    } catch (err) {
+      if (!(err instanceof NetlinkError && err.code === 'EEXIST')) throw err;
+      const link = (await s.dump(dumpLinks())).map(parseLink).find((l) => l?.name === b.name);
+      if (link?.kind !== 'bridge') throw err;
+      index = link.index;
+      const old = (await s.dump(dumpAddresses())).map(parseAddr).filter((a) => a?.index === index);
+      await s.request([...old.map((a) => deleteAddress(a!.index, a!.address, a!.prefixLen)), setMtu(b.name, b.mtu)]);
+    }
+    if (index === undefined) throw new NetlinkError(`no link ${b.name}`);
+    const at = index;
+    await s.request([
+      ...b.addresses.map((a) => {
+        const [ip, len] = a.split('/');
+        return addAddress(at, ip!, Number(len));
+      }),
+      setLinkUp({ index: at }),
+    ]);
+  } finally {
+    s.close();
+  }
+  await writeFile(`/proc/sys/net/ipv4/conf/${b.name}/route_localnet`, '1');
+}
+
+/** deleteBridge over rtnetlink. */
+export async function deleteBridgeByNetlink(name: string): Promise<void> {
+  const s = NetlinkSocket.open();
+  try {
+    await s.request([deleteLink(name)]);
+  } catch (err) {
+    if (!(err instanceof NetlinkError && err.code === 'ENODEV')) throw err;
+  } finally {
+    s.close();
+  }
+}
+
+/** listLinks over rtnetlink: two dumps, no process. */
+export async function listLinksByNetlink(): Promise<Map<string, LinkInfo>> {
+  const s = NetlinkSocket.open();
+  try {
+    const [links, addrs] = await Promise.all([s.dump(dumpLinks()), NetlinkSocket.open().dumpAndClose(dumpAddresses())]);
+    const out = new Map<string, LinkInfo>();
+    const byIndex = new Map<number, LinkInfo>();
+    for (const l of links.map(parseLink)) {
+      if (!l) continue;
+      const info: LinkInfo = { name: l.name, kind: l.kind, addresses: [] };
+      out.set(l.name, info);
+      byIndex.set(l.index, info);
+    }
+    for (const a of addrs.map(parseAddr)) if (a) byIndex.get(a.index)?.addresses.push(`${a.address}/${a.prefixLen}`);
+    return out;
+  } finally {
+    s.close();
+  }
+}
+
+/** Whether a device of that name exists, over rtnetlink. */
+export async function linkExists(name: string): Promise<boolean> {
+  const s = NetlinkSocket.open();
+  try {
+    await s.request([getLink(name)]);
+    return true;
+  } catch (err) {
+    if (err instanceof NetlinkError && err.code === 'ENODEV') return false;
+    throw err;
+  } finally {
+    s.close();
+  }
 }
 
 /** Deletes a bridge; a missing one is fine. */

@@ -10,19 +10,22 @@
  * net.ipv4.ip_forward.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { Aardvark } from './aardvark.js';
-import { createBridge, deleteBridge, enableIPv4Forwarding, listLinks, type BridgeSpec, type LinkInfo } from './bridge-device.js';
+import { createBridge, createBridgeByNetlink, deleteBridge, deleteBridgeByNetlink, enableIPv4Forwarding, linkExists, listLinks, listLinksByNetlink, type BridgeSpec, type LinkInfo } from './bridge-device.js';
 import { deleteHostVeths, plumbCommands, plumbExisting, type PlumbPlan, type Tools } from './endpoint-plumbing.js';
 import { Firewall } from './firewall.js';
 import { claimPrefix, releasePrefix } from './host-lock.js';
-import { hostRoutePrefixes, parseResolvConf, type ResolvConf } from './host-routes.js';
+import { hostRoutePrefixes, hostRoutePrefixesByNetlink, parseResolvConf, type ResolvConf } from './host-routes.js';
 import type { Cidr } from './cidr.js';
 import { NetnsDir } from './netns.js';
+import { plumbByNetlink } from './netlink-plumbing.js';
+import { netlinkAvailable } from './netlink-socket.js';
+import { ownNamespacePath } from './ns-calls.js';
 import { ToolShell } from './tool-shell.js';
 import { VethDrain, type DrainingVeth } from './veth-drain.js';
 
@@ -70,9 +73,14 @@ export class BridgeDriver {
   readonly #stateDir: string;
   readonly #hostResolvConf: string;
   readonly #hostHosts: string;
-  readonly #hostNs = `/proc/${process.pid}/ns/net`;
+  /** How `ip` names berthd's namespace (see ownNamespacePath). */
+  get #hostNs(): string {
+    return ownNamespacePath();
+  }
   /** Several shells: containers starting together each get their network from one. */
   readonly #shell = new ToolShell(4);
+  /** The host's resolv.conf as last read, and what identified that version of the file. */
+  #resolvConf: { key: string; value: ResolvConf } | undefined;
   /** Whether released veths are left to go with their namespace. */
   #drainWithNetns = false;
 
@@ -120,16 +128,24 @@ export class BridgeDriver {
     return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
   }
 
+  // Links, routes and bridges over rtnetlink where libc can be called (no process: a network create
+  // ran five `ip` before), else `ip` from the tool shells.
+
   links(): Promise<Map<string, LinkInfo>> {
-    return listLinks(this.#tools.ip, this.#shell.tool);
+    return netlinkAvailable() ? listLinksByNetlink() : listLinks(this.#tools.ip, this.#shell.tool);
+  }
+
+  /** Whether the host has a device of that name (one lookup, where links() lists them all). */
+  async hasLink(name: string): Promise<boolean> {
+    return netlinkAvailable() ? linkExists(name) : (await this.links()).has(name);
   }
 
   createBridge(spec: BridgeSpec): Promise<void> {
-    return createBridge(this.#tools.ip, spec, this.#shell.tool);
+    return netlinkAvailable() ? createBridgeByNetlink(spec) : createBridge(this.#tools.ip, spec, this.#shell.tool);
   }
 
   deleteBridge(name: string): Promise<void> {
-    return deleteBridge(this.#tools.ip, name, this.#shell.tool);
+    return netlinkAvailable() ? deleteBridgeByNetlink(name) : deleteBridge(this.#tools.ip, name, this.#shell.tool);
   }
 
   /**
@@ -152,11 +168,20 @@ export class BridgeDriver {
   }
 
   hostRoutes(): Promise<Cidr[]> {
-    return hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
+    return netlinkAvailable() ? hostRoutePrefixesByNetlink() : hostRoutePrefixes(this.#tools.ip, this.#shell.tool);
   }
 
+  /**
+   * The host's resolv.conf, parsed; read again only when the file changed (one stat per container
+   * start instead of a read).
+   */
   async hostResolvConf(): Promise<ResolvConf> {
-    return parseResolvConf(await readFile(this.#hostResolvConf, 'utf8').catch(() => ''));
+    const st = statSync(this.#hostResolvConf, { bigint: true, throwIfNoEntry: false });
+    const key = st ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '';
+    if (this.#resolvConf?.key === key) return this.#resolvConf.value;
+    const value = parseResolvConf(await readFile(this.#hostResolvConf, 'utf8').catch(() => ''));
+    this.#resolvConf = { key, value };
+    return value;
   }
 
   /** The host's /etc/hosts; a localhost line alone when it cannot be read. */
@@ -164,19 +189,58 @@ export class BridgeDriver {
     return readFile(this.#hostHosts, 'utf8').catch(() => '127.0.0.1\tlocalhost\n');
   }
 
-  /** Creates the container's namespace file and plumbs it in one process chain. */
-  /** A new namespace for the container, plumbed by `plan`: one job of the tool shells, no fork of the daemon. */
+  /**
+   * A new namespace for the container, plumbed by `plan`: from berthd itself where libc can be called
+   * (ns-calls.ts, netlink-plumbing.ts), else one job of the tool shells; never a fork of the daemon.
+   */
   async plumbNew(containerId: string, plan: PlumbPlan): Promise<void> {
+    if (netlinkAvailable()) return this.#plumbNewInProcess(containerId, plan);
     const { inside, after } = this.#plumbSteps(plan);
     await this.netns.create(containerId, inside.input ? inside : undefined, after);
+  }
+
+  /** A new namespace and its interfaces from berthd itself: no process at all. */
+  async #plumbNewInProcess(name: string, plan: PlumbPlan): Promise<void> {
+    const path = await this.netns.createInProcess(name);
+    try {
+      await plumbByNetlink(path, { ...plan, loopbackUp: true });
+    } catch (err) {
+      await this.netns.remove(name).catch(() => {});
+      throw err;
+    }
   }
 
   plumbExisting(netnsPath: string, plan: PlumbPlan): Promise<void> {
     return plumbExisting(netnsPath, plan, this.#tools, this.#hostNs);
   }
 
+  /**
+   * Makes a namespace made ahead with nothing but loopback the container's, loopback up (one made
+   * from berthd itself has it still down; see createAhead).
+   */
+  async adoptBare(containerId: string, name: string): Promise<void> {
+    const path = await this.netns.adopt(containerId, name);
+    if (netlinkAvailable()) await plumbByNetlink(path, { loopbackUp: true, add: [] });
+  }
+
+  /** Whether plumbInto works without a process (rtnetlink from berthd itself). */
+  get plumbsInProcess(): boolean {
+    return netlinkAvailable();
+  }
+
+  /**
+   * Plumbs a namespace that has nothing but loopback yet (one made ahead): over rtnetlink from berthd,
+   * no process at all; by `ip` through nsenter where that is not possible.
+   */
+  plumbInto(netnsPath: string, plan: PlumbPlan): Promise<void> {
+    return netlinkAvailable() ? plumbByNetlink(netnsPath, plan) : this.plumbExisting(netnsPath, plan);
+  }
+
   /** A namespace made ahead under `name` and plumbed by `plan`. */
   createAhead(name: string, plan: PlumbPlan): Promise<void> {
+    // One with nothing to put in stays as made, loopback down: whoever adopts it plumbs it
+    // (adoptBare, plumbInto), which saves entering it once more now (compose's creates wait meanwhile).
+    if (netlinkAvailable()) return plan.add.length ? this.#plumbNewInProcess(name, plan) : this.netns.createInProcess(name).then(() => undefined);
     const { inside, after } = this.#plumbSteps(plan);
     return this.netns.createAhead(name, inside, after);
   }

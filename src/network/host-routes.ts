@@ -3,6 +3,8 @@
  * (local-table entries cover the host's own addresses) except default routes, plus the host's nameservers.
  */
 import { parseAddress, parseCidr, type Cidr, type Family } from './cidr.js';
+import { dumpRoutes, parseRoute } from './netlink-messages.js';
+import { NetlinkSocket } from './netlink-socket.js';
 import { runTool } from './run-tool.js';
 import type { RunTool } from './tool-shell.js';
 
@@ -23,6 +25,18 @@ export async function hostRoutePrefixes(ipPath = 'ip', run: RunTool = runTool): 
       const c = toCidr(r.dst, family);
       if (c) out.push(c);
     }
+  }
+  return out;
+}
+
+/** hostRoutePrefixes over rtnetlink (two dumps, no process). */
+export async function hostRoutePrefixesByNetlink(): Promise<Cidr[]> {
+  const [v4, v6] = await Promise.all(([4, 6] as const).map((f) => NetlinkSocket.open().dumpAndClose(dumpRoutes(f))));
+  const out: Cidr[] = [];
+  for (const r of [...v4!, ...v6!].map(parseRoute)) {
+    if (!r || !r.dst || r.dstLen === 0 || r.multicast) continue;
+    const c = parseCidr(`${r.dst}/${r.dstLen}`, false);
+    if (c) out.push(c);
   }
   return out;
 }

@@ -11,6 +11,7 @@ import { access, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFi
 import { basename, join } from 'node:path';
 import { conflict, errorMessage, invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
+import { createNamespace } from './ns-calls.js';
 import { runTool, ToolError } from './run-tool.js';
 import type { ShellStep, ToolShell } from './tool-shell.js';
 
@@ -56,12 +57,7 @@ export class NetnsDir {
    * succeeded; with `command`, both go through the tool shell when there is one.
    */
   async create(containerId: string, command?: { argv: string[]; input?: string }, after: ShellStep[] = []): Promise<string> {
-    const path = this.pathOf(containerId);
-    await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-      // A leftover from a crash: reuse the file only if nothing is mounted on it.
-      if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${containerId} already exists`);
-    });
+    const path = await this.#newFile(containerId);
     try {
       if (command && this.#shell) await this.#shell.run([{ argv: [this.#tools.unshare, `--net=${path}`, ...command.argv], input: command.input }, ...after]);
       else {
@@ -73,6 +69,31 @@ export class NetnsDir {
       await this.remove(containerId).catch(() => {});
       throw err;
     }
+    return path;
+  }
+
+  /**
+   * Creates the namespace file and the namespace from berthd itself (ns-calls.ts: no process), its
+   * loopback still down; for callers that put everything in over rtnetlink.
+   */
+  async createInProcess(name: string): Promise<string> {
+    const path = await this.#newFile(name);
+    try {
+      createNamespace(path, () => undefined);
+    } catch (err) {
+      await rm(path, { force: true });
+      throw err;
+    }
+    return path;
+  }
+
+  /** The empty file a namespace gets bound to; a leftover from a crash is reused if nothing is mounted on it. */
+  async #newFile(name: string): Promise<string> {
+    const path = this.pathOf(name);
+    await writeFile(path, '', { flag: 'wx', mode: 0o444 }).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+      if ((await mountPoints()).has(path)) throw conflict(`network namespace for ${name} already exists`);
+    });
     return path;
   }
 

@@ -35,16 +35,22 @@ export interface Launched {
 /** Shells launching conmons side by side at most (more only queue for the same two cores here). */
 const LAUNCHER_SHELLS = 4;
 
-let mkfifoFn: ((path: string, mode: number) => number) | null | undefined;
+type Mkfifo = { async: (path: string, mode: number, cb: (err: unknown, res: number) => void) => void };
+let mkfifoFn: Mkfifo | null | undefined;
 
-/** mkfifo(3) through libc (koffi): no mkfifo(1) process. False where libc is not callable. */
-export function makeFifo(path: string): boolean {
+/**
+ * mkfifo(3) through libc (koffi): no mkfifo(1) process. On libuv's thread pool: making an inode can
+ * take the filesystem a millisecond (ext4 looking for a free one), too long for the event loop when
+ * containers start together. False where libc is not callable (or it failed).
+ */
+export async function makeFifo(path: string): Promise<boolean> {
   if (mkfifoFn === undefined) {
     const c = loadLibc();
-    mkfifoFn = c ? (c.lib.func('int mkfifo(const char *path, unsigned int mode)') as (path: string, mode: number) => number) : null;
+    mkfifoFn = c ? (c.lib.func('int mkfifo(const char *path, unsigned int mode)') as Mkfifo) : null;
   }
-  if (!mkfifoFn) return false;
-  return mkfifoFn(path, 0o600) === 0;
+  const fn = mkfifoFn;
+  if (!fn) return false;
+  return new Promise((resolve) => fn.async(path, 0o600, (err, res) => resolve(!err && res === 0)));
 }
 
 export class ConmonLauncher {
@@ -77,7 +83,7 @@ export class ConmonLauncher {
   /** Undefined when the shell cannot be used here: spawn() then. */
   async #byShell(id: string, conmonPath: string, args: readonly string[], dir: string, syncFifo: string): Promise<Launched | undefined> {
     const shell = this.#shell;
-    if (!shell || !makeFifo(syncFifo)) return undefined;
+    if (!shell || !(await makeFifo(syncFifo))) return undefined;
     // Non-blocking: opening a FIFO's read end does not wait for a writer then (libuv adds O_CLOEXEC).
     const fd = openSync(syncFifo, constants.O_RDONLY | constants.O_NONBLOCK);
     // The redirections belong to the exec (dash drops a subshell's own fd 3 redirection inside a

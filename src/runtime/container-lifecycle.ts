@@ -27,7 +27,7 @@ import { clampRlimits } from './rlimits.js';
 import { clampCapabilities } from './capabilities.js';
 import { cleanMessage, runRuntime, runtimeState, type RuntimeName, type RuntimeShell } from './runtime-cli.js';
 import type { RuntimeHost } from './runtime-host.js';
-import { exists, removeFile, removeFlatDir } from './state-files.js';
+import { exists, presentSync, removeFile, removeFilesPresent, removeFlatDir } from './state-files.js';
 
 export interface CreateOptions {
   id: string;
@@ -91,10 +91,12 @@ export class ContainerLifecycle {
       ...(host.cpuRealtime ? [initCpuRtParents(host.cgroupLayout, meta.cgroupsPath, host.cpuRealtime)] : []),
       host.metas.write(c.id, meta),
       // Leftovers of an earlier run of the same container (restart) would confuse conmon and waiters.
-      removeFile(this.exits.pathOf(c.id)),
-      removeFile(join(host.socketsDir, c.id)),
-      ...['oom', 'pid', 'conmon.pid', 'sync'].map((f) => removeFile(join(dir, f))),
-      ...['attach', 'ctl', 'winsz'].map((f) => removeFile(join(c.bundleDir, f))),
+      removeFilesPresent([
+        this.exits.pathOf(c.id),
+        join(host.socketsDir, c.id),
+        ...['oom', 'pid', 'conmon.pid', 'sync'].map((f) => join(dir, f)),
+        ...['attach', 'ctl', 'winsz'].map((f) => join(c.bundleDir, f)),
+      ]),
     ]);
     host.metas.remember(c.id, meta);
 
@@ -271,6 +273,12 @@ export class ContainerLifecycle {
   async cleanup(id: string): Promise<void> {
     checkId(id);
     const host = this.host;
+    if (this.#nothingLeft(id)) {
+      // The usual case at a first start, which cleans up first in case an earlier one was cut short.
+      this.exits.forget(id);
+      host.metas.forget(id);
+      return;
+    }
     const meta = await host.metas.read(id);
     const runtimes = meta ? [meta.runtime] : host.foundNames();
     // The usual case after an exit: skip `crun delete`'s spawn when nothing is left for it to do.
@@ -303,6 +311,15 @@ export class ContainerLifecycle {
       removeFlatDir(host.containerDir(id)),
     ]);
     host.metas.forget(id);
+  }
+
+  /** No file or directory of the container anywhere in the state dir (a few lstats, no thread-pool round trips). */
+  #nothingLeft(id: string): boolean {
+    const host = this.host;
+    if (host.metas.cached(id)) return false;
+    const paths = [host.containerDir(id), this.exits.pathOf(id), join(host.socketsDir, id), host.execDir(id)];
+    for (const name of host.foundNames()) paths.push(join(host.found(name)!.root, id));
+    return !paths.some(presentSync);
   }
 
   /**

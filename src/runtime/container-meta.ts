@@ -62,4 +62,9 @@ export class ContainerMetas {
   forget(id: string): void {
     this.#cache.delete(id);
   }
+
+  /** Whether the meta is known in memory (a container this driver created or read). */
+  cached(id: string): boolean {
+    return this.#cache.has(id);
+  }
 }

@@ -35,7 +35,7 @@ export class ExecShell {
     const pool = this.#pool;
     const syncPath = join(dir, 'sync');
     const outPath = join(dir, 'out');
-    if (!pool || !makeFifo(syncPath) || !makeFifo(outPath)) return undefined;
+    if (!pool || !(await makeFifo(syncPath)) || !(await makeFifo(outPath))) return undefined;
     const syncFd = openSync(syncPath, constants.O_RDONLY | constants.O_NONBLOCK);
     let outFd: number;
     try {

@@ -4,7 +4,7 @@
  * mtime is the exit time. One inotify watch (fs.watch) covers every container, also those created
  * by an earlier berthd: nothing polls.
  */
-import { watch, type FSWatcher } from 'node:fs';
+import { lstatSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -15,6 +15,8 @@ export interface ExitRecord {
 
 /** Reads an exit file; undefined while it does not exist (or is still empty). */
 export async function readExitFile(path: string): Promise<ExitRecord | undefined> {
+  // Usually asked right after a start, when there is none: an lstat, not two failing reads.
+  if (!lstatSync(path, { throwIfNoEntry: false })) return undefined;
   let text: string;
   let mtime: Date;
   try {

@@ -31,9 +31,19 @@ export class SeccompBpfCache {
     return new SeccompBpfCache(`${path}:${st.size}:${st.mtimeMs}`);
   }
 
+  /** Keys of profiles seen, by identity: the default profile is one shared object (seccomp-default.ts). */
+  #keys = new WeakMap<object, string>();
+
   keyOf(spec: OciSpec): string | undefined {
-    if (!spec.linux.seccomp) return undefined;
-    return createHash('sha256').update(this.#salt).update('\0').update(JSON.stringify(spec.linux.seccomp)).digest('hex');
+    const profile = spec.linux.seccomp;
+    if (!profile) return undefined;
+    let key = this.#keys.get(profile);
+    if (!key) {
+      key = createHash('sha256').update(this.#salt).update('\0').update(JSON.stringify(profile)).digest('hex');
+      // Only a frozen profile cannot change under its key.
+      if (Object.isFrozen(profile)) this.#keys.set(profile, key);
+    }
+    return key;
   }
 
   /**

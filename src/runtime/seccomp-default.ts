@@ -165,10 +165,35 @@ export interface SeccompProfileOptions {
   arch?: string;
 }
 
-/** The default allow-list profile for a container with the given capabilities. */
+/** Profiles made so far, by architecture and capabilities: containers mostly share a handful. */
+const made = new Map<string, OciSeccomp>();
+
+/**
+ * The default allow-list profile for a container with the given capabilities. The same object (frozen)
+ * for the same capabilities, so that its text and its compiled filter's cache key are computed once.
+ */
 export function defaultSeccompProfile(opts: SeccompProfileOptions): OciSeccomp {
   const arch = opts.arch ?? process.arch;
-  const caps = new Set(opts.capabilities);
+  const key = `${arch}\0${[...new Set(opts.capabilities)].sort().join(',')}`;
+  let profile = made.get(key);
+  if (!profile) {
+    if (made.size >= 32) made.delete(made.keys().next().value as string);
+    profile = deepFreeze(makeProfile(arch, opts.capabilities));
+    made.set(key, profile);
+  }
+  return profile;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function makeProfile(arch: string, capabilities: readonly string[]): OciSeccomp {
+  const caps = new Set(capabilities);
   const allowed = new Set([...fdIo, ...filesystem, ...memory, ...processes, ...identity, ...signals, ...time, ...network, ...ipc]);
   for (const name of archSpecific[arch] ?? []) allowed.add(name);
   for (const [cap, names] of Object.entries(byCapability)) {

@@ -6,7 +6,7 @@
  * mid-build, and the clear errors (BuildKit, squash, remote).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -247,6 +247,28 @@ CMD ["cat /app/run.txt"]
     assert.match(records(viaAdd.text()).at(-1)!.error as string, /ADD failed: archive evil.tgz: refusing archive entry/);
     assert.equal(existsSync(`/tmp/${marker}`), false);
     assert.equal((await d().docker(['run', '--rm', 'built/linked', 'cat', `/etc/${marker}`])).stdout, 'inside');
+  });
+
+  it('resolves an image\'s link through a missing directory inside the image (`missing/../..` climbs no higher than its root)', async () => {
+    const marker = `berth-build-dangling-${process.pid}-${randomBytes(3).toString('hex')}`;
+    const up = '../'.repeat(24);
+    // A COPY destination through such a link writes into the image's /tmp, not the host's.
+    const dest = await d().request('POST', '/build?t=built/dangling-dest', {
+      body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox}\nRUN ln -s missing/${up}tmp /dangling\nCOPY ${marker} /dangling/\n` }, { name: marker, body: 'inside' }]),
+    });
+    const escaped = existsSync(`/tmp/${marker}`);
+    rmSync(`/tmp/${marker}`, { force: true });
+    assert.equal(escaped, false, 'written on the host');
+    assert.ok(records(dest.text()).some((m) => m.aux), dest.text());
+    assert.equal((await d().docker(['run', '--rm', 'built/dangling-dest', 'cat', `/tmp/${marker}`])).stdout, 'inside');
+    // A COPY --from source through one reads the stage's /etc/passwd, not the host's.
+    const src = await d().request('POST', '/build?t=built/dangling-src', {
+      body: await tarOf([{ name: 'Dockerfile', body: `FROM ${busybox} AS a\nRUN ln -s missing/${up}etc /dangling\nFROM ${busybox}\nCOPY --from=a /dangling/passwd /copied\n` }]),
+    });
+    assert.ok(records(src.text()).some((m) => m.aux), src.text());
+    const copied = (await d().docker(['run', '--rm', 'built/dangling-src', 'cat', '/copied'])).stdout;
+    assert.equal(copied, (await d().docker(['run', '--rm', 'built/dangling-src', 'cat', '/etc/passwd'])).stdout, 'the image\'s own passwd');
+    assert.match(copied, /^berth:x:1000:1000:/m);
   });
 
   it('reads bzip2 and xz contexts and a Dockerfile at another path', async () => {

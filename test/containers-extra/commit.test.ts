@@ -125,6 +125,22 @@ describe('commit', () => {
     assert.ok(ev.stdout.split('\n').includes('commit'), ev.stdout);
   });
 
+  it("a pause asked for while a commit has the container paused for its snapshot stays: the commit's unpause comes first", async () => {
+    const d = daemon();
+    const id = await runShell(d, image, 'touch /ready; exec sleep 1000');
+    containers.push(id);
+    await waitForPath(d, id, '/ready');
+    for (let i = 0; i < 3; i++) {
+      const commit = d.request('POST', `/commit?container=${id}&repo=${uniqueName('paused')}&pause=1`);
+      await new Promise((r) => setTimeout(r, i));
+      const pause = await d.request('POST', `/containers/${id}/pause`);
+      assert.equal((await commit).status, 201);
+      assert.equal(pause.status, 204, pause.text());
+      assert.equal((await inspect(d, 'containers', id)).State.Status, 'paused', `round ${i}`);
+      assert.equal((await d.request('POST', `/containers/${id}/unpause`)).status, 204);
+    }
+  });
+
   it('a container that changed nothing gives an image with the same layers and an empty-layer history entry', async () => {
     const d = daemon();
     const id = await createContainer(d, { Image: image, Cmd: ['true'] });

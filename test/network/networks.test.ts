@@ -164,6 +164,8 @@ describe('networking', () => {
     const hostName = execFileSync('hostname', { encoding: 'utf8' }).trim();
     assert.equal((await ok(d, ['run', '--rm', '--network', 'host', image, 'hostname'])).trim(), hostName);
     assert.equal((await ok(d, ['run', '--rm', '--network', 'none', image, 'ls', '/sys/class/net'])).trim(), 'lo');
+    // Loopback is up (IFF_UP|IFF_LOOPBACK), whether its namespace was made ahead or at the start.
+    for (let i = 0; i < 4; i++) assert.equal((await ok(d, ['run', '--rm', '--network', 'none', image, 'cat', '/sys/class/net/lo/flags'])).trim(), '0x9');
     const a = (await ok(d, ['run', '-d', '--name', 'shared', image, 'httpd', '-f', '-p', '8080', '-h', '/etc'])).trim();
     const viaLocal = await ok(d, ['run', '--rm', '--network', `container:${a}`, image, 'wget', '-q', '-O-', 'http://127.0.0.1:8080/hostname']);
     assert.equal(viaLocal.trim(), a.slice(0, 12));
@@ -189,5 +191,13 @@ describe('networking', () => {
     assert.ok(!links().includes(bridge), 'the bridge is gone');
     const rules = execFileSync('nft', ['list', 'ruleset'], { encoding: 'utf8' });
     assert.ok(!rules.includes(bridge), 'no rule mentions the bridge');
+  });
+
+  it('refuses a bridge name the host already has, and leaves that device alone', async () => {
+    const r = await daemon().request('POST', '/networks/create', { body: { Name: 'takenbr', Options: { 'com.docker.network.bridge.name': 'lo' } } });
+    assert.equal(r.status, 409, r.text());
+    assert.match(r.json().message, /a network interface named lo already exists on the host/);
+    assert.ok(links().includes('lo'));
+    assert.equal((await daemon().request('GET', '/networks/takenbr')).status, 404);
   });
 });

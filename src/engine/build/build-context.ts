@@ -1,6 +1,6 @@
 /**
  * The build context: the request body (a tar, plain or gzip/bzip2/xz). A body seen before, byte
- * for byte, takes its unpacked tree from the ContextCache (context-cache.ts says how it is matched
+ * for byte, takes its unpacked tree from the ContextCache (context-match.ts says how it is matched
  * as it streams in); otherwise it is written to a file, which is unpacked into a directory of its
  * own under the data root by the layer unpacker, which refuses hostile entries
  * (`..`, escaping links, devices), each file hashed on the way (ContextDigests) so COPY's cache key
@@ -19,7 +19,8 @@ import { writeBatched } from '../../lib/batched-write.js';
 import { BerthError, invalidArgument, notImplemented } from '../../lib/errors.js';
 import { DockerIgnore, readIgnorePatterns } from './dockerfile/dockerignore.js';
 import { ContextDigests } from './context-digests.js';
-import { BODY_BLOCK, BlockDigests, type ContextCache, type HeldContext, type UnpackedContext } from './context-cache.js';
+import { BlockDigests, type ContextCache, type HeldContext, type UnpackedContext } from './context-cache.js';
+import { matchKept } from './context-match.js';
 import { resolveInRoot } from './fs-in-root.js';
 import { httpGet } from './http-get.js';
 
@@ -41,26 +42,33 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
   const held = cache?.candidates(dockerfileName) ?? [];
   let kept: HeldContext | undefined;
   try {
-    const blocks = new BlockDigests();
-    const m = held.length > 0 ? await matchKept(body, held, blocks) : { hit: undefined, ended: false, prefix: undefined, prefixBytes: 0, pending: [] };
+    const m = held.length > 0 ? await matchKept(body, held) : { hit: undefined, ended: false, prefix: undefined, prefixBytes: 0, pending: [] };
     if (m.hit) {
       kept = m.hit;
       return { ...m.hit.ctx, dispose: m.hit.release };
     }
-    // A miss: the body goes to a file (the matched prefix read back from an entry's), then is unpacked.
+    // A miss: the body goes to a file (the matched prefix read back from an entry's), then is
+    // unpacked; the block digests that will find it again are taken of everything written.
     const { prefix, prefixBytes, ended } = m;
-    let pending = m.pending;
+    const blocks = new BlockDigests();
     async function* bytes(): AsyncGenerator<Buffer> {
-      if (prefix && prefixBytes > 0) yield* createReadStream(prefix.ctx.body, { start: 0, end: prefixBytes - 1, highWaterMark: FILE_READ }) as AsyncIterable<Buffer>;
-      const rest = pending;
-      pending = [];
-      yield* rest;
-      if (ended) return;
-      // next() by hand: a for-await that stopped early would destroy the request
-      const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-      for (let r = await it.next(); !r.done; r = await it.next()) {
-        blocks.update(r.value);
-        yield r.value;
+      if (prefix && prefixBytes > 0) {
+        for await (const chunk of createReadStream(prefix.ctx.body, { start: 0, end: prefixBytes - 1, highWaterMark: FILE_READ }) as AsyncIterable<Buffer>) {
+          blocks.update(chunk);
+          yield chunk;
+        }
+      }
+      for (const chunk of m.pending.splice(0)) {
+        blocks.update(chunk);
+        yield chunk;
+      }
+      if (!ended) {
+        // next() by hand: a for-await that stopped early would destroy the request
+        const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+        for (let r = await it.next(); !r.done; r = await it.next()) {
+          blocks.update(r.value);
+          yield r.value;
+        }
       }
       blocks.finish();
     }
@@ -79,82 +87,6 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
   } finally {
     for (const h of held) if (h !== kept) await h.release();
   }
-}
-
-interface Match {
-  /** the kept entry the whole body matched */
-  hit: HeldContext | undefined;
-  /** the body ended (a miss by length, or the hit) */
-  ended: boolean;
-  /** an entry whose kept body holds the body's first `prefixBytes` bytes */
-  prefix: HeldContext | undefined;
-  prefixBytes: number;
-  /** the bytes received after the prefix and not yet written */
-  pending: Buffer[];
-}
-
-/**
- * Compares the body with the kept entries' block digests as it arrives, until it ends (a hit when
- * one matches every block) or no entry matches any more; then the body is left paused. The body
- * is read through 'data' events: a paused-mode read (async iteration) makes Node stop and restart
- * the socket for every 64 KiB chunk, ~2 ms of a 20 MiB context. Nothing is written meanwhile: only
- * the current block's bytes wait here.
- */
-function matchKept(body: Readable, held: HeldContext[], blocks: BlockDigests): Promise<Match> {
-  let matching = held;
-  // the entries that matched every block confirmed so far, and the bytes those blocks cover
-  let lastMatched = held;
-  let pending: Buffer[] = [];
-  let pendingAt = 0;
-  let checked = 0;
-  const same = (h: HeldContext, from: number, to: number): boolean => {
-    for (let i = from; i < to; i++) if (h.ctx.blocks[i] !== blocks.digests[i]) return false;
-    return true;
-  };
-  const check = (): void => {
-    const n = blocks.digests.length;
-    matching = matching.filter((h) => same(h, checked, n));
-    checked = n;
-    if (matching.length === 0) return;
-    lastMatched = matching;
-    // the confirmed blocks' bytes are the entries' own: drop them
-    for (const end = n * BODY_BLOCK; pending.length > 0 && pendingAt + pending[0]!.length <= end; ) pendingAt += pending.shift()!.length;
-    if (pending.length > 0 && pendingAt < n * BODY_BLOCK) {
-      pending[0] = pending[0]!.subarray(n * BODY_BLOCK - pendingAt);
-      pendingAt = n * BODY_BLOCK;
-    }
-  };
-  return new Promise<Match>((resolve, reject) => {
-    const miss = (ended: boolean): Match => ({ hit: undefined, ended, prefix: lastMatched[0], prefixBytes: pendingAt, pending });
-    const onData = (chunk: Buffer): void => {
-      const before = blocks.digests.length;
-      blocks.update(chunk);
-      pending.push(chunk);
-      if (blocks.digests.length === before) return;
-      check();
-      if (matching.length > 0) return;
-      body.pause();
-      done();
-      resolve(miss(false));
-    };
-    const onEnd = (): void => {
-      done();
-      blocks.finish();
-      const n = blocks.digests.length;
-      const hit = matching.find((h) => h.ctx.blocks.length === n && same(h, checked, n));
-      if (hit) resolve({ hit, ended: true, prefix: undefined, prefixBytes: 0, pending: [] });
-      else resolve(miss(true));
-    };
-    const onError = (err: Error): void => {
-      done();
-      reject(err);
-    };
-    const onClose = (): void => onError(new Error('the build context ended early: the client closed the connection'));
-    const done = (): void => {
-      body.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
-    };
-    body.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
-  });
 }
 
 /** Writes the chunks to a new file in order, a batch at a time; returns the bytes written. */
@@ -193,7 +125,7 @@ async function unpackContext(workDir: string, tar: Readable, dockerfileName: str
     const ignoreText = await readInside(dir, '.dockerignore');
     if (ignoreText !== undefined) {
       const ig = new DockerIgnore(readIgnorePatterns(ignoreText));
-      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(await resolveInRoot(dir, f, false), { force: true });
+      for (const f of ['.dockerignore', name]) if (ig.ignores(f)) await rm(resolveInRoot(dir, f, false), { force: true });
     }
     return { dir, dockerfile: text, dockerfileName: name, digests, dispose };
   } catch (err) {
@@ -206,7 +138,7 @@ async function unpackContext(workDir: string, tar: Readable, dockerfileName: str
 const MAX_TEXT = 16 * 1024 * 1024;
 
 async function readInside(root: string, rel: string): Promise<string | undefined> {
-  const abs = await resolveInRoot(root, rel);
+  const abs = resolveInRoot(root, rel);
   try {
     const st = await lstat(abs);
     if (!st.isFile()) return undefined;

@@ -1,9 +1,10 @@
 /**
  * Unpacked build contexts kept with their files' digests and the body they came from, so that a
  * context sent again byte for byte (the CLI's tar of unchanged files is) is neither written,
- * unpacked nor hashed file by file again. A body is compared block by block as it arrives (BLAKE3
- * of each 1 MiB at fixed offsets): while some entry still matches, nothing is written; at the
- * first block that differs, the matched prefix is read back from that entry's kept body. Bounded
+ * unpacked nor hashed file by file again. A body is compared with the kept ones as it arrives
+ * (context-match.ts: with the kept body's bytes, or its block digests, BLAKE3 of each 1 MiB at fixed
+ * offsets): while some entry still matches, nothing is written; where it stops matching, the matched
+ * prefix is read back from that entry's kept body. Bounded
  * by count and bytes; the least recently used entry nobody holds goes first. Entries live in a dir
  * of the build work dir, which start-up empties (the digests are in memory only); prune empties it.
  */

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { contentHasher } from '../../lib/content-digest.js';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, lstatSync, type Stats } from 'node:fs';
 import { chmod, copyFile, lchown, lstat, mkdir, open, readdir, readlink, rm, symlink, utimes, lutimes } from 'node:fs/promises';
 import { basename, join, posix } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -42,19 +42,24 @@ export async function resolveSources(root: string, patterns: string[], cmd: stri
     if (WILDCARD.test(clean)) {
       const dir = posix.dirname(clean);
       const re = globToRegExp(posix.basename(clean));
-      const dirAbs = await resolveInRoot(root, dir);
+      const dirAbs = resolveInRoot(root, dir);
       let names: string[] = [];
       try { names = (await readdir(dirAbs)).sort(); } catch { /* no such dir: no match */ }
       for (const n of names) {
         if (!re.test(n)) continue;
-        const abs = await resolveInRoot(root, posix.join(dir, n));
+        const abs = resolveInRoot(root, posix.join(dir, n));
         const st = await lstat(abs).catch(() => undefined);
         if (st) out.push({ abs, name: n, isDir: st.isDirectory() });
       }
       continue;
     }
-    const abs = await resolveInRoot(root, clean);
-    const st = await lstat(abs).catch(() => undefined);
+    const abs = resolveInRoot(root, clean);
+    let st: Stats | undefined;
+    try {
+      st = lstatSync(abs);
+    } catch {
+      // missing, or under something that is no directory: as not found
+    }
     if (!st) throw invalidArgument(`${cmd} failed: file not found in build context or excluded by .dockerignore: stat ${pattern.replace(/^\/+/, '')}: file does not exist`);
     out.push({ abs, name: posix.basename(clean) || '.', isDir: st.isDirectory() });
   }
@@ -106,8 +111,7 @@ export async function isArchive(abs: string): Promise<boolean> {
  */
 export async function checksumSources(sources: Source[], known?: ContextDigests): Promise<string> {
   const h = createHash('sha256');
-  const walk = async (abs: string, rel: string): Promise<void> => {
-    const st = await lstat(abs);
+  const walk = async (abs: string, rel: string, st: Stats): Promise<void> => {
     // owners count as in dockerd's tarsum: COPY --from keeps them, so they change what is copied
     h.update(`${rel}\0${st.mode}\0${st.uid}:${st.gid}\0`);
     if (st.isSymbolicLink()) h.update(`l${await readlink(abs)}\0`);
@@ -120,10 +124,12 @@ export async function checksumSources(sources: Source[], known?: ContextDigests)
       }
       h.update(`f${st.size}\0${digest}\0`);
     } else if (st.isDirectory()) {
-      for (const n of (await readdir(abs)).sort()) await walk(join(abs, n), `${rel}/${n}`);
+      for (const n of (await readdir(abs)).sort()) await walk(join(abs, n), `${rel}/${n}`, await lstat(join(abs, n)));
     }
   };
-  for (const s of sources) await walk(s.abs, s.name);
+  // The sources themselves (a handful, named in the instruction) are stat'ed at once; a directory's
+  // entries (any number of them) through the thread pool.
+  for (const s of sources) await walk(s.abs, s.name, lstatSync(s.abs));
   return h.digest('hex');
 }
 
@@ -142,7 +148,7 @@ export interface CopyOptions {
 
 export async function copySources(sources: Source[], o: CopyOptions): Promise<void> {
   const destIsDir = o.dest.endsWith('/') || sources.length > 1 || sources.some((s) => s.isDir || s.extract);
-  const destAbs = await resolveInRoot(o.root, o.dest);
+  const destAbs = resolveInRoot(o.root, o.dest);
   const destExistsAsDir = (await lstat(destAbs).catch(() => undefined))?.isDirectory() ?? false;
   for (const s of sources) {
     if (s.extract) {
@@ -176,7 +182,7 @@ async function mkdirInRoot(root: string, rel: string, o: CopyOptions): Promise<v
   let cur = '';
   for (const p of parts) {
     cur = `${cur}/${p}`;
-    const abs = await resolveInRoot(root, cur);
+    const abs = resolveInRoot(root, cur);
     const st = await lstat(abs).catch(() => undefined);
     if (st?.isDirectory()) continue;
     if (st) await rm(abs, { recursive: true, force: true });
@@ -188,7 +194,7 @@ async function mkdirInRoot(root: string, rel: string, o: CopyOptions): Promise<v
 
 async function copyTree(srcAbs: string, destRel: string, o: CopyOptions): Promise<void> {
   const st = await lstat(srcAbs);
-  const parent = await resolveInRoot(o.root, posix.dirname(destRel));
+  const parent = resolveInRoot(o.root, posix.dirname(destRel));
   const dest = join(parent, basename(destRel));
   const existing = await lstat(dest).catch(() => undefined);
   const uid = o.owner?.uid ?? (o.keepOwner ? st.uid : 0);

@@ -107,7 +107,7 @@ export async function dispatchInstruction(ctx: StepContext, node: DockerfileNode
       const dir = ctx.expand(node.args[0]!, env);
       s.config.WorkingDir = posix.isAbsolute(dir) ? posix.normalize(dir) : posix.join(s.config.WorkingDir || '/', dir);
       return fsStep(ctx, s, `WORKDIR ${s.config.WorkingDir}`, async (root) => {
-        const abs = await resolveInRoot(root, s.config.WorkingDir!);
+        const abs = resolveInRoot(root, s.config.WorkingDir!);
         await mkdir(abs, { recursive: true, mode: 0o755 });
       }, { emptyIfUnchanged: true, stepContainer: true });
     }

@@ -50,6 +50,8 @@ export interface NetworkFacts {
 /** Network plumbing for a container, provided by the network service. */
 export interface ContainerNetworking {
   prepare(c: ContainerRecord, facts: NetworkFacts): Promise<NetworkPreparation>;
+  /** Called once a container is created: what its start will need may be made ahead meanwhile. */
+  created(c: ContainerRecord): void;
   /** Called once the process exists (its namespaces are live). */
   started(c: ContainerRecord, pid: number): Promise<void>;
   /** The /etc/hosts text of a container that is set up, with these extra entries. */

@@ -204,6 +204,7 @@ export class ContainerService {
     });
     const c = newContainerRecord({ id, name, imageId: image.id, config, hostConfig: hc, networkingConfig: req.networkingConfig, mountPoints, dir, defaultRuntime: this.defaultRuntime });
     this.#table.insert(c);
+    this.processes.network.created(c);
     this.events.publish('container', 'create', id, this.attrs(c));
     return { Id: id, Warnings: warnings };
   }
@@ -265,8 +266,22 @@ export class ContainerService {
     this.events.publish('container', 'restart', c.id, this.attrs(c));
   }
 
+  /**
+   * Under the container's lock, like every change of its state: a pause that came while a commit had
+   * paused it for its snapshot was acknowledged and then undone by the commit's own unpause.
+   */
   async pause(idOrName: string): Promise<void> {
     const c = this.get(idOrName);
+    await this.withLock(c.id, () => this.pauseHeld(c));
+  }
+
+  async unpause(idOrName: string): Promise<void> {
+    const c = this.get(idOrName);
+    await this.withLock(c.id, () => this.unpauseHeld(c));
+  }
+
+  /** pause for a caller that holds the container's lock (commit). */
+  async pauseHeld(c: ContainerRecord): Promise<void> {
     if (c.state.status === 'paused') throw conflict(`Container ${c.id} is already paused`);
     if (c.state.status !== 'running') throw conflict(`Container ${c.id} is not running`);
     await this.processes.pause(c);
@@ -275,8 +290,8 @@ export class ContainerService {
     this.events.publish('container', 'pause', c.id, this.attrs(c));
   }
 
-  async unpause(idOrName: string): Promise<void> {
-    const c = this.get(idOrName);
+  /** unpause for a caller that holds the container's lock (commit). */
+  async unpauseHeld(c: ContainerRecord): Promise<void> {
     if (c.state.status !== 'paused') throw conflict(`Container ${c.id} is not paused`);
     await this.processes.resume(c);
     c.state.status = 'running';

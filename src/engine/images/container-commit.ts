@@ -61,13 +61,13 @@ export async function commitContainer(containers: ContainerService, req: CommitR
       const pause = req.pause && c.state.status === 'running';
       // On record before the pause: a daemon killed mid-commit unpauses the container on restart.
       const endIntent = pause ? containers.intents.begin(c.id, 'commit-pause') : undefined;
-      if (pause) await containers.pause(c.id).catch((err) => { endIntent?.(); throw err; });
+      if (pause) await containers.pauseHeld(c).catch((err) => { endIntent?.(); throw err; });
       try {
         // A running container left unpaused may write meanwhile: only a tar, hashed as it is
         // unpacked, then describes the stored layer exactly.
         return await commitLayer(containers, c, c.state.status !== 'running');
       } finally {
-        if (pause && c.state.status === 'paused') await containers.unpause(c.id).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
+        if (pause && c.state.status === 'paused') await containers.unpauseHeld(c).catch((err) => log.warn('commit: unpause failed', { id: c.id, err }));
         endIntent?.();
       }
     },

@@ -138,12 +138,12 @@ export class BridgeNetworks {
       if (n.bridgeName === bridgeName) throw conflict(`bridge ${bridgeName} is already used by network ${n.name}`);
     }
     return withHostLock(this.#opts.subnetLockPath ?? SUBNET_LOCK_PATH, async () => {
-      // The host's routes, resolvers and (for a new bridge) links are read side by side: each is a process.
-      const [routes, nameservers, links] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes(), predefined ? undefined : this.#driver.links()]);
+      // The host's routes, resolvers and (for a new bridge) whether its name is taken, side by side.
+      const [routes, nameservers, taken] = await Promise.all([this.#driver.hostRoutes(), this.#hostNameserverPrefixes(), predefined ? false : this.#driver.hasLink(bridgeName)]);
       const ours = [...this.#networks.values()].flatMap((n) => [n.subnet, n.subnet6].filter((s): s is string => !!s).map((s) => parseCidr(s)!));
       const subnet4 = this.#pickSubnet(pools.v4, ours, () => chooseSubnet(defaultIPv4Pools(), [...routes, ...ours, ...nameservers]), 4);
       const subnet6 = enableIPv6 ? this.#pickSubnet(pools.v6, ours, () => chooseSubnet(randomIPv6Pools(), [...routes, ...ours]), 6) : undefined;
-      if (links?.has(bridgeName)) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
+      if (taken) throw conflict(`a network interface named ${bridgeName} already exists on the host`);
       const record: NetworkRecord = {
         id,
         name: spec.name,
@@ -183,9 +183,12 @@ export class BridgeNetworks {
         saved = true;
         await this.runHooks('created', record);
         // The DNS server is made ready for the network now, in the background: its first containers
-        // then do not wait for it to start when they start together (compose up).
+        // then do not wait for it to start when they start together (compose up). Once this answer is
+        // out (setImmediate: before the loop reads another request): starting the server forks berthd,
+        // which would hold the answer back by milliseconds.
         if (record.dnsEnabled && this.#live()) {
-          void this.#driver.dns.prepare(dnsNetwork(record, [], this.#table.extraDns.get(record.id))).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) }));
+          const dns = dnsNetwork(record, [], this.#table.extraDns.get(record.id));
+          setImmediate(() => void this.#driver.dns.prepare(dns).catch((err) => log.warn('preparing DNS for a new network failed', { network: record.name, error: errorMessage(err) })));
         }
       } catch (err) {
         if (saved) this.#table.deleteNetwork(record.id);

@@ -16,7 +16,7 @@ import { parseAddress } from '../../network/cidr.js';
 import type { PlumbPlan } from '../../network/endpoint-plumbing.js';
 import { macForIPv4, randomMac } from '../../network/mac.js';
 import { mountPoints } from '../../network/netns.js';
-import { ReadyPool, type ReadyNetns } from '../../network/ready-pool.js';
+import { ReadyPool, type ReadyNetns, type TakenNetns } from '../../network/ready-pool.js';
 import type { DrainingVeth } from '../../network/veth-drain.js';
 import type { BridgeNetworks } from './bridge-networks.js';
 import { assignAddresses } from './endpoint-addresses.js';
@@ -199,12 +199,13 @@ export class ContainerEndpoints {
       if (createNetns) {
         const bare = this.#readyBare.take('');
         if (bare) {
-          await this.#driver.netns.adopt(spec.containerId, bare.name).catch(async (err) => {
+          await this.#driver.adoptBare(spec.containerId, bare.name).catch(async (err) => {
+            await this.#driver.netns.remove(spec.containerId).catch(() => {});
             await this.#driver.netns.remove(bare.name).catch(() => {});
             throw err;
           });
         } else {
-          await this.#driver.netns.create(spec.containerId);
+          await this.#driver.plumbNew(spec.containerId, { loopbackUp: true, add: [] });
         }
       }
       return { endpoints: {}, ports: [] };
@@ -252,6 +253,9 @@ export class ContainerEndpoints {
     };
     const dnsNets = eps.map((e) => this.#networks.get(e.networkId)!).filter((n) => n.dnsEnabled);
     const adopted = ready;
+    // None made ahead for this network: one with only loopback (made ahead too, or still being made),
+    // its interfaces put in from berthd itself, without a process.
+    const bare = !adopted && createNetns && this.#driver.plumbsInProcess ? this.#readyBare.takeSoon('') : undefined;
     const dnsUpdates = () => dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n)));
     if (deferDns && dnsNets.length) {
       const dns = Promise.all(dnsUpdates()).then(() => undefined);
@@ -261,9 +265,11 @@ export class ContainerEndpoints {
     const work = await Promise.allSettled([
       adopted
         ? this.#driver.netns.adopt(spec.containerId, adopted.name)
-        : createNetns
-          ? this.#driver.plumbNew(spec.containerId, plan)
-          : this.#driver.plumbExisting(spec.netnsPath, plan),
+        : bare
+          ? this.#plumbBare(spec.containerId, bare, plan)
+          : createNetns
+            ? this.#driver.plumbNew(spec.containerId, plan)
+            : this.#driver.plumbExisting(spec.netnsPath, plan),
       ports.length ? this.#driver.firewall.addPorts(ports.map(toFirewallPort)) : Promise.resolve(),
       ...(deferDns?.dns ? [] : dnsUpdates()),
     ]);
@@ -276,6 +282,23 @@ export class ContainerEndpoints {
     }
     if (nets.some(({ net }) => net.overlay)) await this.#overlayJoined(spec.containerId);
     return this.containerNetworks(spec.containerId);
+  }
+
+  /**
+   * A namespace with only loopback taken from the pool becomes the container's and gets its interfaces.
+   * One that could not be made leaves the container to the usual way (a namespace made for it now).
+   */
+  async #plumbBare(containerId: string, taken: TakenNetns, plan: PlumbPlan): Promise<void> {
+    try {
+      await taken.done;
+    } catch {
+      return this.#driver.plumbNew(containerId, plan);
+    }
+    await this.#driver.netns.adopt(containerId, taken.entry.name).catch(async (err) => {
+      await this.#driver.netns.remove(taken.entry.name).catch(() => {});
+      throw err;
+    });
+    await this.#driver.plumbInto(this.#driver.netns.pathOf(containerId), plan);
   }
 
   /** Joins one more network on a running container (docker network connect). */
@@ -420,6 +443,15 @@ export class ContainerEndpoints {
       aliases: [...new Set(req.aliases ?? [])],
       ...(spec.dns?.length ? { dnsServers: spec.dns } : {}),
     };
+  }
+
+  /**
+   * A container was created that will start with a namespace of its own on a network other than the
+   * default bridge (whose namespaces are made ahead with their address): one more with only loopback
+   * is made ahead for it (ReadyPool.anticipate).
+   */
+  anticipateStart(): void {
+    if (this.#live()) this.#readyBare.anticipate();
   }
 
   /**

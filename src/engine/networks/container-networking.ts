@@ -98,6 +98,17 @@ export class ContainerNetworkSetup implements ContainerNetworking {
     return { netnsPath: hostNetwork ? undefined : result.netnsPath, hostNetwork, resolvConf, hosts, ...(result.dnsDone ? { ready: result.dnsDone } : {}) };
   }
 
+  /**
+   * Containers on the default bridge find their namespace made ahead already; one on another bridge
+   * network or on none has one with only loopback made ahead for it now, in the background, so that
+   * its start only puts its interfaces in (compose creates every container, then starts them all).
+   */
+  created(c: ContainerRecord): void {
+    const mode = networkModeOf(c);
+    if (mode === 'bridge' || mode === 'host' || mode.startsWith('container:')) return;
+    this.controller.anticipateStart();
+  }
+
   hostsFile(c: ContainerRecord, extraHosts: string[], hostNetwork = false): Promise<string> {
     return this.controller.hostsFile(c.id, { hostname: c.config.Hostname ?? c.id.slice(0, 12), domainname: c.config.Domainname, extraHosts, hostNetwork });
   }

@@ -216,6 +216,11 @@ export class NetworkController {
     return this.#endpoints.renameContainer(containerId, name);
   }
 
+  /** A container was just created that will start in a namespace of its own (see ContainerEndpoints.anticipateStart). */
+  anticipateStart(): void {
+    this.#endpoints.anticipateStart();
+  }
+
   /**
    * Tops up the namespaces made ahead, in the background. The engine calls it once a container's
    * process exists: a refill during a start would take CPU from it (2 vCPUs on the test VM).
