@@ -201,7 +201,11 @@ export class SwarmSync {
           log.warn('the join tokens could not be opened', { err: errorMessage(err) });
           opened = { tokens: c.joinTokens, plain: false };
         }
-        Object.assign(c, sharedCluster({ ...shared, joinTokens: opened.tokens, node: c.node } as ClusterRecord));
+        const next = sharedCluster({ ...shared, joinTokens: opened.tokens, node: c.node } as ClusterRecord);
+        // As etcd holds it: a shared field its document lacks goes here too (`etcdAuth` where an
+        // older berthd wrote it), or this node would take its own record for what etcd holds.
+        for (const k of Object.keys(sharedCluster(c))) if (!(k in next) && k !== 'unlockKey') delete (c as unknown as Record<string, unknown>)[k];
+        Object.assign(c, next);
         store.bump(shared.version);
         // Remembered as this node would write it (sealing differs each time): no echo back. A manager
         // seals a document from before that holds the tokens plain.
