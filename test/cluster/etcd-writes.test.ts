@@ -2,7 +2,7 @@
  * The guarded writes of cluster/etcd-writes.ts against a real etcd (one member on loopback, no TLS):
  * a leader's write lands only while its election key holds, a read-modify-write only on the revision
  * it was read at; a write queued behind one of the same key builds on it; refused writes are dropped
- * and told.
+ * and told; an immediate write behind a queued one of its key builds on it.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,5 +95,23 @@ describe('guarded etcd writes', () => {
     await writes.flushed();
     assert.equal(await value('services/s'), 'theirs');
     assert.deepEqual(refused, [['services/s', 'conflict']]);
+  });
+
+  it('an immediate write right behind a queued one of the same key, made from a cache holding it, replaces it or builds on it', async () => {
+    refused.length = 0;
+    await writes.commit('services/q', 'v1', {});
+    // On its way already: the immediate write waits for it and compares the revision it made.
+    let base = writes.revisionOf('services/q');
+    writes.put('services/q', 'queued', { base });
+    assert.equal((await writes.commit('services/q', 'api', { base })).landed, true);
+    assert.equal(await value('services/q'), 'api');
+    // Still queued behind another key's write: it is replaced, never sent.
+    base = writes.revisionOf('services/q');
+    writes.put('nodes/busy', 'n', {});
+    writes.put('services/q', 'queued again', { base });
+    assert.equal((await writes.commit('services/q', 'api again', { base })).landed, true);
+    await writes.flushed();
+    assert.equal(await value('services/q'), 'api again');
+    assert.deepEqual(refused, []);
   });
 });

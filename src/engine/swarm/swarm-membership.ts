@@ -293,6 +293,7 @@ export class SwarmMembership extends SwarmPart {
     await state.flushed();
     const snap = await state.snapshot(undefined, true);
     this.sync.applySnapshot(snap.entries);
+    this.sync.synced();
     // A snapshot without `keys/unlock` is not heard as a change: auto-lock turned off while this
     // manager was away (or locked) leaves its files sealed unless looked at here.
     if (manager) void this.keys.applyLock();

@@ -29,7 +29,12 @@ function splitKey(key: string): [string, string] {
 export class SwarmSync {
   /** Changes made after a restart before etcd answered (key → document, null: deleted). */
   readonly #early = new Map<string, unknown>();
-  /** Resolves the wait of API calls made before etcd answered (holdBack). */
+  /**
+   * Until the cache holds etcd's state (the snapshot at link time), an API call that changes a record
+   * waits (`linked`): its version check and the revision its write compares must be etcd's, not
+   * what this node had before (after a restart, or while it was locked). `synced` resolves it.
+   */
+  #linked: Promise<void> = Promise.resolve();
   #link: (() => void) | undefined;
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
 
@@ -42,19 +47,16 @@ export class SwarmSync {
     private readonly nodeChanged: () => void,
   ) {}
 
-  /**
-   * After a restart, until etcd answers: changes are kept, to be sent once it does. An API call
-   * that changes a record waits for that (`linked`), so that it reads and compares etcd's state.
-   */
+  /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
   holdBack(self: string): void {
     const { store, blobs } = this.core;
-    const linked = new Promise<void>((resolve) => (this.#link = resolve));
+    this.#unsynced();
     const notYet = () => Promise.reject(unavailable(NOT_LINKED));
     store.attach({
       put: (k, d) => this.#early.set(k, d),
       del: (k) => this.#early.set(k, null),
       commit: notYet,
-      linked: () => withTimeout(linked, LINK_WAIT_MS, NOT_LINKED),
+      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
       self: () => self,
       leading: () => this.core.leader,
     });
@@ -63,6 +65,7 @@ export class SwarmSync {
 
   /** Local changes go to etcd from now on, those held back first. */
   attach(state: EtcdState, self: string): void {
+    this.#unsynced();
     for (const [k, d] of this.#early) {
       if (d === null) this.#del(state, self, k);
       else this.#put(state, self, k, d);
@@ -72,7 +75,7 @@ export class SwarmSync {
       put: (k, d) => this.#put(state, self, k, d),
       del: (k) => this.#del(state, self, k),
       commit: (k, d) => this.#commit(state, k, d),
-      linked: () => Promise.resolve(),
+      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
       self: () => self,
       leading: () => this.core.leader,
     });
@@ -80,6 +83,14 @@ export class SwarmSync {
       const key = (id: string) => `${b.kind}s/${id}`;
       b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec) => this.#commit(state, key(id), { sealLater: rec }));
     }
+  }
+
+  #unsynced(): void {
+    if (!this.#link) this.#linked = new Promise<void>((resolve) => (this.#link = resolve));
+  }
+
+  /** The cache holds etcd's state now: API changes go ahead. */
+  synced(): void {
     this.#link?.();
     this.#link = undefined;
   }

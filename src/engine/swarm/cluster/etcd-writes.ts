@@ -42,6 +42,9 @@ const COMMIT_WITHIN_MS = 15_000;
 interface Pending {
   value: string | null;
   guard: WriteGuard;
+  /** Sent to etcd (at least once), and its answer once there is one. */
+  sent?: boolean;
+  outcome?: WriteOutcome;
 }
 
 export class EtcdWrites {
@@ -91,10 +94,19 @@ export class EtcdWrites {
   /**
    * Writes now, answering etcd's verdict; tried again while etcd does not answer (a member starting
    * again, a client moving to other members), until `withinMs`, then throws. A queued write of the
-   * key that compared the same base is superseded: this one was derived from the cache after it.
+   * key that compared the same base was in the cache this one was derived from: this one replaces
+   * it, or, when it is on its way already, builds on what etcd made of it.
    */
   async commit(key: string, value: string | null, guard: WriteGuard, withinMs = COMMIT_WITHIN_MS): Promise<WriteOutcome> {
     const deadline = Date.now() + withinMs;
+    const before = this.#pending.get(key);
+    if (before && guard.base !== undefined && before.guard.base === guard.base) {
+      if (!before.sent) this.#pending.delete(key);
+      else {
+        while (!before.outcome && !this.#closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        if (before.outcome?.landed) guard = { ...guard, base: before.outcome.revision };
+      }
+    }
     let outcome: WriteOutcome | undefined;
     for (let delay = 100; !outcome; delay = Math.min(delay * 2, 1000)) {
       try {
@@ -146,7 +158,9 @@ export class EtcdWrites {
         const [key, p] = this.#pending.entries().next().value as [string, Pending];
         let outcome: WriteOutcome;
         try {
+          p.sent = true;
           outcome = await this.#write(key, p.value, p.guard);
+          p.outcome = outcome;
           failures = 0;
         } catch (err) {
           if (failures++ % 20 === 0) log.warn('etcd write failed; retrying', { key, err: errorMessage(err) });
