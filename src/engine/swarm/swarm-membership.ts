@@ -312,6 +312,7 @@ export class SwarmMembership extends SwarmPart {
     state.heartbeat(self, this.roles.heartbeatTtl());
     void state.observeLeader((id) => {
       this.core.leaderId = id;
+      if (id && id !== self) this.sync.otherLeads();
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
     if (manager) state.campaign(self, this.roles.heartbeatTtl(), (term) => this.roles.onLeadership(term));
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).

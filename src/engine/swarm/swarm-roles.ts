@@ -76,6 +76,7 @@ export class SwarmRoles extends SwarmPart {
     clearTimeout(this.#graceTimer);
     this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
     this.#graceTimer.unref();
+    this.sync.leads();
     this.core.takeOver();
     // Unplaced tasks get a node; tasks to remove that their node reported gone meanwhile are deleted.
     for (const t of this.store.tasks.values()) if (!t.nodeId || t.desiredState === 'remove') this.runner.advance(t);

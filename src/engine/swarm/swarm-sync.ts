@@ -9,6 +9,7 @@ import { log } from '../../lib/log.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
+import { TERM_KEY } from './cluster/etcd-leadership.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
 import { sharedCluster, statusKey, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
@@ -36,6 +37,8 @@ export class SwarmSync {
    */
   #linked: Promise<void> = Promise.resolve();
   #link: (() => void) | undefined;
+  /** Tasks decided here as leader that etcd never got (applySnapshot). */
+  readonly #unsent = new Set<string>();
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
 
   constructor(
@@ -169,10 +172,20 @@ export class SwarmSync {
     }
     // Something here that etcd lacks was deleted meanwhile, or is a decision etcd never took (this
     // node crashed, or lost the lead, first): no longer anybody's, the leader decides again. An API
-    // call's change is in etcd before its answer.
+    // call's change is in etcd before its answer. But the decisions of the last leader that crashed
+    // before etcd had them (newer than anything etcd holds) are kept, to be sent if it leads again
+    // before any other node does (`leads`), as they were shown: dropped once another leads.
+    let newest = 0;
+    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number } | undefined)?.version ?? 0));
+    const lastLeader = (entries.get(TERM_KEY) as { node?: string } | undefined)?.node;
+    this.#unsent.clear();
     for (const s of [...store.services.values()]) if (!keep.services.has(s.id)) store.deleteService(s.id, true);
     for (const t of [...store.tasks.values()]) {
       if (keep.tasks.has(t.id)) continue;
+      if (lastLeader === store.selfId && t.version > newest && store.services.has(t.serviceId)) {
+        this.#unsent.add(t.id);
+        continue;
+      }
       store.deleteTask(t.id, true);
       this.#dropOwn(t);
     }
@@ -182,6 +195,30 @@ export class SwarmSync {
     // waited for a task whose status came in after it (`tasks/` sorts before `taskstatus/`).
     for (const t of store.tasks.values()) if (t.nodeId === store.selfId) this.core.runner.advance(t);
     this.core.publish();
+  }
+
+  /** This node leads (before it decides anything): the decisions etcd never got go out now. */
+  leads(): void {
+    const { store } = this.core;
+    for (const id of this.#unsent) {
+      const t = store.tasks.get(id);
+      if (t) store.saveTask(t);
+    }
+    if (this.#unsent.size) log.info('sent the task decisions etcd had not taken before this node stopped', { tasks: this.#unsent.size });
+    this.#unsent.clear();
+  }
+
+  /** Another node leads: the decisions etcd never got are not this node's to make any more. */
+  otherLeads(): void {
+    const { store, runner } = this.core;
+    for (const id of this.#unsent) {
+      const t = store.tasks.get(id);
+      if (!t) continue;
+      store.deleteTask(id, true);
+      this.#dropOwn(t);
+      runner.observed(t);
+    }
+    this.#unsent.clear();
   }
 
   /**
