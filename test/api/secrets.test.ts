@@ -75,8 +75,8 @@ describe('swarm secrets and configs', () => {
       assert.deepEqual(after.Spec.Labels, { c: 'd' });
       assert.ok(after.Version.Index > version);
       const stale = await d.request('POST', `${base}/${id}/update?version=${version}`, { body: { Name: `api_${kind}.1` } });
-      assert.equal(stale.status, 409, 'stale version');
-      assert.equal(stale.json().message, 'update out of sequence');
+      assert.equal(stale.status, 500, 'stale version (dockerd: swarmkit\'s error, gRPC code Unknown)');
+      assert.equal(stale.json().message, 'rpc error: code = Unknown desc = update out of sequence');
 
       assert.equal((await d.request('DELETE', `${base}/${id}`)).status, 204);
       assert.equal((await d.request('DELETE', `${base}/${id}`)).status, 404);

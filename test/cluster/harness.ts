@@ -6,6 +6,8 @@
  * at process exit; berthd processes and what they started (etcd, conmon) are stopped by pid.
  */
 import { execFileSync } from 'node:child_process';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createConnection, createServer, type Server } from 'node:net';
 import { after, before } from 'node:test';
@@ -134,6 +136,9 @@ export async function startCluster(n: number, reg: SeededRegistry, opts: DaemonO
   const nodes: ClusterNode[] = [];
   let fwd: Server | undefined;
   const teardown = async () => {
+    // BERTH_KEEP_CLUSTER_LOGS=<dir>: each node's berthd log is kept there (<net prefix>-node<i>.log).
+    const keep = process.env.BERTH_KEEP_CLUSTER_LOGS;
+    if (keep) for (const x of nodes) copyFileSync(x.daemon.logFile, join(keep, `${net.prefix}-node${x.index}.log`));
     await Promise.all(nodes.map((x) => x.daemon.teardown().catch(() => undefined)));
     fwd?.close();
     net.remove();

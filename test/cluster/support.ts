@@ -82,6 +82,29 @@ export async function runningOn(d: TestDaemon, service: string): Promise<number>
   return r.stdout.split('\n').filter(Boolean).length;
 }
 
+/** The tasks of the service whose containers run on a node (its own engine's view), sorted. */
+export async function taskContainers(d: TestDaemon, service: string): Promise<string[]> {
+  const r = await d.docker(['ps', '--filter', `label=com.docker.swarm.service.name=${service}`, '--format', '{{.Label "com.docker.swarm.task.id"}}']);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split('\n').filter(Boolean).sort();
+}
+
+/**
+ * Waits until node `d` (id `nodeId`), back after a cut or a crash, runs none of the `stale` tasks it
+ * ran then, and no task but those manager `via` wants running there now: the leader may well place
+ * new ones on it (the last of a rolling update that was under way, say).
+ */
+export async function waitStaleGone(d: TestDaemon, nodeId: string, via: TestDaemon, service: string, stale: string[], timeoutMs = 60_000): Promise<void> {
+  let last: string[] = [];
+  await eventually(`node ${nodeId} shut its stale tasks down`, async () => {
+    last = await taskContainers(d, service);
+    const placed = new Set((await tasksOf(via, service)).filter((t) => t.NodeID === nodeId && t.DesiredState === 'running').map((t) => t.ID));
+    return last.every((id) => !stale.includes(id) && placed.has(id));
+  }, timeoutMs).catch((err: Error) => {
+    throw new Error(`${err.message}\nstale: ${stale.join(' ')}\nrunning: ${last.join(' ')}`);
+  });
+}
+
 /**
  * etcdctl against the etcd member a node runs, with that node's certificate (`withCert` false: none),
  * or node `as`'s (a worker's, which runs no member).

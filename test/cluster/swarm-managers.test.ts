@@ -1,14 +1,15 @@
 /**
  * Three managers (three etcd members): one leads; when its host dies (berthd and its etcd member
  * killed with SIGKILL) another takes over and the service converges; the dead node comes back and
- * shuts its stale tasks down; every daemon restarted, the service converges again. Also leave,
- * demote/promote, node rm and token rotation.
+ * shuts its stale tasks down; so too when the leader's link is cut instead (its etcd member then
+ * silent, not gone), perhaps in the middle of a rolling update; every daemon restarted, the service
+ * converges again. Also leave, demote/promote, node rm and token rotation.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { run, useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
-import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, runningOn, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, killLeaderHost, nodesOf, runningOn, taskContainers, tasksOf, waitSpread, waitStaleGone } from './support.js';
 
 /** The last lines of a node's log that are not debug lines. */
 const notDebug = (d: TestDaemon) => d.logTail(3000).split('\n').filter((l) => !l.includes('"level":"debug"')).slice(-40).join('\n');
@@ -107,6 +108,53 @@ describe('swarm with three managers', () => {
     await d.restart();
     await eventually('the old leader ready again', async () => (await nodesOf(c.node(via).daemon)).find((n) => n.ID === leader)?.Status.State === 'ready', 60_000);
     await eventually('its stale tasks shut down', async () => (await runningOn(d, 'web')) === 0, 60_000);
+  });
+
+  it('the leader\'s link is cut: another manager leads and the service converges; back, it follows and its stale tasks stop', async () => {
+    // Spread over all three again first (a swarm does not rebalance by itself). The update is still
+    // under way when the spread is reached: the cut may come in the middle of it, the new leader
+    // carries it on, and may place its last tasks on the cut node once that is back.
+    assert.equal((await c.node(1).daemon.docker(['service', 'update', '-d', '--force', 'web'])).code, 0);
+    await waitSpread(c.node(1).daemon, 'web', Object.fromEntries(ids.map((id) => [id, 2])), 120_000);
+    const leader = await leaderOf(1);
+    const cut = idx(leader);
+    const d = c.node(cut).daemon;
+    const via = c.node(cut === 1 ? 2 : 1).daemon;
+    const others = ids.filter((id) => id !== leader);
+    const tails = (err: Error) => {
+      throw new Error(`${err.message}\n${c.nodes.slice(0, 3).map((n) => `node ${n.index}:\n${notDebug(n.daemon)}`).join('\n')}`);
+    };
+    c.net.setLink(cut, false);
+    let stale: string[];
+    try {
+      // The others' etcd clients leave the cut node's member (its connections go silent, nothing resets them).
+      await eventually('a new leader', async () => {
+        const l = (await nodesOf(via)).find((n) => n.ManagerStatus?.Leader)?.ID;
+        return l && l !== leader ? l : undefined;
+      }, 30_000).catch(tails);
+      await eventually('the cut node down', async () => (await nodesOf(via)).find((n) => n.ID === leader)?.Status.State === 'down', 30_000).catch(tails);
+      await waitSpread(via, 'web', Object.fromEntries(others.map((id) => [id, 3])), 90_000);
+      // Cut off, it still runs what it had (and what it placed on itself before it knew it led no more).
+      stale = await taskContainers(d, 'web');
+      assert.ok(stale.length > 0);
+    } finally {
+      c.net.setLink(cut, true);
+    }
+    await eventually('the old leader ready again', async () => (await nodesOf(via)).find((n) => n.ID === leader)?.Status.State === 'ready', 60_000).catch(tails);
+    // Its stale tasks stop; what it runs then is only what the new leader placed there since.
+    await waitStaleGone(d, leader, via, 'web', stale).catch(tails);
+    // Every manager sees the same one leader, and the same six running tasks, one per slot.
+    await eventually('one leader, alike on every manager', async () => {
+      const seen = await Promise.all([1, 2, 3].map(async (i) => (await nodesOf(c.node(i).daemon)).filter((n) => n.ManagerStatus?.Leader).map((n) => n.ID).join()));
+      return seen.every((l) => l && !l.includes(',') && l === seen[0]);
+    }, 30_000).catch(tails);
+    await eventually('six tasks, one per slot, alike on every manager', async () => {
+      const seen = await Promise.all([1, 2, 3].map(async (i) => {
+        const live = (await tasksOf(c.node(i).daemon, 'web')).filter((t) => t.DesiredState === 'running' && t.Status.State === 'running');
+        return new Set(live.map((t) => t.Slot)).size === 6 ? live.map((t) => `${t.ID}@${t.NodeID}`).sort().join() : 'not yet';
+      }));
+      return seen.every((x) => x !== 'not yet' && x === seen[0]);
+    }, 60_000).catch(tails);
   });
 
   it('every daemon restarted: the service converges to its replicas', async () => {

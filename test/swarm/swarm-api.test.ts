@@ -5,6 +5,8 @@ import { useDaemon, useSeededRegistry, type TestDaemon } from '../harness/index.
 import { eventually, inspectService, runningTasks, tasksOf, type WireTask } from './support.js';
 
 const NOT_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
+/** dockerd's answer to a stale `version`: swarmkit's error, passed on as a gRPC error of code Unknown (a 500). */
+const OUT_OF_SEQUENCE = 'rpc error: code = Unknown desc = update out of sequence';
 const LOOP = ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done'];
 const SEC = 1_000_000_000;
 
@@ -103,7 +105,8 @@ describe('swarm API', () => {
     const d = daemon();
     const sw = (await d.request('GET', '/swarm')).json();
     const stale = await d.request('POST', `/swarm/update?version=${sw.Version.Index - 1}`, { body: sw.Spec });
-    assert.equal(stale.status, 409);
+    assert.equal(stale.status, 500);
+    assert.equal(stale.json().message, OUT_OF_SEQUENCE);
     assert.equal((await d.request('POST', '/swarm/update', { body: sw.Spec })).status, 400);
     assert.deepEqual((await d.request('GET', '/swarm/unlockkey')).json(), { UnlockKey: '' });
 
@@ -160,8 +163,8 @@ describe('swarm API', () => {
     assert.equal(missing.json().message, 'service nope not found');
 
     const stale = await d.request('POST', `/services/${id}/update?version=${plain.Version.Index - 1}`, { body: plain.Spec });
-    assert.equal(stale.status, 409);
-    assert.equal(stale.json().message, 'update out of sequence');
+    assert.equal(stale.status, 500);
+    assert.equal(stale.json().message, OUT_OF_SEQUENCE);
     assert.equal((await d.request('POST', `/services/${id}/update`, { body: plain.Spec })).status, 400);
     const rename = await d.request('POST', `/services/${id}/update?version=${plain.Version.Index}`, { body: { ...plain.Spec, Name: 'renamed' } });
     assert.equal(rename.status, 400);
@@ -364,7 +367,8 @@ describe('swarm API', () => {
     await runningTasks(d, 'drainme', 2);
     const node = (await d.request('GET', `/nodes/${nodeId}`)).json();
     const stale = await d.request('POST', `/nodes/${nodeId}/update?version=${node.Version.Index - 1}`, { body: { ...node.Spec, Availability: 'drain' } });
-    assert.equal(stale.status, 409);
+    assert.equal(stale.status, 500);
+    assert.equal(stale.json().message, OUT_OF_SEQUENCE);
     const drain = await d.request('POST', `/nodes/${nodeId}/update?version=${node.Version.Index}`, { body: { ...node.Spec, Availability: 'drain' } });
     assert.equal(drain.status, 200, drain.text());
     const pending = await eventually('two pending tasks, nothing running', async () => {

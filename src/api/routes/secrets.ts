@@ -28,7 +28,7 @@ export function secretRoutes(r: Router, swarm: SwarmService): void {
     r.on('GET', `${base}/:id`, (ctx) => sendJson(ctx, 200, blobJson(kind, swarm.blob(kind, ctx.params.id!))));
     r.on('POST', `${base}/:id/update`, async (ctx) => {
       const version = objectVersion(ctx, kind);
-      swarm.updateBlob(kind, ctx.params.id!, version, await readJson(ctx));
+      await swarm.updateBlob(kind, ctx.params.id!, version, await readJson(ctx));
       sendEmpty(ctx);
     });
     r.on('DELETE', `${base}/:id`, (ctx) => {

@@ -12,7 +12,7 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
   r.on('POST', '/services/create', async (ctx) => {
     const body = await readJson(ctx);
     const auth = headerValue(ctx.req.headers['x-registry-auth']);
-    const { id } = swarm.createService(body, auth);
+    const { id } = await swarm.createService(body, auth);
     sendJson(ctx, 201, { ID: id, Warnings: null });
   });
 
@@ -42,7 +42,7 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
     if (rollback !== undefined && rollback !== 'previous') throw invalidArgument(`unrecognized rollback option ${rollback}`);
     const from = queryString(ctx.query, 'registryAuthFrom');
     if (from !== undefined && from !== 'spec' && from !== 'previous-spec') throw invalidArgument(`unsupported registryAuthFrom '${from}'`);
-    swarm.updateService(ctx.params.id!, version, body, { rollback: rollback === 'previous', registryAuth: headerValue(ctx.req.headers['x-registry-auth']) });
+    await swarm.updateService(ctx.params.id!, version, body, { rollback: rollback === 'previous', registryAuth: headerValue(ctx.req.headers['x-registry-auth']) });
     sendJson(ctx, 200, { Warnings: null });
   });
 

@@ -8,7 +8,7 @@ import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import type { UnreadableRows } from './swarm-record-repair.js';
 import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { newSwarmId } from './swarm-ids.js';
-import type { ServiceRecord, ServiceSpec } from './swarm-model.js';
+import { outOfSequence, type ServiceRecord, type ServiceSpec } from './swarm-model.js';
 
 export type BlobKind = 'secret' | 'config';
 
@@ -46,8 +46,9 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 export class SwarmBlobs {
   readonly #all = new Map<string, BlobRecord>();
-  /** In a cluster: where local changes go (a removal is `undefined`). */
+  /** In a cluster: where local changes go (a removal is `undefined`), and an update, compared with what etcd holds. */
   #sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined;
+  #commit: ((id: string, rec: BlobRecord) => Promise<void>) | undefined;
 
   constructor(
     readonly kind: BlobKind,
@@ -70,8 +71,9 @@ export class SwarmBlobs {
     this.#all.clear();
   }
 
-  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined): void {
+  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined, commit?: (id: string, rec: BlobRecord) => Promise<void>): void {
     this.#sink = sink;
+    this.#commit = sink ? commit : undefined;
   }
 
   /** A change from another node (never sent back). */
@@ -109,20 +111,24 @@ export class SwarmBlobs {
     return found;
   }
 
-  /** Only labels may change; name and data must be what they were. */
-  update(idOrName: string, version: number, body: unknown): void {
+  /**
+   * Only labels may change; name and data must be what they were. In a cluster the change is in etcd
+   * first, compared with what it holds (dockerd's "update out of sequence" when another got there first).
+   */
+  async update(idOrName: string, version: number, body: unknown): Promise<void> {
     const rec = this.get(idOrName);
     if (!isObject(body)) throw invalidArgument(`invalid JSON: expected a ${this.kind} spec object`);
-    if (version !== rec.version) throw conflict('update out of sequence');
+    if (version !== rec.version) throw outOfSequence();
     const name = body.Name;
     const data = body.Data;
     if (name !== rec.spec.Name || (data !== undefined && data !== null && data !== '' && normalizeBase64(data) !== rec.spec.Data)) {
       throw invalidArgument(rpc('InvalidArgument', 'only updates to Labels are allowed'));
     }
-    rec.spec = { ...rec.spec, Labels: labels(body.Labels) };
-    rec.version = this.nextVersion();
-    rec.updatedAt = new Date().toISOString();
-    this.#save(rec);
+    const next: BlobRecord = { ...rec, spec: { ...rec.spec, Labels: labels(body.Labels) }, version: this.nextVersion(), updatedAt: new Date().toISOString() };
+    await this.#commit?.(next.id, next);
+    Object.assign(rec, next);
+    this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
+    if (!this.#commit) this.#sink?.(rec.id, rec);
   }
 
   remove(idOrName: string, services: Iterable<ServiceRecord>): void {

@@ -100,8 +100,11 @@ export class SwarmAccess {
         continue;
       }
       if (typeof node !== 'string' || nodes.has(node)) continue;
-      await state.client.if(key, 'Value', '==', value).then(state.client.delete().key(key)).commit();
-      log.info('dropped the address claim of a removed node', { key, node });
+      // Only while this node leads (its term's election key is still there), as every leader's write.
+      const term = state.term;
+      if (!term) return;
+      const res = await state.client.if(key, 'Value', '==', value).and(term.key, 'Create', '==', term.revision).then(state.client.delete().key(key)).commit();
+      if (res.succeeded) log.info('dropped the address claim of a removed node', { key, node });
     }
   }
 }

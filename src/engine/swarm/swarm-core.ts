@@ -91,7 +91,7 @@ export class SwarmCore {
       place: (t) => this.#place(t),
       mine: (nodeId) => nodeId === this.store.selfId,
       elsewhere: (t) => this.#elsewhere(t),
-      deletes: () => this.leads || !this.store.clustered,
+      decides: () => this.leads || !this.store.clustered,
       host: d.host,
       onChange: (t) => this.#taskChanged(t),
       networks: async (t) => this.overlay?.containerNetworks(t),

@@ -283,7 +283,7 @@ export class SwarmMembership extends SwarmPart {
     // A worker reads what etcd lets it (etcd-auth.ts), range by range.
     state.restrictReads(manager ? undefined : workerReadRanges(state.prefix));
     // The first manager writes the cluster and its node; joins and restarts read what etcd holds.
-    const before = await state.snapshot();
+    const before = await state.snapshot(undefined, true);
     // etcd's auth goes on once: at init, or at the first manager link of a cluster from before.
     if (manager && !(before.entries.get('cluster') as ClusterRecord | undefined)?.etcdAuth) await this.#enableAuth(state, before.entries);
     if (manager && !before.entries.has('cluster')) this.store.saveCluster();
@@ -291,8 +291,9 @@ export class SwarmMembership extends SwarmPart {
     else await this.roles.dropKeys();
     if (!before.entries.has(`nodes/${self}`)) this.store.saveNode(c.node);
     await state.flushed();
-    const snap = await state.snapshot();
+    const snap = await state.snapshot(undefined, true);
     this.sync.applySnapshot(snap.entries);
+    this.sync.synced();
     // A snapshot without `keys/unlock` is not heard as a change: auto-lock turned off while this
     // manager was away (or locked) leaves its files sealed unless looked at here.
     if (manager) void this.keys.applyLock();
@@ -311,8 +312,9 @@ export class SwarmMembership extends SwarmPart {
     state.heartbeat(self, this.roles.heartbeatTtl());
     void state.observeLeader((id) => {
       this.core.leaderId = id;
+      if (id && id !== self) this.sync.otherLeads();
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
-    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (leading) => this.roles.onLeadership(leading));
+    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (term) => this.roles.onLeadership(term));
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
@@ -330,6 +332,8 @@ export class SwarmMembership extends SwarmPart {
     try {
       await auth.enable([...nodes].map(([id, role]) => ({ id, role })));
       const c = this.store.cluster!;
+      // The flag goes on the cluster's document as etcd holds it (the write compares its revision).
+      if (entries.has('cluster')) this.sync.onRemote('cluster', entries.get('cluster'), true);
       c.etcdAuth = true;
       if (entries.has('cluster')) this.store.saveCluster();
     } catch (err) {

@@ -3,6 +3,13 @@
  * stated intent and are shown back as given); what the orchestrator derives or observes lives in
  * camelCase fields beside them, like the container record does.
  */
+import { internal } from '../../lib/errors.js';
+
+/**
+ * dockerd's answer to an update whose `version` is not the object's current one, or that another
+ * change overtook (swarmkit's store refuses it; the gRPC error is Unknown, so a 500).
+ */
+export const outOfSequence = () => internal('rpc error: code = Unknown desc = update out of sequence');
 
 export const TASK_STATES = [
   'new', 'allocated', 'pending', 'assigned', 'accepted', 'preparing', 'ready', 'starting', 'running',

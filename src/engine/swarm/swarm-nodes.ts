@@ -2,9 +2,9 @@
  * The nodes API: list, find (id, name, hostname, id prefix), update (availability, labels, role) and
  * remove. A role change of this node itself is carried out by SwarmMembership.
  */
-import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { invalidArgument, notFound } from '../../lib/errors.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
-import type { NodeRecord, NodeSpec } from './swarm-model.js';
+import { outOfSequence, type NodeRecord, type NodeSpec } from './swarm-model.js';
 
 function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undefined {
   const hits = all.filter((n) => n.id.startsWith(prefix));
@@ -46,9 +46,12 @@ export class SwarmNodes extends SwarmPart {
     return found;
   }
 
+  /** Availability, labels, role of a node at `version` (dockerd's "update out of sequence" otherwise, as for services). */
   async updateNode(idOrName: string, version: number, spec: NodeSpec): Promise<void> {
+    this.core.cluster();
+    await this.store.linked();
     const n = this.node(idOrName);
-    if (version !== n.version) throw conflict('update out of sequence');
+    if (version !== n.version) throw outOfSequence();
     const availability = spec.Availability || 'active';
     if (!['active', 'pause', 'drain'].includes(availability)) throw invalidArgument(`invalid availability: ${availability}`);
     const role = spec.Role || n.spec.Role || 'manager';
@@ -57,10 +60,10 @@ export class SwarmNodes extends SwarmPart {
     if (role === 'worker' && n.spec.Role !== 'worker' && managers.length <= 1) throw invalidArgument('attempting to demote the last manager of the swarm');
     if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
     const before = n.spec.Role;
-    n.spec = { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability };
-    if (role === 'manager' && !n.managerAddr) n.managerAddr = `${n.addr}:2377`;
-    this.store.touch(n);
-    this.store.saveNode(n);
+    const next: NodeRecord = { ...n, spec: { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability } };
+    if (role === 'manager' && !next.managerAddr) next.managerAddr = `${next.addr}:2377`;
+    this.store.touch(next);
+    await this.store.commitNode(next, n);
     // Before the answer: a demoted node holds etcd's root no more once the client hears back.
     if (this.store.clustered) await this.accessChanged(n.id, role !== before);
     if (n.id === this.store.selfId && this.store.clustered && role !== before) this.roleChanged(role);

@@ -1,7 +1,8 @@
 /**
- * This node's roles in the swarm: leading (won through the etcd election; the leader reconciles
- * after a grace period of one heartbeat TTL), and promotion or demotion, which change the keys it
- * holds (cluster/manager-keys.ts) and its etcd membership.
+ * This node's roles in the swarm: leading (won through the etcd election; the leader decides once
+ * its watch caught up with etcd, and takes nodes without a heartbeat for down after a grace period
+ * of one heartbeat TTL), and promotion or demotion, which change the keys it holds
+ * (cluster/manager-keys.ts) and its etcd membership.
  */
 import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
@@ -13,6 +14,7 @@ import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
 import type { SwarmAccess } from './swarm-access.js';
+import type { LeaderTerm } from './cluster/etcd-writes.js';
 import { SECOND_NS } from './swarm-model.js';
 
 export class SwarmRoles extends SwarmPart {
@@ -40,51 +42,46 @@ export class SwarmRoles extends SwarmPart {
     return Math.max(2, Math.ceil(3 * period));
   }
 
-  onLeadership(leading: boolean): void {
-    if (this.core.leader === leading) return;
-    this.core.leader = leading;
-    log.info(leading ? 'this node leads the swarm' : 'this node no longer leads the swarm', { node: this.store.selfId });
-    if (!leading) {
-      this.updater.close();
-      // What it decided but etcd has not taken yet (its link cut, say) is no longer its to decide:
-      // sent later, it would overwrite its successor's decisions. Its own tasks' status still goes.
-      const self = this.store.selfId;
-      const dropped = this.members.state?.forget((k) => k.startsWith('tasks/') || (k.startsWith('taskstatus/') && !k.startsWith(`taskstatus/${self}/`))) ?? [];
-      if (dropped.length) {
-        log.warn('dropped the task decisions etcd had not taken before this node stopped leading', { writes: dropped.length });
-        void this.#reread(dropped);
-      }
-      return;
-    }
+  /**
+   * Elected (its term), or leading no more (undefined). A new leader first announces its term and
+   * waits until its own watch delivered that announcement (EtcdState.announce): it decides from a
+   * cache that holds everything decided before it won, never from what it has not heard yet.
+   */
+  onLeadership(term: LeaderTerm | undefined): void {
+    const state = this.members.state;
+    if (!term || !state) return this.#standDown();
+    void state
+      .announce(term, this.store.selfId)
+      .then((current) => {
+        if (current && state.term === term && !this.core.closed) this.#lead();
+      })
+      .catch((err) => log.warn('taking the lead failed', { err: errorMessage(err) }));
+  }
+
+  #standDown(): void {
+    if (!this.core.leader) return;
+    this.core.leader = false;
+    clearTimeout(this.#graceTimer);
+    log.info('this node no longer leads the swarm', { node: this.store.selfId });
+    this.updater.close();
+  }
+
+  #lead(): void {
+    if (this.core.leader) return;
+    this.core.leader = true;
+    log.info('this node leads the swarm', { node: this.store.selfId });
     // Nodes without a heartbeat get one period of grace: a new leader must not take a restart for a death.
     const ttl = this.heartbeatTtl() * 1000;
     this.store.graceUntil = Date.now() + ttl;
     clearTimeout(this.#graceTimer);
     this.#graceTimer = setTimeout(() => this.core.reconcileAll('live'), ttl + 100);
     this.#graceTimer.unref();
+    this.sync.leads();
     this.core.takeOver();
     // Unplaced tasks get a node; tasks to remove that their node reported gone meanwhile are deleted.
     for (const t of this.store.tasks.values()) if (!t.nodeId || t.desiredState === 'remove') this.runner.advance(t);
     // A role change its manager left half-done (it died midway) is finished by the next leader.
     this.access.repair();
-  }
-
-  /**
-   * The dropped decisions are still in this node's cache (a task it made and runs, which etcd never
-   * got): each key is read again from etcd, once etcd answers, and taken as etcd has it.
-   */
-  async #reread(keys: string[]): Promise<void> {
-    for (let delay = 500; !this.core.closed; delay = Math.min(delay * 2, 5000)) {
-      const state = this.members.state;
-      if (!state) return;
-      try {
-        const docs = await Promise.all(keys.map((k) => state.read(k)));
-        keys.forEach((k, i) => this.sync.onRemote(k, docs[i], false));
-        return;
-      } catch {
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
   }
 
   /** This node was promoted or demoted. */
@@ -94,7 +91,7 @@ export class SwarmRoles extends SwarmPart {
     log.info('this node\'s role changed', { role });
     if (role === 'worker') {
       void state.resign();
-      this.onLeadership(false);
+      this.onLeadership(undefined);
     }
     // One change at a time, each for the role the node has by then (a quick demote and promote again).
     // A promoted node campaigns once it has the keys: by then etcd gives its user root (the
@@ -110,7 +107,7 @@ export class SwarmRoles extends SwarmPart {
   #campaignIfManager(): void {
     const state = this.members.state;
     if (!state || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') return;
-    state.campaign(this.store.selfId, this.heartbeatTtl(), (leading) => this.onLeadership(leading));
+    state.campaign(this.store.selfId, this.heartbeatTtl(), (term) => this.onLeadership(term));
   }
 
   /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */

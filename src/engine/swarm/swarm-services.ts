@@ -12,7 +12,8 @@ import { isCurrent } from './orchestrator.js';
 import { containerRecords, remoteTaskRecords } from './task-logs.js';
 import type { LogRecord } from '../containers/log-reader.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
-import { isGlobal, isJob, modeName, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
+import { updateStarted } from './updater.js';
+import { isGlobal, isJob, modeName, outOfSequence, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
 
 export interface ServiceCounts {
   running: number;
@@ -21,6 +22,9 @@ export interface ServiceCounts {
 }
 
 export class SwarmServices extends SwarmPart {
+  /** This node's creates and updates, one at a time. */
+  #serial: Promise<void> = Promise.resolve();
+
   constructor(
     core: SwarmCore,
     /** This node's certificates, to ask other nodes for their tasks' logs. */
@@ -47,60 +51,78 @@ export class SwarmServices extends SwarmPart {
     return s;
   }
 
-  createService(body: unknown, registryAuth: string | undefined): { id: string } {
-    this.core.cluster();
-    const spec = normalizeServiceSpec(body);
-    this.#checkRefs(spec);
-    const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
-    spec.Name ||= generateName((n) => names.has(n));
-    if (names.has(spec.Name) || this.store.unreadable.holdsName('service', spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
-    const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
-    const vips = this.#virtualIPs(spec);
-    const now = new Date().toISOString();
-    const s: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}), ...vips };
-    this.store.touch(s);
-    s.templateVersion = s.version;
-    this.store.saveService(s);
-    this.core.reconcile(s.id, 'live');
-    this.core.publish();
-    return { id: s.id };
+  /**
+   * A new service. In a cluster it is in etcd before the answer (swarm-store.ts, commitService); the
+   * creates and updates of this node go one at a time, so none picks a name or address another is
+   * still writing.
+   */
+  createService(body: unknown, registryAuth: string | undefined): Promise<{ id: string }> {
+    return this.#oneAtATime(async () => {
+      this.core.cluster();
+      await this.store.linked();
+      const spec = normalizeServiceSpec(body);
+      this.#checkRefs(spec);
+      const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
+      spec.Name ||= generateName((n) => names.has(n));
+      if (names.has(spec.Name) || this.store.unreadable.holdsName('service', spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+      const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
+      const vips = this.#virtualIPs(spec);
+      const now = new Date().toISOString();
+      const next: ServiceRecord = { id: newSwarmId(), version: 0, createdAt: now, updatedAt: now, spec, templateVersion: 0, ports, ...(registryAuth ? { registryAuth } : {}), ...vips };
+      this.store.touch(next);
+      next.templateVersion = next.version;
+      const s = await this.store.commitService(next);
+      this.core.reconcile(s.id, 'live');
+      this.core.publish();
+      return { id: s.id };
+    });
   }
 
-  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): void {
-    const s = this.service(idOrName);
-    if (version !== s.version) throw conflict('update out of sequence');
-    let spec: ServiceSpec;
-    if (opts.rollback) {
-      if (!s.previousSpec) throw invalidArgument(`service ${s.id} does not have a previous spec`);
-      spec = s.previousSpec;
-    } else {
-      spec = normalizeServiceSpec(body);
-      this.#checkRefs(spec);
-      spec.Name ||= s.spec.Name;
-      if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
-      if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
-    }
-    const ports = resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id));
-    const vips = this.#virtualIPs(spec, s);
-    const dirty = templateChanged(s.spec, spec);
-    s.previousSpec = s.spec;
-    s.spec = spec;
-    s.ports = ports;
-    Object.assign(s, vips);
-    if (opts.registryAuth) s.registryAuth = opts.registryAuth;
-    this.store.touch(s);
-    if (dirty) s.templateVersion = s.version;
-    this.store.saveService(s);
-    // A rollback always reports its progress, even when only the replica count goes back.
-    // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
-    if ((dirty || opts.rollback) && !isJob(s.spec)) {
-      const kind = opts.rollback ? 'rollback' : 'update';
+  /**
+   * A new spec (or the previous one back) for a service at `version`: dockerd's "update out of
+   * sequence" when that is not its version, here or (in a cluster) in etcd when written.
+   */
+  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): Promise<void> {
+    return this.#oneAtATime(async () => {
+      this.core.cluster();
+      await this.store.linked();
+      const s = this.service(idOrName);
+      if (version !== s.version) throw outOfSequence();
+      let spec: ServiceSpec;
+      if (opts.rollback) {
+        if (!s.previousSpec) throw invalidArgument(`service ${s.id} does not have a previous spec`);
+        spec = s.previousSpec;
+      } else {
+        spec = normalizeServiceSpec(body);
+        this.#checkRefs(spec);
+        spec.Name ||= s.spec.Name;
+        if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
+        if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
+      }
+      const next: ServiceRecord = { ...s, previousSpec: s.spec, spec, ports: resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id)), ...this.#virtualIPs(spec, s) };
+      if (opts.registryAuth) next.registryAuth = opts.registryAuth;
+      this.store.touch(next);
+      const dirty = templateChanged(s.spec, spec);
+      if (dirty) next.templateVersion = next.version;
+      // A rollback always reports its progress, even when only the replica count goes back.
+      // A job's new iteration replaces its tasks at once; there is no rolling update of jobs.
+      const kind = (dirty || opts.rollback) && !isJob(spec) ? (opts.rollback ? 'rollback' : 'update') : undefined;
       // Another manager's update is carried out by the leader, which sees the status in etcd.
-      if (this.core.leads) this.updater.start(s, kind);
-      else this.#markUpdate(s, kind);
-    }
-    this.core.reconcile(s.id, 'live');
-    this.core.publish();
+      if (kind && !this.core.leads) next.updateStatus = updateStarted(kind);
+      await this.store.commitService(next, s);
+      if (kind && this.core.leads) this.updater.start(s, kind);
+      this.core.reconcile(s.id, 'live');
+      this.core.publish();
+    });
+  }
+
+  #oneAtATime<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#serial.then(fn);
+    this.#serial = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
   }
 
   /** The service goes at once; its tasks' containers are stopped and removed behind it. */
@@ -176,13 +198,6 @@ export class SwarmServices extends SwarmPart {
     this.core.reconcile(s.id, 'live');
     this.core.publish();
   }
-
-  #markUpdate(s: ServiceRecord, kind: 'update' | 'rollback'): void {
-    s.updateStatus = { State: kind === 'update' ? 'updating' : 'rollback_started', StartedAt: new Date().toISOString(), Message: kind === 'update' ? 'update in progress' : 'manually requested rollback' };
-    this.store.touch(s);
-    this.store.saveService(s);
-  }
-
 
   /** Ingress ports in use by services other than `except`: "8080/tcp" → service name. */
   #ingressPorts(except?: string): Map<string, string> {

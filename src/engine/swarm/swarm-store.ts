@@ -15,6 +15,13 @@ import { UnreadableRows } from './swarm-record-repair.js';
 export interface StoreSink {
   put(key: string, doc: unknown): void;
   del(key: string): void;
+  /**
+   * Writes now, compared with the revision the cache holds `key` at: rejects with dockerd's "update
+   * out of sequence" when another change got to etcd first.
+   */
+  commit(key: string, doc: unknown): Promise<void>;
+  /** Resolves once changes reach etcd (after a restart: once etcd answered), or rejects with a 503. */
+  linked(): Promise<void>;
   /** This node's id. */
   self(): string;
   /** Whether this node decides (writes tasks' desired states). */
@@ -206,15 +213,43 @@ export class SwarmStore {
     }
   }
 
-  /** Sends a task and a service as they are here, whoever decides (a write etcd missed before a crash). */
-  republish(o: { task?: TaskRecord; service?: ServiceRecord }): void {
+  /** Resolves once this node's changes reach the cluster (at once outside one): an API call that changes a record waits for it first. */
+  async linked(): Promise<void> {
+    await this.#sink?.linked();
+  }
+
+  /**
+   * An API call's change of a record it read (`current`; undefined: a new one): in a cluster written
+   * to etcd first, compared with the revision the cache holds it at (another change that got there
+   * first fails the call with dockerd's "update out of sequence"), then kept here in place of `current`.
+   */
+  async commitService(next: ServiceRecord, current?: ServiceRecord): Promise<ServiceRecord> {
+    await this.#commit(`services/${next.id}`, next);
+    const s = current ? replaceInPlace(current, next) : next;
+    this.saveService(s, true);
+    return s;
+  }
+
+  async commitNode(next: NodeRecord, current: NodeRecord): Promise<NodeRecord> {
+    await this.#commit(`nodes/${next.id}`, next);
+    const n = replaceInPlace(current, next);
+    this.saveNode(n, true);
+    return n;
+  }
+
+  /** The cluster's spec and join tokens changed (`swarm update`), as commitService. */
+  async commitCluster(next: ClusterRecord): Promise<void> {
+    const c = this.cluster;
+    if (!c) return;
+    await this.#commit('cluster', sharedCluster(next));
+    replaceInPlace(c, next);
+    this.saveCluster(true);
+  }
+
+  async #commit(key: string, doc: unknown): Promise<void> {
     if (!this.#sink) return;
-    if (o.service) this.#out(`services/${o.service.id}`, o.service);
-    if (o.task) {
-      const { main, status } = splitTask(o.task);
-      this.#out(`tasks/${o.task.id}`, main);
-      this.#out(statusKey(o.task), status);
-    }
+    await this.#sink.commit(key, doc);
+    this.#seen.set(key, JSON.stringify(doc));
   }
 
   /** A task document from another node: kept in place (callers hold references), status kept. */
@@ -293,6 +328,13 @@ export class SwarmStore {
   findTask(id: string): TaskRecord | undefined {
     return this.tasks.get(id) ?? uniquePrefix(this.tasks, id, 'task');
   }
+}
+
+/** `target` becomes `source` (its own fields only), staying the object callers hold. */
+function replaceInPlace<T extends object>(target: T, source: T): T {
+  if (target === source) return target;
+  for (const k of Object.keys(target)) if (!(k in source)) delete (target as Record<string, unknown>)[k];
+  return Object.assign(target, source);
 }
 
 function uniquePrefix<T>(map: Map<string, T>, prefix: string, what: string): T | undefined {

@@ -4,15 +4,22 @@
  * comes in through the watch. Secrets and configs travel sealed under the cluster's data key.
  */
 import type { BlobRecord } from './secrets.js';
-import { errorMessage } from '../../lib/errors.js';
+import { errorMessage, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
+import { TERM_KEY } from './cluster/etcd-leadership.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
-import { sharedCluster, type TaskStatusDoc } from './swarm-store.js';
+import { sharedCluster, statusKey, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
-import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
+import { outOfSequence, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
+
+/** Records an API call may read, modify and write back (with `services/`, which the leader writes too). */
+const RECORDS = new Set(['cluster', 'nodes', 'secrets', 'configs']);
+/** How long an API call made right after a restart waits for etcd. */
+const LINK_WAIT_MS = 30_000;
+const NOT_LINKED = 'this node has not reached the swarm\'s etcd yet';
 
 /** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */
 function splitKey(key: string): [string, string] {
@@ -23,6 +30,15 @@ function splitKey(key: string): [string, string] {
 export class SwarmSync {
   /** Changes made after a restart before etcd answered (key → document, null: deleted). */
   readonly #early = new Map<string, unknown>();
+  /**
+   * Until the cache holds etcd's state (the snapshot at link time), an API call that changes a record
+   * waits (`linked`): its version check and the revision its write compares must be etcd's, not
+   * what this node had before (after a restart, or while it was locked). `synced` resolves it.
+   */
+  #linked: Promise<void> = Promise.resolve();
+  #link: (() => void) | undefined;
+  /** Tasks decided here as leader that etcd never got (applySnapshot). */
+  readonly #unsent = new Set<string>();
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
 
   constructor(
@@ -37,34 +53,104 @@ export class SwarmSync {
   /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
   holdBack(self: string): void {
     const { store, blobs } = this.core;
-    store.attach({ put: (k, d) => this.#early.set(k, d), del: (k) => this.#early.set(k, null), self: () => self, leading: () => this.core.leader });
-    for (const b of Object.values(blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null));
+    this.#unsynced();
+    const notYet = () => Promise.reject(unavailable(NOT_LINKED));
+    store.attach({
+      put: (k, d) => this.#early.set(k, d),
+      del: (k) => this.#early.set(k, null),
+      commit: notYet,
+      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      self: () => self,
+      leading: () => this.core.leader,
+    });
+    for (const b of Object.values(blobs)) b.attach((id, rec) => this.#early.set(`${b.kind}s/${id}`, rec ? { sealLater: rec } : null), notYet);
   }
 
   /** Local changes go to etcd from now on, those held back first. */
   attach(state: EtcdState, self: string): void {
+    this.#unsynced();
     for (const [k, d] of this.#early) {
-      if (d === null) state.del(k);
-      else if (d && typeof d === 'object' && 'sealLater' in d) this.#putSealed(state, k, (d as { sealLater: unknown }).sealLater);
-      else this.#put(state, k, d);
+      if (d === null) this.#del(state, self, k);
+      else this.#put(state, self, k, d);
     }
     this.#early.clear();
-    this.core.store.attach({ put: (k, d) => this.#put(state, k, d), del: (k) => state.del(k), self: () => self, leading: () => this.core.leader });
-    for (const b of Object.values(this.core.blobs)) b.attach((id, rec) => (rec ? this.#putSealed(state, `${b.kind}s/${id}`, rec) : state.del(`${b.kind}s/${id}`)));
+    this.core.store.attach({
+      put: (k, d) => this.#put(state, self, k, d),
+      del: (k) => this.#del(state, self, k),
+      commit: (k, d) => this.#commit(state, k, d),
+      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      self: () => self,
+      leading: () => this.core.leader,
+    });
+    for (const b of Object.values(this.core.blobs)) {
+      const key = (id: string) => `${b.kind}s/${id}`;
+      b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec) => this.#commit(state, key(id), { sealLater: rec }));
+    }
   }
 
-  /** The cluster document goes out with its join tokens sealed; a node without the data key never writes it. */
-  #put(state: EtcdState, key: string, doc: unknown): void {
-    if (key !== 'cluster') return state.put(key, doc);
-    const sealed = sealTokens(this.members.files?.dataKey, doc as ClusterRecord);
-    if (sealed) state.put(key, sealed);
+  #unsynced(): void {
+    if (!this.#link) this.#linked = new Promise<void>((resolve) => (this.#link = resolve));
   }
 
-  /** Secrets and configs are only written by managers, which hold the data key (a promoted one once it has it). */
-  #putSealed(state: EtcdState, key: string, doc: unknown): void {
+  /** The cache holds etcd's state now: API changes go ahead. */
+  synced(): void {
+    this.#link?.();
+    this.#link = undefined;
+  }
+
+  /**
+   * A queued write, guarded as its kind says (cluster/etcd-writes.ts). The leader's decisions
+   * (`tasks/`, other nodes' task status, a service's changes outside the API: its update's progress,
+   * a rollback) hold only while it leads; records an API call may change too (`cluster`, `nodes/`,
+   * `secrets/`, `configs/`, and `services/`) only while etcd holds them at the revision the cache
+   * does. A leader's decision this node makes without leading is not sent: the cache takes etcd's.
+   */
+  #put(state: EtcdState, self: string, key: string, doc: unknown): void {
+    const [kind, rest] = splitKey(key);
+    const leaders = kind === 'tasks' || kind === 'services' || (kind === 'taskstatus' && !rest.startsWith(`${self}/`));
+    const term = state.term;
+    if (leaders && !term) return state.reread([key]);
+    const base = kind === 'services' || RECORDS.has(kind) ? state.revisionOf(key) : undefined;
+    const out = this.#encode(key, doc);
+    if (out !== undefined) state.put(key, out, { term: leaders ? term : undefined, base });
+  }
+
+  /** Deletes the leader's decisions only while it leads; others (an API call's removal) as they come. */
+  #del(state: EtcdState, self: string, key: string): void {
+    const [kind, rest] = splitKey(key);
+    if (kind !== 'tasks' && !(kind === 'taskstatus' && !rest.startsWith(`${self}/`))) return state.del(key);
+    const term = state.term;
+    if (!term) return state.reread([key]);
+    state.del(key, { term });
+  }
+
+  /** An API call's change, compared with the revision the cache holds the key at. */
+  async #commit(state: EtcdState, key: string, doc: unknown): Promise<void> {
+    const out = this.#encode(key, doc);
+    if (out === undefined) throw unavailable('this node cannot write that record: it holds no data key');
+    let outcome;
+    try {
+      outcome = await state.commit(key, out, { base: state.revisionOf(key) });
+    } catch (err) {
+      throw unavailable(`the swarm's etcd did not answer: ${errorMessage(err)}`);
+    }
+    if (!outcome.landed) throw outcome.why === 'conflict' ? outOfSequence() : unavailable(`etcd refused the change (${outcome.why})`);
+  }
+
+  /**
+   * What goes to etcd for a document: the cluster's with its join tokens sealed, secrets and configs
+   * (`sealLater`) sealed whole; undefined when this node holds no data key to seal them with (only
+   * managers write them, a promoted one once it has the key).
+   */
+  #encode(key: string, doc: unknown): unknown | undefined {
     const dataKey = this.members.files?.dataKey;
-    if (dataKey) state.put(key, seal(dataKey, doc));
-    else log.warn('a secret or config was not shared: this node holds no data key', { key });
+    if (doc && typeof doc === 'object' && 'sealLater' in doc) {
+      if (dataKey) return seal(dataKey, (doc as { sealLater: unknown }).sealLater);
+      log.warn('a secret or config was not shared: this node holds no data key', { key });
+      return undefined;
+    }
+    if (key !== 'cluster') return doc;
+    return sealTokens(dataKey, doc as ClusterRecord);
   }
 
   /** A node that just got the data key opens the join tokens, secrets, configs and managers' keys etcd holds. */
@@ -76,7 +162,7 @@ export class SwarmSync {
 
   /** Replaces the cache with etcd's state (at link time: what this node missed meanwhile). */
   applySnapshot(entries: Map<string, unknown>): void {
-    const { store, blobs, runner } = this.core;
+    const { store, blobs } = this.core;
     const keep = { services: new Set<string>(), tasks: new Set<string>(), nodes: new Set<string>(), secrets: new Set<string>(), configs: new Set<string>() };
     store.alive.clear();
     for (const [key, doc] of entries) {
@@ -84,27 +170,66 @@ export class SwarmSync {
       if (kind in keep) keep[kind as keyof typeof keep].add(id);
       this.onRemote(key, doc, true);
     }
-    // Something here that etcd lacks is either a write that never reached it (this node crashed
-    // first: newer than anything etcd holds) or was deleted meanwhile (older): sent again, or dropped.
+    // Something here that etcd lacks was deleted meanwhile, or is a decision etcd never took (this
+    // node crashed, or lost the lead, first): no longer anybody's, the leader decides again. An API
+    // call's change is in etcd before its answer. But the decisions of the last leader that crashed
+    // before etcd had them (newer than anything etcd holds) are kept, to be sent if it leads again
+    // before any other node does (`leads`), as they were shown: dropped once another leads.
     let newest = 0;
-    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number })?.version ?? 0));
-    for (const s of [...store.services.values()]) {
-      if (keep.services.has(s.id)) continue;
-      if (s.version > newest) store.republish({ service: s });
-      else store.deleteService(s.id, true);
-    }
+    for (const doc of entries.values()) newest = Math.max(newest, Number((doc as { version?: number } | undefined)?.version ?? 0));
+    const lastLeader = (entries.get(TERM_KEY) as { node?: string } | undefined)?.node;
+    this.#unsent.clear();
+    for (const s of [...store.services.values()]) if (!keep.services.has(s.id)) store.deleteService(s.id, true);
     for (const t of [...store.tasks.values()]) {
       if (keep.tasks.has(t.id)) continue;
-      if (t.version > newest && store.services.has(t.serviceId)) {
-        store.republish({ task: t });
+      if (lastLeader === store.selfId && t.version > newest && store.services.has(t.serviceId)) {
+        this.#unsent.add(t.id);
         continue;
       }
       store.deleteTask(t.id, true);
-      if (t.nodeId === store.selfId) void runner.discard(t);
+      this.#dropOwn(t);
     }
     for (const id of [...store.nodes.keys()]) if (!keep.nodes.has(id) && id !== store.selfId) store.deleteNode(id, true);
     for (const kind of ['secret', 'config'] as const) for (const id of blobs[kind].ids()) if (!keep[`${kind}s`].has(id)) blobs[kind].applyRemote(id, undefined);
+    // This node's tasks go on from the state as a whole: one advanced as its record came in may have
+    // waited for a task whose status came in after it (`tasks/` sorts before `taskstatus/`).
+    for (const t of store.tasks.values()) if (t.nodeId === store.selfId) this.core.runner.advance(t);
     this.core.publish();
+  }
+
+  /** This node leads (before it decides anything): the decisions etcd never got go out now. */
+  leads(): void {
+    const { store } = this.core;
+    for (const id of this.#unsent) {
+      const t = store.tasks.get(id);
+      if (t) store.saveTask(t);
+    }
+    if (this.#unsent.size) log.info('sent the task decisions etcd had not taken before this node stopped', { tasks: this.#unsent.size });
+    this.#unsent.clear();
+  }
+
+  /** Another node leads: the decisions etcd never got are not this node's to make any more. */
+  otherLeads(): void {
+    const { store, runner } = this.core;
+    for (const id of this.#unsent) {
+      const t = store.tasks.get(id);
+      if (!t) continue;
+      store.deleteTask(id, true);
+      this.#dropOwn(t);
+      runner.observed(t);
+    }
+    this.#unsent.clear();
+  }
+
+  /**
+   * A task of this node's that etcd holds no record of (any more) goes: its container, and the status
+   * this node reported (etcd may have it without the record: a deposed leader's own task, placed on
+   * itself, whose record etcd refused).
+   */
+  #dropOwn(t: TaskRecord): void {
+    if (t.nodeId !== this.core.store.selfId) return;
+    void this.core.runner.discard(t);
+    this.members.state?.del(statusKey(t));
   }
 
   /** A change another node made (or, with `snapshot`, the state as etcd holds it). */
@@ -124,7 +249,11 @@ export class SwarmSync {
           log.warn('the join tokens could not be opened', { err: errorMessage(err) });
           opened = { tokens: c.joinTokens, plain: false };
         }
-        Object.assign(c, sharedCluster({ ...shared, joinTokens: opened.tokens, node: c.node } as ClusterRecord));
+        const next = sharedCluster({ ...shared, joinTokens: opened.tokens, node: c.node } as ClusterRecord);
+        // As etcd holds it: a shared field its document lacks goes here too (`etcdAuth` where an
+        // older berthd wrote it), or this node would take its own record for what etcd holds.
+        for (const k of Object.keys(sharedCluster(c))) if (!(k in next) && k !== 'unlockKey') delete (c as unknown as Record<string, unknown>)[k];
+        Object.assign(c, next);
         store.bump(shared.version);
         // Remembered as this node would write it (sealing differs each time): no echo back. A manager
         // seals a document from before that holds the tokens plain.
@@ -182,7 +311,7 @@ export class SwarmSync {
           const t = store.tasks.get(id);
           if (!t) return;
           store.deleteTask(id, true);
-          if (t.nodeId === store.selfId) void runner.discard(t);
+          this.#dropOwn(t);
           runner.observed(t);
           return;
         }
@@ -260,4 +389,15 @@ export class SwarmSync {
     // The overlays' vxlan devices flood to every node there is.
     this.core.overlay?.sync();
   }
+}
+
+/** `p`, or `what` as dockerd's 503 once `ms` passed. */
+function withTimeout(p: Promise<void>, ms: number, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(unavailable(what)), ms);
+    void p.then(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

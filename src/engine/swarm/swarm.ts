@@ -7,7 +7,6 @@
  */
 import type { HostFacts } from '../system.js';
 import type { BlobKind, BlobRecord } from './secrets.js';
-import { conflict } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { withSwarmDefaults, type InitRequest } from './cluster.js';
 import { joinToken, tokenCaPart } from './swarm-ids.js';
@@ -18,7 +17,7 @@ import { SwarmServices, type ServiceCounts } from './swarm-services.js';
 import { SwarmLock } from './swarm-lock.js';
 import type { SharedNetwork } from './overlay-networks.js';
 import type { LogRecord } from '../containers/log-reader.js';
-import { TASK_LABELS, type ClusterRecord, type NodeRecord, type NodeSpec, type ServiceRecord, type SwarmSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
+import { TASK_LABELS, outOfSequence, type ClusterRecord, type NodeRecord, type NodeSpec, type ServiceRecord, type SwarmSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
 
 export type { InitRequest } from './cluster.js';
 export { tlsInfo } from './cluster/pki.js';
@@ -155,19 +154,23 @@ export class SwarmService {
     return this.#membership.leave(force);
   }
 
-  /** Settles once this node's key files are sealed as auto-lock now says. */
+  /**
+   * A new spec (and rotated tokens or unlock key) for the swarm at `version`; in a cluster it is in
+   * etcd first, compared as a service's update is. Settles once this node's key files are sealed as
+   * auto-lock now says.
+   */
   async update(version: number, spec: SwarmSpec, rotate: { workerToken: boolean; managerToken: boolean; unlockKey: boolean }): Promise<void> {
+    this.cluster();
+    await this.store.linked();
     const c = this.cluster();
-    if (version !== c.version) throw conflict('update out of sequence');
-    const next = withSwarmDefaults(spec);
-    const sealed = this.#lock.update(!!next.EncryptionConfig?.AutoLockManagers, rotate.unlockKey);
+    if (version !== c.version) throw outOfSequence();
     const ca = tokenCaPart(c.joinTokens.worker);
-    if (rotate.workerToken) c.joinTokens.worker = joinToken(ca);
-    if (rotate.managerToken) c.joinTokens.manager = joinToken(ca);
-    c.spec = next;
-    this.store.touch(c);
-    this.store.saveCluster();
-    await sealed;
+    const next: ClusterRecord = { ...c, spec: withSwarmDefaults(spec), joinTokens: { ...c.joinTokens } };
+    if (rotate.workerToken) next.joinTokens.worker = joinToken(ca);
+    if (rotate.managerToken) next.joinTokens.manager = joinToken(ca);
+    this.store.touch(next);
+    await this.store.commitCluster(next);
+    await this.#lock.update(!!next.spec.EncryptionConfig?.AutoLockManagers, rotate.unlockKey);
   }
 
   unlockKey(): string {
@@ -238,9 +241,10 @@ export class SwarmService {
     return this.blobs[kind].create(body);
   }
 
-  updateBlob(kind: BlobKind, idOrName: string, version: number, body: unknown): void {
+  async updateBlob(kind: BlobKind, idOrName: string, version: number, body: unknown): Promise<void> {
     this.cluster();
-    this.blobs[kind].update(idOrName, version, body);
+    await this.store.linked();
+    await this.blobs[kind].update(idOrName, version, body);
   }
 
   removeBlob(kind: BlobKind, idOrName: string): void {
@@ -258,12 +262,12 @@ export class SwarmService {
     return this.#services.service(idOrName);
   }
 
-  createService(body: unknown, registryAuth: string | undefined): { id: string } {
+  createService(body: unknown, registryAuth: string | undefined): Promise<{ id: string }> {
     return this.#services.createService(body, registryAuth);
   }
 
-  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): void {
-    this.#services.updateService(idOrName, version, body, opts);
+  updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): Promise<void> {
+    return this.#services.updateService(idOrName, version, body, opts);
   }
 
   /** The service goes at once; its tasks' containers are stopped and removed behind it. */

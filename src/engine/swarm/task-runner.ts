@@ -35,10 +35,11 @@ export interface TaskRunnerDeps {
   /** A task assigned to another node was advanced here (the leader may clean up after a dead node). */
   elsewhere: (t: TaskRecord) => void;
   /**
-   * Whether this node deletes the records of the tasks it removes: it decides (the leader, or the node
-   * of a swarm without etcd). Otherwise it reports them gone and the leader deletes them.
+   * Whether this node decides (the leader, or the node of a swarm without etcd): it places tasks, and
+   * deletes the records of the tasks it removes. Otherwise it leaves an unplaced task alone, and
+   * reports a removed task gone for the leader to delete its record.
    */
-  deletes: () => boolean;
+  decides: () => boolean;
   host: HostFacts;
   /** A task's observed state changed (or it was deleted). */
   onChange: (t: TaskRecord) => void;
@@ -126,6 +127,9 @@ export class TaskRunner {
         case 'new':
         case 'allocated':
         case 'pending': {
+          // Placement is the leader's alone (a follower may hear of a new task before it is placed,
+          // and be asked to advance it when the task it waits for stops).
+          if (!t.nodeId && !this.d.decides()) return;
           // After failures without running, even preparing waits for the back-off delay.
           if (t.failures && !this.#delayOver(t)) return;
           const { node, problem } = this.d.place(t);
@@ -266,7 +270,7 @@ export class TaskRunner {
    */
   async #remove(t: TaskRecord): Promise<void> {
     const { store } = this.d;
-    if (this.d.deletes()) {
+    if (this.d.decides()) {
       this.#clearTimer(t.id);
       store.deleteTask(t.id);
       this.#changed(t);

@@ -15,6 +15,15 @@ import { isTerminal, type ServiceRecord, type TaskRecord, type UpdateStatus } fr
 
 export type UpdateKind = 'update' | 'rollback';
 
+/** The UpdateStatus of an update or rollback that starts now. */
+export function updateStarted(kind: UpdateKind, message?: string): UpdateStatus {
+  return {
+    State: kind === 'update' ? 'updating' : 'rollback_started',
+    StartedAt: new Date().toISOString(),
+    Message: message ?? (kind === 'update' ? 'update in progress' : 'manually requested rollback'),
+  };
+}
+
 /** How long a new task must keep running (at most Monitor) before the next batch starts. */
 const SETTLE_MS = 1000;
 
@@ -32,11 +41,7 @@ export class Updater {
   /** Starts replacing the service's out-of-date tasks, ending an update already under way. */
   start(s: ServiceRecord, kind: UpdateKind, message?: string): void {
     this.cancel(s.id);
-    this.#setStatus(s, {
-      State: kind === 'update' ? 'updating' : 'rollback_started',
-      StartedAt: new Date().toISOString(),
-      Message: message ?? (kind === 'update' ? 'update in progress' : 'manually requested rollback'),
-    });
+    this.#setStatus(s, updateStarted(kind, message));
     this.#launch(s, kind);
   }
 

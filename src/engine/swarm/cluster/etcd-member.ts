@@ -128,7 +128,10 @@ export class EtcdMember {
       '--cert-file', c.certFile, '--key-file', c.keyFile, '--client-cert-auth', '--trusted-ca-file', c.caFile,
       '--peer-cert-file', c.certFile, '--peer-key-file', c.keyFile, '--peer-client-cert-auth', '--peer-trusted-ca-file', c.caFile,
       // Fast elections on a LAN; members are added just before they start, so no strict reconfig check.
-      '--heartbeat-interval', '100', '--election-timeout', '1000', '--strict-reconfig-check=false',
+      // Pre-vote: a member back from a cut link (its term raised by the elections it ran alone) asks
+      // first, and does not depose the leader the others have (a raft election costs every lease's
+      // keep-alives a few seconds, and the swarm its leader).
+      '--heartbeat-interval', '100', '--election-timeout', '1000', '--strict-reconfig-check=false', '--pre-vote',
       '--logger', 'zap', '--log-outputs', 'stderr',
     ];
   }

@@ -1,77 +1,56 @@
 /**
  * The cluster's state in etcd, under one prefix: `cluster`, `nodes/<id>`, `services/<id>`,
  * `tasks/<id>` (what managers decide) and `taskstatus/<node>/<id>` (what the node running the task
- * observes), `secrets/<id>`, `configs/<id>`, `networks/<id>`, and lease-bound `alive/<id>` heartbeats.
- * Each value is `{"w": writer node, "d": document}`, so a node skips its own writes coming back
- * through the watch. Writes are queued per key (the latest wins) and retried until etcd takes them:
- * a node cut off from etcd keeps working on its cache and catches up when it is back. A write etcd
- * refuses (a worker's, beyond what etcd-auth.ts grants it) is dropped, never retried.
- * A worker reads only the ranges it may (`restrictReads`): several of them instead of the prefix.
+ * observes), `secrets/<id>`, `configs/<id>`, `networks/<id>`, `leader-term` (the last leader's
+ * announcement, etcd-leadership.ts) and lease-bound `alive/<id>` heartbeats (etcd-heartbeat.ts),
+ * each value as etcd-docs.ts says. EtcdState is one node's link to it, made of parts with one job
+ * each: the writes (etcd-writes.ts: queued or at once, each a transaction guarded by the writer's
+ * leadership or by the revision its document was read at; one etcd refuses as stale is read back and
+ * delivered as a change, so the cache holds what etcd holds), the watches (etcd-watches.ts; a worker
+ * reads only the ranges it may, `restrictReads`), the heartbeat and the leadership.
  *
  * A link cut (a member's host gone, its cable pulled) drops packets and resets nothing: a call or a
  * stream (a watch, the election's, a lease's keep-alive) on that connection waits for ever. So calls
- * have a deadline, and every member is asked for its status each second on a connection of its own:
- * one that does not answer, or knows no leader, three times in a row is down. When a member the
- * client uses goes down and another is up, the client is replaced by one without it, and the watches
- * (from where they were), the leader observer, the heartbeat and the campaign start again on it.
- * The watches have a client of their own, whose connection is pinged (KEEPALIVE_MS): one the cut
- * left dead fails the watch stream, which starts again from where it was as soon as the member answers.
+ * have a deadline (etcd-client.ts), and every member is asked for its status each second on a
+ * connection of its own (etcd-probes.ts). When a member the client uses goes down and another is up,
+ * the client is replaced by one without it, and the watches (from where they were), the leader
+ * observer, the heartbeat and the campaign start again on it. The watches have a client of their own
+ * whose connection is pinged: one a cut left dead fails the watch stream, which starts again from
+ * where it was as soon as the member answers.
  */
-import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, noop, retry } from 'cockatiel';
-import { Etcd3, EtcdPermissionDeniedError, isRecoverableError, type IKeyValue, type Range, type Watcher, type Lease, type Campaign, type ElectionObserver } from 'etcd3';
+import type { Etcd3, Range } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
-import { MemberProbes, PROBE_DEADLINE_MS } from './etcd-probes.js';
+import { MemberProbes } from './etcd-probes.js';
+import { connectEtcd, type EtcdAccess } from './etcd-client.js';
+import { decodeDoc, encodeDoc } from './etcd-docs.js';
+import { EtcdWrites, type LeaderTerm, type WriteGuard, type WriteOutcome, type WriteRefusal } from './etcd-writes.js';
+import { EtcdWatches, type ChangeFn } from './etcd-watches.js';
+import { NodeHeartbeat } from './etcd-heartbeat.js';
+import { EtcdLeadership } from './etcd-leadership.js';
+
+export type { EtcdAccess } from './etcd-client.js';
+export type { ChangeFn } from './etcd-watches.js';
 
 export const ETCD_PREFIX = '/berth/swarm/';
-
-/** How long a call may take before the client gives up on that member. */
-const CALL_DEADLINE_MS = 10_000;
-/**
- * The watch client's gRPC keep-alive: a ping this often while the watch stream is open (etcd's least
- * allowed interval, --grpc-keepalive-min-time), the connection closed when one is unanswered this long.
- * Without it the stream outlived a cut on its dead connection and, after the link was back, delivered
- * nothing until TCP's backed-off retransmission got through: 13 s after a 44 s cut, longer after longer
- * ones. The other calls and streams keep a client without pings: etcd3 closes a client's connections
- * after a failed call, and a ping on one closed that way fails, dropping the streams still on it.
- */
-const KEEPALIVE_MS = 5000;
-
-export interface EtcdAccess {
-  endpoints: string[];
-  ca: string;
-  cert: string;
-  key: string;
-}
 
 export interface Snapshot {
   entries: Map<string, unknown>;
   revision: string;
 }
 
-export type ChangeFn = (key: string, doc: unknown | undefined) => void;
-
 export class EtcdState {
   #client: Etcd3;
-  /** The watches' own client (see KEEPALIVE_MS). */
+  /** The watches' own client, its connection pinged (etcd-client.ts KEEPALIVE_MS). */
   #watchClient: Etcd3;
-  readonly #pending = new Map<string, string | null>();
-  #flushing = false;
   #closed = false;
-  #watchers: Watcher[] = [];
+  readonly #writes: EtcdWrites;
+  readonly #watches: EtcdWatches;
+  readonly #heartbeat: NodeHeartbeat;
+  /** Where changes go (the watches' and those read back). */
   #onChange: ChangeFn | undefined;
-  /** The key ranges this node may read (undefined: the whole prefix). */
-  #ranges: Range[] | undefined;
-  readonly #refused = new Set<string>();
-  #lease: Lease | undefined;
-  #campaign: Campaign | undefined;
-  #observer: ElectionObserver | undefined;
-  /** What started the heartbeat, the campaign and the observer: started again on a new client. */
-  #heartbeatOf: { nodeId: string; ttlSeconds: number } | undefined;
-  #campaignOf: { nodeId: string; ttlSeconds: number; onChange: (leader: boolean) => void } | undefined;
-  #observerOf: ((id: string | undefined) => void) | undefined;
-  /** The revision the watches delivered everything up to. */
-  #revision = '0';
+  /** The campaign, the new leader's announcement, the leader observer. */
+  readonly #leadership: EtcdLeadership;
   /** The members the client uses now, and who watches them all. */
   #hosts: string[];
   readonly #probes: MemberProbes | undefined;
@@ -83,41 +62,28 @@ export class EtcdState {
     readonly prefix = ETCD_PREFIX,
   ) {
     this.#hosts = access.endpoints;
-    this.#client = this.#connect(this.#hosts);
-    this.#watchClient = this.#connect(this.#hosts, false, true);
-    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => this.#connect([host], true), (down, answering) => this.#checkHosts(down, answering));
+    this.#client = connectEtcd(access, this.#hosts);
+    this.#watchClient = connectEtcd(access, this.#hosts, 'watch');
+    const client = () => this.#client;
+    const closed = () => this.#closed;
+    this.#writes = new EtcdWrites(client, prefix, (key, why, guard) => this.#refused(key, why, guard));
+    this.#watches = new EtcdWatches({ client: () => this.#watchClient, prefix, writer, writes: this.#writes });
+    this.#heartbeat = new NodeHeartbeat({ client, closed, key: (id) => `${prefix}alive/${id}`, value: () => this.encode({ at: Date.now() }) });
+    this.#leadership = new EtcdLeadership({
+      client,
+      prefix,
+      closed,
+      writes: this.#writes,
+      reread: (keys) => this.reread(keys),
+      watched: () => this.#watches.delivered,
+      encode: (doc) => this.encode(doc),
+    });
+    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => connectEtcd(access, [host], 'probe'), (down, answering) => this.#checkHosts(down, answering));
   }
 
   /** The client to etcd now (a new one after a reconnection: read it anew for each call). */
   get client(): Etcd3 {
     return this.#client;
-  }
-
-  #connect(hosts: string[], probe = false, keepalive = false): Etcd3 {
-    const access = this.access;
-    const deadline = probe ? PROBE_DEADLINE_MS : CALL_DEADLINE_MS;
-    return new Etcd3({
-      hosts,
-      credentials: { rootCertificate: Buffer.from(access.ca), certChain: Buffer.from(access.cert), privateKey: Buffer.from(access.key) },
-      dialTimeout: probe ? PROBE_DEADLINE_MS : 3000,
-      defaultCallOptions: (call) => (call.isStream ? {} : { deadline: Date.now() + deadline }),
-      // Connections of its own (grpc shares them between clients by default): a client replaced
-      // because its member went silent must not hand its dead connection to the next one.
-      grpcOptions: { 'grpc.use_local_subchannel_pool': 1, ...(keepalive ? { 'grpc.keepalive_time_ms': KEEPALIVE_MS, 'grpc.keepalive_timeout_ms': KEEPALIVE_MS } : {}) },
-      // A member that fails is skipped for a second only, and a broken watch is back within 2 s: a
-      // node whose link returns must catch up in seconds, not after the client's 30 s default.
-      faultHandling: probe
-        ? { host: () => noop, global: noop }
-        : {
-            host: (host) => {
-              const breaker = circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) });
-              breaker.onBreak((why) => log.debug('etcd member skipped for a second', { host, err: 'error' in why ? errorMessage(why.error) : 'a result' }));
-              return breaker;
-            },
-            global: retry(handleWhen(isRecoverableError), { maxAttempts: 2 }),
-            watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
-          },
-    });
   }
 
   /** A member the client uses is down and another is up: a client without it. */
@@ -130,14 +96,43 @@ export class EtcdState {
     void this.#reconnect(up).catch((err) => log.warn('reconnecting to etcd failed', { err: errorMessage(err) }));
   }
 
-  /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */
-  restrictReads(ranges: Range[] | undefined): void {
-    this.#ranges = ranges;
+  /**
+   * A new client on `hosts` in place of one that uses a member that is down: the watches from where
+   * they were, the heartbeat on a new lease, the observer, the campaign anew (a leader no longer leads
+   * meanwhile). The old client's streams are left to die with it.
+   */
+  async #reconnect(hosts: string[]): Promise<void> {
+    this.#reconnecting = true;
+    try {
+      const old = this.#client;
+      const oldWatches = this.#watchClient;
+      this.#watches.leave();
+      this.#hosts = hosts;
+      this.#client = connectEtcd(this.access, hosts);
+      this.#watchClient = connectEtcd(this.access, hosts, 'watch');
+      this.#heartbeat.moveOn();
+      const campaigned = this.#leadership.leave(this.#client);
+      old.close();
+      oldWatches.close();
+      await this.#watches.resume();
+      this.#leadership.resume(campaigned);
+      log.info('connected to etcd again', { hosts, revision: String(this.#watches.delivered) });
+    } finally {
+      this.#reconnecting = false;
+    }
   }
 
-  /** Every document under the prefix (or in the readable ranges, read at one revision), with the revision to watch from. */
-  async snapshot(timeoutMs = 10_000): Promise<Snapshot> {
-    const ranges = this.#ranges;
+  /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */
+  restrictReads(ranges: Range[] | undefined): void {
+    this.#watches.restrict(ranges);
+  }
+
+  /**
+   * Every document under the prefix (or in the readable ranges, read at one revision), with the
+   * revision to watch from. `adopt`: the cache takes these documents (their revisions are kept).
+   */
+  async snapshot(timeoutMs = 10_000, adopt = false): Promise<Snapshot> {
+    const ranges = this.#watches.ranges;
     const read = ranges
       ? this.client.kv.txn({ compare: [], success: ranges.map((r) => ({ request_range: { key: r.start, range_end: r.end } })), failure: [] }).then((t) => ({
           kvs: t.responses.flatMap((op) => op.response_range?.kvs ?? []),
@@ -146,164 +141,98 @@ export class EtcdState {
       : this.client.getAll().prefix(this.prefix).exec();
     const res = await withTimeout(read, timeoutMs, 'reading the cluster state from etcd');
     const entries = new Map<string, unknown>();
+    const revisions = new Map<string, string>();
     for (const kv of res.kvs) {
-      const doc = decode(kv);
-      if (doc) entries.set(kv.key.toString().slice(this.prefix.length), doc.d);
+      const key = kv.key.toString().slice(this.prefix.length);
+      revisions.set(key, kv.mod_revision);
+      const doc = decodeDoc(kv);
+      if (doc) entries.set(key, doc.d);
     }
+    if (adopt) this.#writes.adopt(revisions, res.header.revision);
     return { entries, revision: res.header.revision };
   }
 
   /** Follows changes after `revision`; own writes are skipped. */
-  async watch(revision: string, onChange: ChangeFn): Promise<void> {
+  watch(revision: string, onChange: ChangeFn): Promise<void> {
     this.#onChange = onChange;
-    this.#revision = revision;
-    for (const r of this.#ranges ?? [undefined]) {
-      const b = this.#watchClient.watch();
-      const w = await (r ? b.inRange(r) : b.prefix(this.prefix)).startRevision(String(BigInt(revision) + 1n)).create();
-      this.#watchers.push(w);
-      this.#follow(w, onChange);
-    }
+    return this.#watches.start(revision, onChange);
   }
 
   /** Watches again after `revision`, the readable ranges as they are now (a promoted or demoted node). */
   async rewatch(revision: string): Promise<void> {
-    const old = this.#watchers.splice(0);
-    if (this.#onChange && !this.#closed) await this.watch(revision, this.#onChange);
-    for (const w of old) await w.cancel().catch(() => undefined);
+    if (!this.#closed) await this.#watches.rewatch(revision);
+  }
+
+  /** The mod revision of `key` as this node last heard it ('0': absent), which a read-modify-write compares. */
+  revisionOf(key: string): string {
+    return this.#writes.revisionOf(key);
+  }
+
+  /** The leadership this node holds now (undefined: it does not lead). */
+  get term(): LeaderTerm | undefined {
+    return this.#leadership.term;
+  }
+
+  /** Queues a write of `doc` under `key` as this node (guarded: etcd-writes.ts). */
+  put(key: string, doc: unknown, guard?: WriteGuard): void {
+    this.#writes.put(key, this.encode(doc), guard);
+  }
+
+  del(key: string, guard?: WriteGuard): void {
+    this.#writes.del(key, guard);
+  }
+
+  /** Writes now and answers etcd's verdict (throws when etcd does not answer); a refused write is not read back. */
+  commit(key: string, doc: unknown | undefined, guard: WriteGuard): Promise<WriteOutcome> {
+    return this.#writes.commit(key, doc === undefined ? null : this.encode(doc), guard);
+  }
+
+  /** The value this node writes for `doc`. */
+  encode(doc: unknown): string {
+    return encodeDoc(this.writer, doc);
+  }
+
+  /** Resolves once every queued write was answered (or after `timeoutMs`). */
+  flushed(timeoutMs = 5000): Promise<void> {
+    return this.#writes.flushed(timeoutMs);
   }
 
   /**
-   * A new client on `hosts` in place of one that uses a member that is down: the watches from where
-   * they were, the observer, the heartbeat on a new lease, the campaign anew (a leader no longer leads
-   * meanwhile). The old client's streams are left to die with it.
+   * A queued write etcd refused as stale: the cache takes what etcd holds instead. Refused for its
+   * term, the campaign is over (its key went without the lease saying so: its lease expired unheard,
+   * or an operator deleted the key).
    */
-  async #reconnect(hosts: string[]): Promise<void> {
-    this.#reconnecting = true;
-    try {
-      const old = this.#client;
-      const drop = (e: { removeAllListeners(): unknown; on(ev: string, fn: () => void): unknown } | undefined) => {
-        e?.removeAllListeners();
-        e?.on('error', () => undefined);
-      };
-      for (const w of this.#watchers.splice(0)) {
-        drop(w);
-        void w.cancel().catch(() => undefined);
-      }
-      drop(this.#observer);
-      void this.#observer?.cancel().catch(() => undefined);
-      this.#observer = undefined;
-      const campaigning = this.#campaign !== undefined;
-      // The old campaign's lease goes (etcd3 keeps it private): a keep-alive stream on a member that
-      // is up would keep the old campaign alive, which would then lead with nobody behind it. The
-      // old heartbeat's is only let go: the new heartbeat puts the node's key on a lease of its own
-      // first, so the node never looks down meanwhile (revoking would delete the key).
-      const campaignLease = (this.#campaign as unknown as { lease?: Lease } | undefined)?.lease;
-      const heartbeatLease = this.#lease;
-      drop(this.#campaign);
-      this.#campaign = undefined;
-      drop(this.#lease);
-      this.#lease = undefined;
-      this.#hosts = hosts;
-      this.#client = this.#connect(hosts);
-      const oldWatches = this.#watchClient;
-      this.#watchClient = this.#connect(hosts, false, true);
-      oldWatches.close();
-      if (this.#heartbeatOf) this.heartbeat(this.#heartbeatOf.nodeId, this.#heartbeatOf.ttlSeconds);
-      heartbeatLease?.release();
-      if (campaignLease) {
-        campaignLease.release();
-        void campaignLease.grant().then((ID) => this.#client.leaseClient.leaseRevoke({ ID })).catch(() => undefined);
-      }
-      old.close();
-      if (campaigning) this.#campaignOf?.onChange(false);
-      if (this.#onChange) await this.watch(this.#revision, this.#onChange);
-      if (this.#observerOf) void this.observeLeader(this.#observerOf).catch(() => undefined);
-      if (campaigning && this.#campaignOf) this.campaign(this.#campaignOf.nodeId, this.#campaignOf.ttlSeconds, this.#campaignOf.onChange);
-      log.info('connected to etcd again', { hosts, revision: this.#revision });
-    } finally {
-      this.#reconnecting = false;
-    }
-  }
-
-  #follow(w: Watcher, onChange: ChangeFn): void {
-    // After an answer, all up to its revision is in: where the watches go on from on a new client.
-    w.on('data', (res: { header?: { revision?: string } }) => {
-      const rev = res.header?.revision;
-      if (rev && BigInt(rev) > BigInt(this.#revision)) this.#revision = rev;
-    });
-    w.on('put', (kv) => {
-      const doc = decode(kv);
-      const key = kv.key.toString().slice(this.prefix.length);
-      // Heartbeats are news even from this node: its own comes back once its lease is in place.
-      if (doc && (doc.w !== this.writer || key.startsWith('alive/'))) onChange(key, doc.d);
-    });
-    w.on('delete', (kv) => onChange(kv.key.toString().slice(this.prefix.length), undefined));
-    w.on('error', (err) => log.warn('etcd watch error', { err: errorMessage(err) }));
-  }
-
-  put(key: string, doc: unknown): void {
-    this.#queue(key, JSON.stringify({ w: this.writer, d: doc }));
-  }
-
-  del(key: string): void {
-    this.#queue(key, null);
+  #refused(key: string, why: WriteRefusal, guard: WriteGuard): void {
+    if (why === 'denied') return;
+    log.info('etcd refused a stale write of this node; reading it back', { key, why });
+    this.reread([key]);
+    if (why === 'deposed' && guard.term) this.#leadership.deposed(guard.term);
   }
 
   /**
-   * Forgets the queued writes whose key `stale` picks (a deposed leader's decisions, which would
-   * otherwise land once its link is back, over its successor's); answers their keys.
+   * Reads `keys` from etcd again (once it answers) and delivers what it holds, whoever wrote it, as
+   * a change: the cache held a write etcd never took (a deposed leader's decisions). A key this node
+   * writes again meanwhile is left to that write (a leader elected again may decide it anew; refused,
+   * that write is read back in turn).
    */
-  forget(stale: (key: string) => boolean): string[] {
-    const keys = [...this.#pending.keys()].filter(stale);
-    for (const key of keys) this.#pending.delete(key);
-    return keys;
-  }
-
-  /** The document etcd holds under `key` now (undefined: none). */
-  async read(key: string): Promise<unknown | undefined> {
-    const kvs = (await this.client.get(this.prefix + key).exec()).kvs;
-    return kvs[0] ? decode(kvs[0])?.d : undefined;
-  }
-
-  /** Resolves once every queued write reached etcd (or after `timeoutMs`). */
-  async flushed(timeoutMs = 5000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while ((this.#pending.size || this.#flushing) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  }
-
-  #queue(key: string, value: string | null): void {
-    if (this.#closed) return;
-    this.#pending.delete(key);
-    this.#pending.set(key, value);
-    if (!this.#flushing) void this.#flush();
-  }
-
-  async #flush(): Promise<void> {
-    this.#flushing = true;
-    let failures = 0;
-    try {
-      while (this.#pending.size && !this.#closed) {
-        const [key, value] = this.#pending.entries().next().value as [string, string | null];
+  reread(keys: string[]): void {
+    void (async () => {
+      // Tried again each second at most: a node whose link just came back takes etcd's state soon.
+      for (let delay = 250; !this.#closed; delay = Math.min(delay * 2, 1000)) {
         try {
-          if (value === null) await this.client.delete().key(this.prefix + key).exec();
-          else await this.client.put(this.prefix + key).value(value).exec();
-          failures = 0;
-          // A newer value queued meanwhile stays queued.
-          if (this.#pending.get(key) === value) this.#pending.delete(key);
-        } catch (err) {
-          if (err instanceof EtcdPermissionDeniedError) {
-            if (!this.#refused.has(key)) log.warn('etcd refused a write of this node: dropped', { key });
-            this.#refused.add(key);
-            if (this.#pending.get(key) === value) this.#pending.delete(key);
-            continue;
+          const client = this.#client;
+          for (const key of keys) {
+            const res = await client.get(this.prefix + key).exec();
+            const kv = res.kvs[0];
+            if (this.#writes.pending(key) || !this.#writes.heard(key, kv?.mod_revision ?? '0', res.header.revision)) continue;
+            this.#onChange?.(key, kv ? decodeDoc(kv)?.d : undefined);
           }
-          if (failures++ % 20 === 0) log.warn('etcd write failed; retrying', { key, err: errorMessage(err) });
-          await new Promise((r) => setTimeout(r, Math.min(1000, 100 * failures)));
+          return;
+        } catch {
+          await new Promise((r) => setTimeout(r, delay));
         }
       }
-    } finally {
-      this.#flushing = false;
-    }
+    })();
   }
 
   /**
@@ -313,87 +242,41 @@ export class EtcdState {
    */
   async claim(key: string, doc: unknown, writer = this.writer): Promise<{ taken: true } | { taken: false; holder: unknown }> {
     const k = this.prefix + key;
-    const value = JSON.stringify({ w: writer, d: doc });
-    const res = await this.client.if(k, 'Create', '==', 0).then(this.client.put(k).value(value)).else(this.client.get(k)).commit();
+    const res = await this.client.if(k, 'Create', '==', 0).then(this.client.put(k).value(encodeDoc(writer, doc))).else(this.client.get(k)).commit();
     if (res.succeeded) return { taken: true };
     const kv = res.responses[0]?.response_range?.kvs[0];
-    return kv ? { taken: false, holder: decode(kv)?.d } : { taken: false, holder: undefined };
+    return kv ? { taken: false, holder: decodeDoc(kv)?.d } : { taken: false, holder: undefined };
   }
 
   /** Deletes `key` only while it holds `doc` as this node (or `writer`) wrote it (a newer claim stays). */
   async release(key: string, doc: unknown, writer = this.writer): Promise<void> {
     const k = this.prefix + key;
-    await this.client.if(k, 'Value', '==', JSON.stringify({ w: writer, d: doc })).then(this.client.delete().key(k)).commit();
+    await this.client.if(k, 'Value', '==', encodeDoc(writer, doc)).then(this.client.delete().key(k)).commit();
   }
 
-  /**
-   * Keeps `alive/<node>` bound to a lease of `ttlSeconds`; a lost lease, or one its key could not be
-   * put on, is replaced: once (the first of the two failures to be heard replaces it; a lease that
-   * fails both ways must not start two heartbeats, each of which would start two more).
-   */
+  /** Keeps `alive/<node>` bound to a lease of `ttlSeconds` (etcd-heartbeat.ts). */
   heartbeat(nodeId: string, ttlSeconds: number): void {
-    if (this.#closed) return;
-    this.#heartbeatOf = { nodeId, ttlSeconds };
-    const lease = this.#client.lease(ttlSeconds);
-    this.#lease = lease;
-    const replace = (what: string, err: unknown, delayMs: number) => {
-      if (this.#closed || this.#lease !== lease) return;
-      this.#lease = undefined;
-      log.warn(what, { err: errorMessage(err) });
-      lease.revoke().catch(() => undefined);
-      setTimeout(() => this.heartbeat(nodeId, ttlSeconds), delayMs).unref();
-    };
-    lease.on('lost', (err) => replace('swarm heartbeat lease lost; renewing', err, 500));
-    lease.put(`${this.prefix}alive/${nodeId}`).value(JSON.stringify({ w: this.writer, d: { at: Date.now() } })).exec().catch((err) => replace('swarm heartbeat failed; retrying', err, 1000));
+    this.#heartbeat.start(nodeId, ttlSeconds);
   }
 
-  /**
-   * Campaigns for leadership (an etcd election on a lease of `ttlSeconds`): `onChange(true)` once
-   * elected, `onChange(false)` when the campaign is lost; then it campaigns again.
-   */
-  campaign(nodeId: string, ttlSeconds: number, onChange: (leader: boolean) => void): void {
-    // One campaign at a time: a second would hold a lease of its own and could win unheard.
-    if (this.#closed || this.#campaign) return;
-    this.#campaignOf = { nodeId, ttlSeconds, onChange };
-    const c = this.#client.election(`${this.prefix}leader`, ttlSeconds).campaign(nodeId);
-    this.#campaign = c;
-    c.on('elected', () => {
-      if (this.#campaign === c) onChange(true);
-    });
-    c.on('error', (err) => {
-      if (this.#campaign !== c) return;
-      this.#campaign = undefined;
-      log.warn('swarm leader campaign ended', { err: errorMessage(err) });
-      onChange(false);
-      if (!this.#closed) setTimeout(() => this.campaign(nodeId, ttlSeconds, onChange), 500).unref();
-    });
+  /** Campaigns for leadership: `onChange(term)` once elected, `onChange(undefined)` once no longer (etcd-leadership.ts). */
+  campaign(nodeId: string, ttlSeconds: number, onChange: (term: LeaderTerm | undefined) => void): void {
+    this.#leadership.campaign(nodeId, ttlSeconds, onChange);
+  }
+
+  /** Once elected: the term announced, and this node's watch caught up with it (false: the term ended meanwhile). */
+  announce(term: LeaderTerm, nodeId: string): Promise<boolean> {
+    return this.#leadership.announce(term, nodeId);
   }
 
   /** Stops campaigning (and resigns, when leading). */
-  async resign(): Promise<void> {
-    const c = this.#campaign;
-    this.#campaign = undefined;
-    this.#campaignOf = undefined;
-    await c?.resign().catch(() => undefined);
+  resign(): Promise<void> {
+    return this.#leadership.resign();
   }
 
   /** Calls `onLeader` with the leader's node id whenever it changes. */
-  async observeLeader(onLeader: (id: string | undefined) => void): Promise<void> {
-    this.#observerOf = onLeader;
-    const client = this.#client;
-    const again = () => {
-      if (!this.#closed && this.#client === client) setTimeout(() => void this.observeLeader(onLeader).catch(() => again()), 1000).unref();
-    };
-    const o = await client.election(`${this.prefix}leader`).observe();
-    // Reconnected meanwhile: the observer on the new client is the one.
-    if (this.#client !== client) return void o.cancel().catch(() => undefined);
-    this.#observer = o;
-    onLeader(o.leader());
-    o.on('change', (id) => onLeader(id));
-    o.on('error', () => {
-      void o.cancel().catch(() => undefined);
-      again();
-    });
+  observeLeader(onLeader: (id: string | undefined) => void): Promise<void> {
+    return this.#leadership.observeLeader(onLeader);
   }
 
   /**
@@ -404,23 +287,13 @@ export class EtcdState {
     if (this.#closed) return;
     await this.flushed(2000);
     this.#closed = true;
+    this.#writes.close();
     this.#probes?.close();
-    for (const w of this.#watchers.splice(0)) await w.cancel().catch(() => undefined);
-    this.#watchClient.close();
-    await this.#observer?.cancel().catch(() => undefined);
-    await this.resign();
-    if (leaving) await this.#lease?.revoke().catch(() => undefined);
-    else this.#lease?.release();
+    await this.#watches.close();
+    await this.#leadership.close();
+    await this.#heartbeat.close(leaving);
     this.client.close();
-  }
-}
-
-function decode(kv: IKeyValue): { w: string; d: unknown } | undefined {
-  try {
-    const v = JSON.parse(kv.value.toString()) as { w?: string; d?: unknown };
-    return typeof v === 'object' && v !== null && 'd' in v ? { w: String(v.w ?? ''), d: v.d } : undefined;
-  } catch {
-    return undefined;
+    this.#watchClient.close();
   }
 }
 

@@ -1,0 +1,64 @@
+/**
+ * A node's heartbeat: its `alive/<node>` key bound to a lease of `ttlSeconds`, kept alive by the
+ * client. A node whose key lapses is down for the leader.
+ */
+import type { Etcd3, Lease } from 'etcd3';
+import { log } from '../../../lib/log.js';
+import { errorMessage } from '../../../lib/errors.js';
+import { silence } from './etcd-client.js';
+
+interface HeartbeatDeps {
+  /** The client to use now. */
+  client(): Etcd3;
+  /** The key of `nodeId`'s heartbeat, and the value this node puts there. */
+  key(nodeId: string): string;
+  value(): string;
+  closed(): boolean;
+}
+
+export class NodeHeartbeat {
+  #lease: Lease | undefined;
+  /** What started it: started again on a new client. */
+  #of: { nodeId: string; ttlSeconds: number } | undefined;
+
+  constructor(private readonly d: HeartbeatDeps) {}
+
+  /**
+   * Puts the key on a new lease; a lost lease, or one its key could not be put on, is replaced: once
+   * (the first of the two failures to be heard replaces it; a lease that fails both ways must not
+   * start two heartbeats, each of which would start two more).
+   */
+  start(nodeId: string, ttlSeconds: number): void {
+    if (this.d.closed()) return;
+    this.#of = { nodeId, ttlSeconds };
+    const lease = this.d.client().lease(ttlSeconds);
+    this.#lease = lease;
+    const replace = (what: string, err: unknown, delayMs: number) => {
+      if (this.d.closed() || this.#lease !== lease) return;
+      this.#lease = undefined;
+      log.warn(what, { err: errorMessage(err) });
+      lease.revoke().catch(() => undefined);
+      setTimeout(() => this.start(nodeId, ttlSeconds), delayMs).unref();
+    };
+    lease.on('lost', (err) => replace('swarm heartbeat lease lost; renewing', err, 500));
+    lease.put(this.d.key(nodeId)).value(this.d.value()).exec().catch((err) => replace('swarm heartbeat failed; retrying', err, 1000));
+  }
+
+  /**
+   * On a new client: the key on a lease of its own first, then the old lease only let go, not
+   * revoked (that would delete the key: the node would look down meanwhile).
+   */
+  moveOn(): void {
+    const old = this.#lease;
+    silence(old);
+    this.#lease = undefined;
+    if (this.#of) this.start(this.#of.nodeId, this.#of.ttlSeconds);
+    old?.release();
+  }
+
+  /** `leaving`: the key goes at once; otherwise it lapses by itself, so a quick restart is no death. */
+  async close(leaving: boolean): Promise<void> {
+    if (leaving) await this.#lease?.revoke().catch(() => undefined);
+    else this.#lease?.release();
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * The guarded writes of cluster/etcd-writes.ts against a real etcd (one member on loopback, no TLS):
+ * a leader's write lands only while its election key holds, a read-modify-write only on the revision
+ * it was read at; a write queued behind one of the same key builds on it; refused writes are dropped
+ * and told; an immediate write behind a queued one of its key builds on it.
+ */
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { freePort, makeTempDir, onExitCleanup, removeDir } from '../harness/index.js';
+import { killProcess, spawnLogged, type LoggedProcess } from '../harness/child-process.js';
+import { EtcdWrites, type LeaderTerm, type WriteGuard, type WriteRefusal } from '../../src/engine/swarm/cluster/etcd-writes.js';
+import { LeaderCampaign } from '../../src/engine/swarm/cluster/leader-campaign.js';
+import { eventually } from './support.js';
+
+const PREFIX = '/t/';
+
+describe('guarded etcd writes', () => {
+  let etcd: LoggedProcess | undefined;
+  let dir = '';
+  let client: Etcd3;
+  const refused: [string, WriteRefusal][] = [];
+  let writes: EtcdWrites;
+
+  before(async () => {
+    dir = makeTempDir('etcd');
+    onExitCleanup(() => {
+      if (etcd && !etcd.hasExited()) process.kill(etcd.pid, 'SIGKILL');
+    });
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const peer = `http://127.0.0.1:${await freePort()}`;
+    etcd = spawnLogged('etcd', ['--name', 'w', '--data-dir', join(dir, 'data'), '--listen-client-urls', url, '--advertise-client-urls', url, '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `w=${peer}`], { logFile: join(dir, 'etcd.log') });
+    client = new Etcd3({ hosts: url });
+    await eventually('etcd answers', async () => (await client.get('ping').exec().then(() => true).catch(() => false)) || undefined, 20_000, 100);
+    writes = new EtcdWrites(() => client, PREFIX, (key, why) => refused.push([key, why]));
+  });
+  after(async () => {
+    writes?.close();
+    client?.close();
+    if (etcd) await killProcess(etcd);
+    if (dir) await removeDir(dir);
+  });
+
+  const value = async (key: string) => (await client.get(PREFIX + key).string()) ?? undefined;
+
+  it("a leader's write lands while its election key holds, and is refused once the key is gone", async () => {
+    let term: LeaderTerm | undefined;
+    const campaign = new LeaderCampaign(client, 'election-test', 'me', 5, { elected: (t) => (term = t), lost: () => undefined });
+    const t = await eventually('elected', async () => term, 10_000, 50);
+    assert.equal((await client.get(t.key).exec()).kvs[0]?.create_revision, t.revision);
+    assert.deepEqual(await writes.commit('tasks/a', 'one', { term: t }), { landed: true, revision: (await client.get(PREFIX + 'tasks/a').exec()).kvs[0]!.mod_revision });
+    // What etcd does when the lease expires unheard (the leader cut off): the key goes.
+    await client.delete().key(t.key).exec();
+    const out = await writes.commit('tasks/a', 'two', { term: t });
+    assert.deepEqual(out, { landed: false, why: 'deposed' });
+    assert.equal(await value('tasks/a'), 'one');
+    // Queued, it is dropped and told.
+    writes.put('tasks/b', 'three', { term: t });
+    await writes.flushed();
+    assert.deepEqual(refused, [['tasks/b', 'deposed']]);
+    assert.equal(await value('tasks/b'), undefined);
+    await campaign.resign();
+  });
+
+  it('a read-modify-write lands on the revision it was read at only: of two at one revision, one wins', async () => {
+    refused.length = 0;
+    await writes.commit('services/s', 'v1', {});
+    const base = writes.revisionOf('services/s');
+    assert.notEqual(base, '0');
+    const [a, b] = await Promise.all([writes.commit('services/s', 'v2a', { base }), writes.commit('services/s', 'v2b', { base })]);
+    assert.deepEqual([a.landed, b.landed].sort(), [false, true]);
+    const lost = (a.landed ? b : a) as { landed: false; why: WriteRefusal };
+    assert.equal(lost.why, 'conflict');
+    assert.equal(await value('services/s'), a.landed ? 'v2a' : 'v2b');
+    // Absent is revision 0: a create lands once.
+    assert.equal((await writes.commit('services/new', 'x', { base: '0' })).landed, true);
+    assert.deepEqual(await writes.commit('services/new', 'y', { base: '0' }), { landed: false, why: 'conflict' });
+  });
+
+  it('a write queued behind one of the same key builds on it; one on a stale base is dropped and told', async () => {
+    refused.length = 0;
+    const base = writes.revisionOf('services/s');
+    const guard: WriteGuard = { base };
+    writes.put('services/s', 'q1', guard);
+    // Queued while the first is under way, derived from the cache with the first in it: the same base.
+    writes.put('nodes/other', 'n', {});
+    writes.put('services/s', 'q2', { base });
+    await writes.flushed();
+    assert.equal(await value('services/s'), 'q2');
+    assert.deepEqual(refused, []);
+    // Someone else writes meanwhile: the cache's base is stale.
+    await client.put(PREFIX + 'services/s').value('theirs').exec();
+    writes.put('services/s', 'mine', { base: writes.revisionOf('services/s') });
+    await writes.flushed();
+    assert.equal(await value('services/s'), 'theirs');
+    assert.deepEqual(refused, [['services/s', 'conflict']]);
+  });
+
+  it('an immediate write right behind a queued one of the same key, made from a cache holding it, replaces it or builds on it', async () => {
+    refused.length = 0;
+    await writes.commit('services/q', 'v1', {});
+    // On its way already: the immediate write waits for it and compares the revision it made.
+    let base = writes.revisionOf('services/q');
+    writes.put('services/q', 'queued', { base });
+    assert.equal((await writes.commit('services/q', 'api', { base })).landed, true);
+    assert.equal(await value('services/q'), 'api');
+    // Still queued behind another key's write: it is replaced, never sent.
+    base = writes.revisionOf('services/q');
+    writes.put('nodes/busy', 'n', {});
+    writes.put('services/q', 'queued again', { base });
+    assert.equal((await writes.commit('services/q', 'api again', { base })).landed, true);
+    await writes.flushed();
+    assert.equal(await value('services/q'), 'api again');
+    assert.deepEqual(refused, []);
+  });
+});
