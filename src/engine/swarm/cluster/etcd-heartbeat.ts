@@ -27,21 +27,35 @@ export class NodeHeartbeat {
    * Puts the key on a new lease; a lost lease, or one its key could not be put on, is replaced: once
    * (the first of the two failures to be heard replaces it; a lease that fails both ways must not
    * start two heartbeats, each of which would start two more).
+   *
+   * The one replaced is let go, never revoked: etcd3 calls a lease lost after two TTLs without an
+   * answer, but etcd may hold it still (it renews every lease when a new raft leader is elected,
+   * as after a quorum lost and back), and a revoke would delete the key: the node, alive, would be
+   * down for the leader until the new lease holds it. Once it does, the old lease's expiry leaves
+   * the key alone. Each call is bounded by the TTL, so that one made while etcd had no quorum does
+   * not hold the new key back for the client's 10 s deadline.
    */
   start(nodeId: string, ttlSeconds: number): void {
     if (this.d.closed()) return;
     this.#of = { nodeId, ttlSeconds };
-    const lease = this.d.client().lease(ttlSeconds);
+    const deadline = () => ({ deadline: new Date(Date.now() + ttlSeconds * 1000) });
+    const lease = this.d.client().lease(ttlSeconds, deadline());
     this.#lease = lease;
     const replace = (what: string, err: unknown, delayMs: number) => {
       if (this.d.closed() || this.#lease !== lease) return;
       this.#lease = undefined;
       log.warn(what, { err: errorMessage(err) });
-      lease.revoke().catch(() => undefined);
+      silence(lease);
+      lease.release();
       setTimeout(() => this.start(nodeId, ttlSeconds), delayMs).unref();
     };
     lease.on('lost', (err) => replace('swarm heartbeat lease lost; renewing', err, 500));
-    lease.put(this.d.key(nodeId)).value(this.d.value()).exec().catch((err) => replace('swarm heartbeat failed; retrying', err, 1000));
+    lease
+      .put(this.d.key(nodeId))
+      .value(this.d.value())
+      .options(deadline())
+      .exec()
+      .catch((err) => replace('swarm heartbeat failed; retrying', err, 1000));
   }
 
   /**
