@@ -11,12 +11,13 @@ import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '.
 import { log } from '../../lib/log.js';
 import type { StoredPort } from '../../state/network-records.js';
 import type { DnsNetwork } from '../../network/aardvark.js';
-import { READY_PREFIX, type BridgeDriver } from '../../network/bridge-driver.js';
+import type { BridgeDriver } from '../../network/bridge-driver.js';
 import { parseAddress } from '../../network/cidr.js';
 import type { PlumbPlan } from '../../network/endpoint-plumbing.js';
 import { macForIPv4, randomMac } from '../../network/mac.js';
 import { mountPoints } from '../../network/netns.js';
-import { ReadyPool, type ReadyNetns, type TakenNetns } from '../../network/ready-pool.js';
+import type { ReadyNetns, TakenNetns } from '../../network/ready-pool.js';
+import { AheadNamespaces } from './ahead-namespaces.js';
 import type { DrainingVeth } from '../../network/veth-drain.js';
 import type { BridgeNetworks } from './bridge-networks.js';
 import { assignAddresses } from './endpoint-addresses.js';
@@ -50,8 +51,7 @@ export class ContainerEndpoints {
   readonly #live: () => boolean;
   readonly #overlayJoined: (containerId: string) => Promise<void>;
   /** Namespaces made ahead: on the default bridge, and loopback only (for none). */
-  readonly #ready: ReadyPool;
-  readonly #readyBare: ReadyPool;
+  readonly #ahead: AheadNamespaces;
   readonly #claims: () => AddressClaims | undefined;
 
   constructor(opts: ContainerEndpointsOptions) {
@@ -63,8 +63,7 @@ export class ContainerEndpoints {
     this.#live = opts.live;
     this.#overlayJoined = opts.overlayJoined;
     this.#claims = opts.addressClaims ?? (() => undefined);
-    this.#ready = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(true));
-    this.#readyBare = new ReadyPool(opts.readyNamespaces, () => this.#makeReady(false));
+    this.#ahead = new AheadNamespaces({ table: opts.table, driver: opts.driver, live: opts.live, size: opts.readyNamespaces, usedAddresses: (net, family) => this.#usedAddresses(net, family) });
   }
 
   /** At start-up: endpoints whose namespace is gone (the container ended while the daemon was down, or a reboot) are released. */
@@ -85,15 +84,12 @@ export class ContainerEndpoints {
 
   /** Starts making namespaces ahead (once the controller is live). */
   startReady(): void {
-    this.#ready.reset();
-    this.#readyBare.reset();
-    this.#refill();
+    this.#ahead.start();
   }
 
   /** Drops the namespaces made ahead and waits for the driver's background work. */
   async stopReady(): Promise<void> {
-    const entries = [...(await this.#ready.takeAll()), ...(await this.#readyBare.takeAll())];
-    await this.#discardReady(entries);
+    await this.#ahead.stop();
     await this.#driver.quiesce();
   }
 
@@ -197,7 +193,7 @@ export class ContainerEndpoints {
     if (new Set(nets.map((x) => x.net.id)).size !== nets.length) throw invalidArgument('a container can join each network only once');
     if (nets.length === 0 || special.length) {
       if (createNetns) {
-        const bare = this.#readyBare.take('');
+        const bare = this.#ahead.bare.take('');
         if (bare) {
           await this.#driver.adoptBare(spec.containerId, bare.name).catch(async (err) => {
             await this.#driver.netns.remove(spec.containerId).catch(() => {});
@@ -232,14 +228,14 @@ export class ContainerEndpoints {
         continue; // a random port picked by a concurrent attach too: pick again
       }
       for (const { net } of nets) if (!this.#networks.has(net.id) || this.#nets.isRemoving(net.id)) throw notFound(`network ${net.name} not found`);
-      ready = readyFits ? this.#ready.take(nets[0]!.net.id) : undefined;
+      ready = readyFits ? this.#ahead.bridged.take(nets[0]!.net.id) : undefined;
       eps = nets.map(({ req, net }, i) => this.#newEndpoint(spec, net, req, i, `eth${i}`, ready));
       primary = eps.find((e) => this.#isGatewayCandidate(e));
       for (const p of ports) p.containerIp = primary!.ipv4;
       try {
         this.#table.commit(eps, ports);
       } catch (err) {
-        if (ready) void this.#discardReady([ready]);
+        if (ready) void this.#ahead.discard([ready]);
         throw err;
       }
       break;
@@ -255,7 +251,7 @@ export class ContainerEndpoints {
     const adopted = ready;
     // None made ahead for this network: one with only loopback (made ahead too, or still being made),
     // its interfaces put in from berthd itself, without a process.
-    const bare = !adopted && createNetns && this.#driver.plumbsInProcess ? this.#readyBare.takeSoon('') : undefined;
+    const bare = !adopted && createNetns && this.#driver.plumbsInProcess ? this.#ahead.bare.takeSoon('') : undefined;
     const dnsUpdates = () => dnsNets.map((n) => this.#driver.dns.update(this.#dnsNetwork(n)));
     if (deferDns && dnsNets.length) {
       const dns = Promise.all(dnsUpdates()).then(() => undefined);
@@ -388,7 +384,7 @@ export class ContainerEndpoints {
    */
   async settled(): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve)); // a refill scheduled just now
-    await Promise.all([this.#ready.settled(), this.#readyBare.settled(), this.#driver.netns.settled()]);
+    await Promise.all([this.#ahead.settled(), this.#driver.netns.settled()]);
     await this.#driver.drain.settled();
   }
 
@@ -451,7 +447,7 @@ export class ContainerEndpoints {
    * is made ahead for it (ReadyPool.anticipate).
    */
   anticipateStart(): void {
-    if (this.#live()) this.#readyBare.anticipate();
+    if (this.#live()) this.#ahead.bare.anticipate();
   }
 
   /**
@@ -459,46 +455,7 @@ export class ContainerEndpoints {
    * process exists: a refill during a start would take CPU from it (2 vCPUs on the test VM).
    */
   replenish(): void {
-    this.#refill();
-  }
-
-  #refill(): void {
-    setImmediate(() => {
-      this.#ready.refill();
-      this.#readyBare.refill();
-    });
-  }
-
-  /**
-   * One namespace made ahead: on the default bridge (eth0 with the lowest free address, its MAC and
-   * default route, host end on the bridge), or with only loopback. None while the controller is not
-   * running, or when the default bridge has IPv6 (left to the ordinary path) or no free address.
-   */
-  #makeReady(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
-    if (!this.#live()) return undefined;
-    const name = `${READY_PREFIX}${hex(8)}`;
-    const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
-    let plan: PlumbPlan = { loopbackUp: true, add: [] };
-    if (onBridge) {
-      const net = this.#table.byName('bridge');
-      if (!net || net.driver !== 'bridge' || net.enableIPv6 || net.internal) return undefined;
-      let addr;
-      try {
-        addr = assignAddresses(net, {}, this.#usedAddresses(net, 4), this.#usedAddresses(net, 6));
-      } catch {
-        return undefined; // full: containers get the error from the ordinary path
-      }
-      Object.assign(entry, { networkId: net.id, hostVeth: this.#driver.newVethName(), ipv4: addr.ipv4, ipv4PrefixLen: addr.ipv4PrefixLen, mac: macForIPv4(parseAddress(addr.ipv4)!) });
-      const ep = { ifName: 'eth0', hostVeth: entry.hostVeth, bridge: net.bridgeName, mac: entry.mac, mtu: bridgeSettings(net).mtu, ipv4: { address: entry.ipv4, prefixLen: entry.ipv4PrefixLen } };
-      plan = { loopbackUp: true, add: [ep], routes: { ifName: 'eth0', gateway4: net.gateway } };
-    }
-    return { entry, done: this.#driver.createAhead(name, plan) };
-  }
-
-  /** Removes namespaces made ahead (their veths go with them). */
-  async #discardReady(entries: ReadyNetns[]): Promise<void> {
-    for (const e of entries) await this.#driver.netns.remove(e.name).catch(() => {});
-    await this.#driver.releaseVeths(entries.filter((e) => e.hostVeth).map((e) => ({ hostVeth: e.hostVeth, networkId: e.networkId, ipv4: e.ipv4, ipv6: '' })));
+    this.#ahead.refill();
   }
 
   /**
@@ -522,7 +479,7 @@ export class ContainerEndpoints {
 
   /** Taken addresses: endpoints, aux addresses, and those held by draining veths and namespaces made ahead. */
   #usedAddresses(net: NetworkRecord, family: 4 | 6): Set<bigint> {
-    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ready.addressesOf(net.id), ...(this.#table.reserved.get(net.id) ?? [])]);
+    return this.#table.usedAddresses(net, family, [...this.#driver.drain.addressesOf(net.id), ...this.#ahead.bridged.addressesOf(net.id), ...(this.#table.reserved.get(net.id) ?? [])]);
   }
 
   async #rollback(containerId: string, eps: Endpoint[], ports: StoredPort[], dnsNets: NetworkRecord[]): Promise<void> {
