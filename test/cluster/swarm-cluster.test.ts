@@ -254,7 +254,9 @@ describe('swarm across three nodes', () => {
     }, 20_000, 200);
     assert.ok(d1().logs().includes('the etcd member exited; started again'));
     // On its data: the cluster is as it was, and changes go through.
-    assert.equal((await d1().docker(['service', 'scale', '-d', 'web=3'])).code, 0);
+    const scaled = await d1().docker(['service', 'scale', '-d', 'web=3']);
+    // On failure: the CLI's error and what berthd logged meanwhile (its request error among it).
+    assert.equal(scaled.code, 0, `${scaled.stderr}\n${d1().logTail(40)}`);
     await eventually('3 tasks running', async () => [...(await spread(d1(), 'web')).values()].reduce((a, b) => a + b, 0) === 3 && (await tasksOf(d1(), 'web')).filter((t) => t.DesiredState === 'running').length === 3, 60_000, 300);
     assert.equal(etcdPid(d1()), now);
     assert.deepEqual((await nodesOf(d1())).map((n) => n.Status.State), ['ready', 'ready', 'ready']);
