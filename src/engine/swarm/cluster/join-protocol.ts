@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from 'node:https';
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { X509Certificate } from 'node:crypto';
+import { timingSafeEqual, X509Certificate } from 'node:crypto';
 import { connect, type TLSSocket } from 'node:tls';
 import { createSocket } from 'node:dgram';
 import { createServer as createTcpServer } from 'node:net';
@@ -53,6 +53,22 @@ export function tokenDigest(token: string): string {
   const m = /^SWMTKN-1-([0-9a-z]{50})-([0-9a-z]{25})$/.exec(token.trim());
   if (!m) throw invalidArgument('invalid join token');
   return m[1]!;
+}
+
+/**
+ * The role a join token admits as, given the cluster's tokens; undefined for any other token. A
+ * token this manager does not know (empty: it could not open them) admits nobody, and the
+ * comparison takes as long wherever the tokens differ.
+ */
+export function roleOfToken(token: unknown, tokens: { worker: string; manager: string }): 'manager' | 'worker' | undefined {
+  if (typeof token !== 'string') return undefined;
+  const same = (known: string) => {
+    if (!known) return false;
+    const a = Buffer.from(token.trim());
+    const b = Buffer.from(known);
+    return a.length === b.length && timingSafeEqual(a, b);
+  };
+  return same(tokens.manager) ? 'manager' : same(tokens.worker) ? 'worker' : undefined;
 }
 
 export class JoinListener {
