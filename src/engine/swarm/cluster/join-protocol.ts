@@ -88,7 +88,7 @@ export class JoinListener {
   async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, manager: boolean): Promise<number> {
     // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
     const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
-      if (req.url !== '/join' && this.peers?.(req, res)) return;
+      if (req.url !== '/join' && this.#peer(req, res)) return;
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {
@@ -135,6 +135,21 @@ export class JoinListener {
     this.#server = server;
     this.port = (server.address() as { port: number }).port;
     return this.port;
+  }
+
+  /** Another node's request, if it is one; a handler that throws answers 500 (thrown here, it would end berthd). */
+  #peer(req: IncomingMessage, res: ServerResponse): boolean {
+    try {
+      return this.peers?.(req, res) ?? false;
+    } catch (err) {
+      log.warn('a request of another node failed', { url: req.url, err: errorMessage(err) });
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ message: errorMessage(err) }));
+      }
+      return true;
+    }
   }
 
   close(): void {
