@@ -3,6 +3,7 @@
  * the link to etcd after each of those and after a restart, leadership, and promotion or demotion as
  * etcd membership. Certificates, the etcd member and the join listener are cluster/membership.ts's.
  */
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { errorMessage, invalidArgument, isKind, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
@@ -10,7 +11,7 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, freeSwarmPort, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
@@ -31,6 +32,9 @@ const BAD_TOKEN = 'rpc error: code = InvalidArgument desc = A valid join token i
 const LEAVE_LOCKED = 'Swarm is encrypted and locked. Please unlock it first or use `--force` to ignore this message.';
 const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
+
+/** An address as the host of `host:port` (an IPv6 one bracketed). */
+const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
 
 /** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
 function certDays(c: ClusterRecord): number {
@@ -208,15 +212,16 @@ export class SwarmMembership extends SwarmPart {
     if (!c || !files || c.node.spec.Role !== 'manager') throw unavailable(NOT_MANAGER);
     // Just promoted, this manager may not have opened the sealed tokens yet.
     if (!c.joinTokens.worker && this.members.state) await this.sync.openBlobs(this.members.state);
-    const role = ask.token === c.joinTokens.manager ? 'manager' : ask.token === c.joinTokens.worker ? 'worker' : undefined;
+    const role = roleOfToken(ask.token, c.joinTokens);
     if (!role) throw invalidArgument(BAD_TOKEN);
-    if (typeof ask.addr !== 'string' || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
+    if (typeof ask.addr !== 'string' || !isIP(ask.addr) || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
     const nodeId = newSwarmId();
     await this.keys.ensureCaKey();
     const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
     const state = this.members.state!;
     let endpoints = c.local?.endpoints ?? [];
     let initialCluster: string | undefined;
+    let addedMember: string | undefined;
     if (!this.d.externalEtcd) {
       const members = await state.client.cluster.memberList({});
       endpoints = members.members.flatMap((m) => m.clientURLs);
@@ -225,6 +230,7 @@ export class SwarmMembership extends SwarmPart {
         // As a learner first: it counts for the quorum only once it runs and has caught up (the joiner
         // promotes itself then), so a join that fails midway never costs the cluster its quorum.
         const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)], isLearner: true });
+        addedMember = added.member.ID;
         initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
       }
     }
@@ -233,16 +239,23 @@ export class SwarmMembership extends SwarmPart {
       id: nodeId, version: 0, createdAt: now, updatedAt: now,
       spec: { Labels: {}, Role: role, Availability: (ask.availability || 'active') as NodeSpec['Availability'] },
       addr: ask.addr,
-      managerAddr: role === 'manager' ? `${ask.addr}:${ask.listenPort || 2377}` : '',
-      peerAddr: `${ask.addr.includes(':') ? `[${ask.addr}]` : ask.addr}:${ask.listenPort || 2377}`,
+      managerAddr: role === 'manager' ? `${hostPart(ask.addr)}:${ask.listenPort || 2377}` : '',
+      peerAddr: `${hostPart(ask.addr)}:${ask.listenPort || 2377}`,
       description: { hostname: String(ask.hostname), architecture: String(ask.architecture), ncpu: Number(ask.ncpu) || 1, memTotal: Number(ask.memTotal) || 0 },
     };
-    this.store.touch(node);
-    this.store.saveNode(node);
-    await state.flushed();
-    // Its etcd user after its record (the leader's repair drops users without one), before the
-    // answer: the node reaches etcd with its certificate as soon as it has it.
-    await this.access.auth(state)?.setNode(nodeId, role);
+    try {
+      this.store.touch(node);
+      this.store.saveNode(node);
+      await state.flushed();
+      // Its etcd user after its record (the leader's repair drops users without one), before the
+      // answer: the node reaches etcd with its certificate as soon as it has it.
+      await this.access.auth(state)?.setNode(nodeId, role);
+    } catch (err) {
+      // The learner added for it goes with the refusal: etcd takes one learner at a time, and one
+      // that never starts would refuse every later manager's join and promotion.
+      if (addedMember !== undefined) await state.client.cluster.memberRemove({ ID: addedMember }).catch(() => undefined);
+      throw err;
+    }
     log.info('node joined', { node: nodeId, role, addr: ask.addr });
     return {
       nodeId, role, cert, ca: files.ca, ...(role === 'manager' && files.caKey ? { caKey: files.caKey } : {}),

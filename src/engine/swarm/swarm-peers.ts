@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { refId, refsOf, type BlobKind } from './secrets.js';
-import { askAny, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
+import { askAny, decodePathPart, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
 import { MANAGER_KEYS_PATH, type ManagerKeys } from './cluster/manager-keys.js';
 import type { Membership } from './cluster/membership.js';
 import { serveTaskLogs } from './task-logs.js';
@@ -51,7 +51,7 @@ export class SwarmPeers {
         return t && t.nodeId === store.selfId ? t.status.containerId : undefined;
       }, d.containers);
     } else if (path.startsWith(TASK_SECRETS)) {
-      this.#serveTaskSecrets(req, res, decodeURIComponent(path.slice(TASK_SECRETS.length)));
+      this.#serveTaskSecrets(req, res, path.slice(TASK_SECRETS.length));
     } else if (path === ADDRESS_CLAIMS && req.method === 'POST') {
       void this.#serveClaim(req, res).catch((err) => replyJson(res, 503, { message: errorMessage(err) }));
     } else if (path === MANAGER_KEYS_PATH) {
@@ -132,9 +132,11 @@ export class SwarmPeers {
   }
 
   /** A manager's side: the opened data of what the task refers to, for the node it is assigned to only. */
-  #serveTaskSecrets(req: IncomingMessage, res: ServerResponse, taskId: string): void {
+  #serveTaskSecrets(req: IncomingMessage, res: ServerResponse, encodedId: string): void {
     const peer = peerNodeId(req, res);
     if (!peer) return;
+    const taskId = decodePathPart(encodedId);
+    if (taskId === undefined) return replyJson(res, 400, { message: 'malformed task id' });
     const { store, blobs } = this.core;
     const t = store.tasks.get(taskId);
     if (!t || t.nodeId !== peer) return replyJson(res, 404, { message: `task ${taskId} is not assigned to node ${peer}` });

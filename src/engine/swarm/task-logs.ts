@@ -12,6 +12,7 @@ import { isRunningLike } from '../containers/container-model.js';
 import type { ContainerLogReader, LogRecord } from '../containers/log-reader.js';
 import { errorMessage, unavailable } from '../../lib/errors.js';
 import { splitRemote } from './cluster/join-protocol.js';
+import { decodePathPart } from './cluster/peer-tls.js';
 import type { TaskLogQuery } from './swarm-model.js';
 
 export const wantedBy = (q: TaskLogQuery) => (rec: LogRecord) => (rec.stream === 'stdout' ? q.stdout : q.stderr) && (q.since === undefined || rec.timeNs > q.since);
@@ -87,7 +88,8 @@ export async function serveTaskLogs(req: IncomingMessage, res: ServerResponse, c
   };
   if (!(req.socket as TLSSocket).authorized) return reply(403, 'a node certificate of this cluster is required');
   const url = new URL(req.url ?? '/', 'https://node');
-  const taskId = decodeURIComponent(url.pathname.slice('/task-logs/'.length));
+  const taskId = decodePathPart(url.pathname.slice('/task-logs/'.length));
+  if (taskId === undefined) return reply(400, 'malformed task id');
   const containerId = containerOf(taskId);
   if (!containerId) return reply(404, `task ${taskId} has no container on this node`);
   const abort = new AbortController();

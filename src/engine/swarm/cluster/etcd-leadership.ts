@@ -65,7 +65,8 @@ export class EtcdLeadership {
         this.#campaign = undefined;
         log.warn('swarm leader campaign ended', { err: why });
         this.#lost(why);
-        if (!this.d.closed()) setTimeout(() => this.campaign(nodeId, ttlSeconds, onChange), 500).unref();
+        // Again unless this node stopped campaigning meanwhile (resign(): demoted, closing): it must not run unasked.
+        if (!this.d.closed()) setTimeout(() => this.#campaignOf?.onChange === onChange && this.campaign(nodeId, ttlSeconds, onChange), 500).unref();
       },
     });
     this.#campaign = c;

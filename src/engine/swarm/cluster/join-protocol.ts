@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from 'node:https';
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { X509Certificate } from 'node:crypto';
+import { timingSafeEqual, X509Certificate } from 'node:crypto';
 import { connect, type TLSSocket } from 'node:tls';
 import { createSocket } from 'node:dgram';
 import { createServer as createTcpServer } from 'node:net';
@@ -55,6 +55,22 @@ export function tokenDigest(token: string): string {
   return m[1]!;
 }
 
+/**
+ * The role a join token admits as, given the cluster's tokens; undefined for any other token. A
+ * token this manager does not know (empty: it could not open them) admits nobody, and the
+ * comparison takes as long wherever the tokens differ.
+ */
+export function roleOfToken(token: unknown, tokens: { worker: string; manager: string }): 'manager' | 'worker' | undefined {
+  if (typeof token !== 'string') return undefined;
+  const same = (known: string) => {
+    if (!known) return false;
+    const a = Buffer.from(token.trim());
+    const b = Buffer.from(known);
+    return a.length === b.length && timingSafeEqual(a, b);
+  };
+  return same(tokens.manager) ? 'manager' : same(tokens.worker) ? 'worker' : undefined;
+}
+
 export class JoinListener {
   #server: Server | undefined;
   port = 0;
@@ -72,7 +88,7 @@ export class JoinListener {
   async listen(tls: { cert: string; ca: string; key: string }, host: string, port: number, manager: boolean): Promise<number> {
     // A client certificate is asked for but not required: joining nodes have none yet; the log route checks it.
     const server = createServer({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, (req, res) => {
-      if (req.url !== '/join' && this.peers?.(req, res)) return;
+      if (req.url !== '/join' && this.#peer(req, res)) return;
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {
@@ -119,6 +135,21 @@ export class JoinListener {
     this.#server = server;
     this.port = (server.address() as { port: number }).port;
     return this.port;
+  }
+
+  /** Another node's request, if it is one; a handler that throws answers 500 (thrown here, it would end berthd). */
+  #peer(req: IncomingMessage, res: ServerResponse): boolean {
+    try {
+      return this.peers?.(req, res) ?? false;
+    } catch (err) {
+      log.warn('a request of another node failed', { url: req.url, err: errorMessage(err) });
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ message: errorMessage(err) }));
+      }
+      return true;
+    }
   }
 
   close(): void {

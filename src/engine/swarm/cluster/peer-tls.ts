@@ -35,6 +35,15 @@ export function peerNodeId(req: IncomingMessage, res: ServerResponse): string | 
   return undefined;
 }
 
+/** A percent-encoded part of a request's path, or undefined when it does not decode (decodeURIComponent would throw). */
+export function decodePathPart(part: string): string | undefined {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The JSON body of another node's request (small documents only), or undefined (and a 400 sent). */
 export async function readPeerJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
   const chunks: Buffer[] = [];

@@ -6,9 +6,11 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
+import { isIP } from 'node:net';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { invalidArgument } from '../../../lib/errors.js';
 
 const run = promisify(execFile);
 const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -58,7 +60,11 @@ export interface NodeIdentity {
 }
 
 /** Signs a node's request: CN the node id, OU its role, O the cluster, usable as TLS server and client. */
-export function signNode(workDir: string, ca: CertPair, csr: string, who: NodeIdentity): Promise<string> {
+export async function signNode(workDir: string, ca: CertPair, csr: string, who: NodeIdentity): Promise<string> {
+  // The addresses come from the joining node and go into openssl's extension file: anything but an
+  // IP address (a newline, then `basicConstraints=CA:TRUE`, say) would be signed as it says.
+  const bad = who.ips.find((ip) => typeof ip !== 'string' || !isIP(ip));
+  if (bad !== undefined) throw invalidArgument(`not an IP address for a node certificate: ${JSON.stringify(bad)}`);
   return inTemp(workDir, async (dir) => {
     await writeFile(join(dir, 'ca.pem'), ca.cert);
     await writeFile(join(dir, 'ca-key.pem'), ca.key, { mode: 0o600 });
