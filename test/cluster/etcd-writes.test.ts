@@ -2,7 +2,8 @@
  * The guarded writes of cluster/etcd-writes.ts against a real etcd (one member on loopback, no TLS):
  * a leader's write lands only while its election key holds, a read-modify-write only on the revision
  * it was read at; a write queued behind one of the same key builds on it; refused writes are dropped
- * and told; an immediate write behind a queued one of its key builds on it.
+ * and told; an immediate write behind a queued one of its key builds on it; a creation takes its
+ * name key with it (one of two at once lands), a deletion frees it.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -113,5 +114,30 @@ describe('guarded etcd writes', () => {
     await writes.flushed();
     assert.equal(await value('services/q'), 'api again');
     assert.deepEqual(refused, []);
+  });
+
+  it('a creation takes its name in the same transaction: of two at once with one name, one lands; a deletion frees only its own name', async () => {
+    const name = (id: string) => ({ key: 'names/services/web', id });
+    const [a, b] = await Promise.all([
+      writes.commit('services/ida', 'A', { base: '0', takes: name('ida') }),
+      writes.commit('services/idb', 'B', { base: '0', takes: name('idb') }),
+    ]);
+    assert.deepEqual([a.landed, b.landed].sort(), [false, true]);
+    const [won, lost] = a.landed ? ['ida', 'idb'] : ['idb', 'ida'];
+    assert.deepEqual(a.landed ? b : a, { landed: false, why: 'taken' });
+    assert.equal(await value('names/services/web'), won);
+    assert.equal(await value(`services/${lost}`), undefined, 'the refused record was not written either');
+    // The same creation again (an answer lost, the write retried): it landed already.
+    assert.equal((await writes.commit(`services/${won}`, won === 'ida' ? 'A' : 'B', { base: '0', takes: name(won) })).landed, true);
+    // A record of the name without its key (an older berthd's), deleted: the key, another's, stays.
+    await client.put(PREFIX + 'services/old').value('O').exec();
+    assert.equal((await writes.commit('services/old', null, { frees: name('old') })).landed, true);
+    assert.equal(await value('services/old'), undefined);
+    assert.equal(await value('names/services/web'), won);
+    // The holder's deletion frees the name with it; then a creation takes it again.
+    assert.equal((await writes.commit(`services/${won}`, null, { frees: name(won) })).landed, true);
+    assert.equal(await value('names/services/web'), undefined);
+    assert.equal((await writes.commit('services/idc', 'C', { base: '0', takes: name('idc') })).landed, true);
+    assert.equal(await value('names/services/web'), 'idc');
   });
 });

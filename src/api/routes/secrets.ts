@@ -10,7 +10,7 @@ export function secretRoutes(r: Router, swarm: SwarmService): void {
   for (const kind of ['secret', 'config'] as const) {
     const base = `/${kind}s`;
     r.on('POST', `${base}/create`, async (ctx) => {
-      const rec = swarm.createBlob(kind, await readJson(ctx));
+      const rec = await swarm.createBlob(kind, await readJson(ctx));
       sendJson(ctx, 201, { ID: rec.id });
     });
     r.on('GET', base, (ctx) => {
@@ -31,8 +31,8 @@ export function secretRoutes(r: Router, swarm: SwarmService): void {
       await swarm.updateBlob(kind, ctx.params.id!, version, await readJson(ctx));
       sendEmpty(ctx);
     });
-    r.on('DELETE', `${base}/:id`, (ctx) => {
-      swarm.removeBlob(kind, ctx.params.id!);
+    r.on('DELETE', `${base}/:id`, async (ctx) => {
+      await swarm.removeBlob(kind, ctx.params.id!);
       ctx.res.writeHead(204);
       ctx.res.end();
     });

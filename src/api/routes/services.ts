@@ -46,8 +46,8 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
     sendJson(ctx, 200, { Warnings: null });
   });
 
-  r.on('DELETE', '/services/:id', (ctx) => {
-    swarm.removeService(ctx.params.id!);
+  r.on('DELETE', '/services/:id', async (ctx) => {
+    await swarm.removeService(ctx.params.id!);
     sendEmpty(ctx);
   });
 }

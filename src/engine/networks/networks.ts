@@ -20,9 +20,9 @@ export interface OverlayPolicy {
   assertUnused(n: NetworkRecord): void;
   /** The nodes an overlay network reaches (inspect's Peers). */
   peers(n: NetworkRecord): { Name: string; IP: string }[];
-  /** The network exists / is gone here: the rest of the cluster follows. */
-  created(n: NetworkRecord): void;
-  removed(n: NetworkRecord): void;
+  /** The network exists / is gone here: the rest of the cluster follows (created rejects when its name is taken there). */
+  created(n: NetworkRecord): Promise<void>;
+  removed(n: NetworkRecord): Promise<void>;
 }
 
 export class NetworkService {
@@ -57,7 +57,8 @@ export class NetworkService {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
     const n = await this.controller.create(spec.driver === 'overlay' ? (await this.overlay()?.prepareCreate(spec)) ?? spec : spec);
-    if (n.overlay) this.overlay()?.created(n);
+    // Refused when another manager's network holds the name in the cluster (this one is gone again then).
+    if (n.overlay) await this.overlay()?.created(n);
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }
@@ -72,7 +73,7 @@ export class NetworkService {
       if (err instanceof BerthError && err.kind === 'forbidden' && /active endpoints/.test(err.message)) throw conflict(err.message);
       throw err;
     }
-    if (n.overlay) this.overlay()?.removed(n);
+    if (n.overlay) await this.overlay()?.removed(n);
     this.events.publish('network', 'destroy', n.id, { name: n.name, type: shownDriver(n) });
   }
 

@@ -24,7 +24,7 @@ import { forbidden, Option } from '../networks/network-record.js';
 import { VXLAN_OVERHEAD } from '../../network/vxlan-link.js';
 import type { EventBus } from '../events.js';
 import { allocateFromTop, INGRESS_VNI, nextVni, pickOverlaySubnet, VNI_OPTION } from './overlay-ipam.js';
-import type { SwarmStore } from './swarm-store.js';
+import type { NameChange, SwarmStore } from './swarm-store.js';
 import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
 import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
 import { INGRESS_ENDPOINT, IngressMesh } from './ingress-mesh.js';
@@ -38,6 +38,8 @@ export interface OverlayDeps {
   peers?: () => string[];
   /** Writes (undefined: deletes) `<kind>/<id>` in the cluster's store; nothing outside a cluster. */
   share?: (kind: string, id: string, doc: unknown) => void;
+  /** As share, answered once etcd took it, taking or freeing the network's name (swarm-names.ts); nothing outside a cluster. */
+  commit?: (kind: string, id: string, doc: unknown | undefined, name: NameChange) => Promise<void>;
   /** The cluster's store for claims that must be atomic (plain containers' addresses); undefined outside a cluster. */
   claims?: () => ClaimStore | undefined;
   /** Takes a container off a network as `docker network disconnect -f` does (its record and events too). */
@@ -97,6 +99,8 @@ export class OverlayNetworks {
   #sharedAttachments = '{}';
   /** Networks removed on another manager, still here while containers are on them. */
   readonly #removed = new Set<string>();
+  /** Networks of the cluster whose realisation here failed (a local network of the name stood in the way). */
+  readonly #unrealised = new Map<string, SharedNetwork>();
   /** network id -> its realisation under way on this node. */
   readonly #realising = new Map<string, Promise<NetworkRecord>>();
   readonly #syncs = new SerialRerun(() => (this.#closed ? Promise.resolve() : this.#sync()), (err) => log.warn('overlay networking out of step', { error: errorMessage(err) }));
@@ -239,7 +243,7 @@ export class OverlayNetworks {
   async createIngress(): Promise<void> {
     if (this.#d.driver.list().some((n) => n.ingress)) return;
     const n = await this.#d.driver.create(await this.prepareCreate({ name: 'ingress', driver: 'overlay', scope: 'swarm', ingress: true, labels: {}, options: {} }));
-    this.created(n);
+    await this.created(n);
   }
 
   /** Leaving the swarm, while the cluster's store still answers: this node's address claims (its ingress address too) go. */
@@ -298,12 +302,39 @@ export class OverlayNetworks {
       .map((node) => ({ Name: node.description?.hostname || node.id, IP: node.addr }));
   }
 
-  created(n: NetworkRecord): void {
-    this.#d.share?.('networks', n.id, shared(n));
+  /**
+   * A network made here goes to the cluster, its name taken there. Refused (another manager's
+   * network holds the name), it goes from here again, and the cluster's network of that name, which
+   * could not be realised while this one stood in its way, is realised now.
+   */
+  async created(n: NetworkRecord): Promise<void> {
+    try {
+      await this.#d.commit?.('networks', n.id, shared(n), { takes: n.name });
+    } catch (err) {
+      await this.#d.driver.remove(n.id).catch((e) => log.warn('removing a refused swarm network failed', { network: n.name, error: errorMessage(e) }));
+      for (const [id, doc] of this.#unrealised) this.applyRemote(id, doc);
+      throw err;
+    }
   }
 
-  removed(n: NetworkRecord): void {
-    this.#d.share?.('networks', n.id, undefined);
+  /**
+   * A network removed here goes from the cluster, its name freed. It is gone here already: when etcd
+   * does not answer, its deletion is queued instead (the name stays taken until the leader's next
+   * fitting of names finds it without its record: swarm-names.ts).
+   */
+  async removed(n: NetworkRecord): Promise<void> {
+    await this.#d.commit?.('networks', n.id, undefined, { frees: n.name }).catch((err) => {
+      log.warn('the swarm network\'s removal did not reach etcd; it goes there when etcd answers', { network: n.name, error: errorMessage(err) });
+      this.#d.share?.('networks', n.id, undefined);
+    });
+  }
+
+  /** The swarm's networks this manager holds (every one there is, but those removed elsewhere and still in use here). */
+  swarmNetworks(): { id: string; name: string }[] {
+    return this.#d.driver
+      .list()
+      .filter((n) => n.overlay && !this.#removed.has(n.id))
+      .map((n) => ({ id: n.id, name: n.name }));
   }
 
   /**
@@ -314,6 +345,7 @@ export class OverlayNetworks {
    */
   applyRemote(id: string, doc: SharedNetwork | undefined): void {
     const local = this.#d.driver.list().find((n) => n.id === id);
+    this.#unrealised.delete(id);
     if (!doc) {
       if (local) this.#removed.add(id);
       this.sync();
@@ -325,7 +357,10 @@ export class OverlayNetworks {
     this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).then(
       // What waited for it (the routing mesh on ingress) follows now.
       () => this.sync(),
-      (err) => log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) }),
+      (err) => {
+        this.#unrealised.set(id, doc);
+        log.warn('realising a swarm network failed', { network: id, error: errorMessage(err) });
+      },
     );
   }
 

@@ -4,11 +4,13 @@
  * while a service refers to one); a secret's data is never shown again, a config's is.
  */
 import { Buffer } from 'node:buffer';
-import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { invalidArgument, notFound } from '../../lib/errors.js';
 import type { UnreadableRows } from './swarm-record-repair.js';
 import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { newSwarmId } from './swarm-ids.js';
 import { outOfSequence, type ServiceRecord, type ServiceSpec } from './swarm-model.js';
+import { nameTaken } from './swarm-names.js';
+import type { NameChange } from './swarm-store.js';
 
 export type BlobKind = 'secret' | 'config';
 
@@ -46,9 +48,12 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 export class SwarmBlobs {
   readonly #all = new Map<string, BlobRecord>();
-  /** In a cluster: where local changes go (a removal is `undefined`), and an update, compared with what etcd holds. */
+  /**
+   * In a cluster: where local changes go (a removal is `undefined`), and an API call's change,
+   * answered once etcd took it (a creation taking its name there, a removal freeing it).
+   */
   #sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined;
-  #commit: ((id: string, rec: BlobRecord) => Promise<void>) | undefined;
+  #commit: BlobCommit | undefined;
 
   constructor(
     readonly kind: BlobKind,
@@ -71,7 +76,7 @@ export class SwarmBlobs {
     this.#all.clear();
   }
 
-  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined, commit?: (id: string, rec: BlobRecord) => Promise<void>): void {
+  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined, commit?: BlobCommit): void {
     this.#sink = sink;
     this.#commit = sink ? commit : undefined;
   }
@@ -95,12 +100,17 @@ export class SwarmBlobs {
     return [...this.#all.values()];
   }
 
-  create(body: unknown): BlobRecord {
+  /** Names compared lower-cased, as swarmkit's store does; in a cluster etcd has the last word (swarm-names.ts). */
+  async create(body: unknown): Promise<BlobRecord> {
     const spec = this.#spec(body);
-    if (this.unreadable.holdsName(this.kind, spec.Name) || [...this.#all.values()].some((o) => o.spec.Name === spec.Name)) throw conflict(rpc('AlreadyExists', `${this.kind} ${spec.Name} already exists`));
+    const name = spec.Name.toLowerCase();
+    if (this.unreadable.holdsName(this.kind, spec.Name) || [...this.#all.values()].some((o) => o.spec.Name.toLowerCase() === name)) throw nameTaken(`${this.kind}s`, spec.Name);
     const now = new Date().toISOString();
     const rec: BlobRecord = { id: newSwarmId(), version: this.nextVersion(), createdAt: now, updatedAt: now, spec };
-    this.#save(rec);
+    await this.#commit?.(rec.id, rec, { takes: spec.Name });
+    this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
+    this.#all.set(rec.id, rec);
+    if (!this.#commit) this.#sink?.(rec.id, rec);
     return rec;
   }
 
@@ -125,13 +135,13 @@ export class SwarmBlobs {
       throw invalidArgument(rpc('InvalidArgument', 'only updates to Labels are allowed'));
     }
     const next: BlobRecord = { ...rec, spec: { ...rec.spec, Labels: labels(body.Labels) }, version: this.nextVersion(), updatedAt: new Date().toISOString() };
-    await this.#commit?.(next.id, next);
+    await this.#commit?.(next.id, next, {});
     Object.assign(rec, next);
     this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
     if (!this.#commit) this.#sink?.(rec.id, rec);
   }
 
-  remove(idOrName: string, services: Iterable<ServiceRecord>): void {
+  async remove(idOrName: string, services: Iterable<ServiceRecord>): Promise<void> {
     const known = this.#all.has(idOrName) || [...this.#all.values()].some((o) => o.spec.Name === idOrName);
     const lost = known ? undefined : this.unreadable.take(this.kind, idOrName);
     if (lost) return this.records.delete(lost);
@@ -140,9 +150,10 @@ export class SwarmBlobs {
     if (users.length) {
       throw invalidArgument(rpc('InvalidArgument', `${this.kind} '${rec.spec.Name}' is in use by the following service${users.length > 1 ? 's' : ''}: ${users.join(', ')}`));
     }
+    await this.#commit?.(rec.id, undefined, { frees: rec.spec.Name });
     this.records.delete(rec.id);
     this.#all.delete(rec.id);
-    this.#sink?.(rec.id, undefined);
+    if (!this.#commit) this.#sink?.(rec.id, undefined);
   }
 
   /** swarmkit's checks of a service's references: well formed, distinct targets, existing objects. */
@@ -194,18 +205,15 @@ export class SwarmBlobs {
     return spec;
   }
 
-  #save(rec: BlobRecord): void {
-    this.records.save(rec.id, rec.spec.Name, Date.parse(rec.createdAt), rec);
-    this.#all.set(rec.id, rec);
-    this.#sink?.(rec.id, rec);
-  }
-
   #byPrefix(prefix: string): BlobRecord | undefined {
     if (!prefix) return undefined;
     const hits = [...this.#all.values()].filter((o) => o.id.startsWith(prefix));
     return hits.length === 1 ? hits[0] : undefined;
   }
 }
+
+/** An API call's change in the cluster (rec undefined: a removal), with the name it takes or frees. */
+type BlobCommit = (id: string, rec: BlobRecord | undefined, name: NameChange) => Promise<void>;
 
 export function refsOf(spec: ServiceSpec, kind: BlobKind): BlobRef[] {
   const cs = spec.TaskTemplate?.ContainerSpec;

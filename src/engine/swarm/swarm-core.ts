@@ -18,7 +18,7 @@ import { TaskFiles, type BlobData } from './task-files.js';
 import { unavailable } from '../../lib/errors.js';
 import { hostPortKeys, schedule } from './placement.js';
 import type { ExternalEtcd } from './cluster/membership.js';
-import { SwarmStore } from './swarm-store.js';
+import { SwarmStore, type NameChange } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
@@ -74,13 +74,15 @@ export class SwarmCore {
     taskData: (t: TaskRecord) => Promise<BlobData>,
     /** The cluster's store for atomic claims (the link to etcd), undefined outside a cluster. */
     claims: () => ClaimStore | undefined,
+    /** Writes a cluster-wide document now, taking or freeing its name (SwarmSync.commitDoc). */
+    commit: (kind: string, id: string, doc: unknown | undefined, name: NameChange) => Promise<void>,
   ) {
     this.store = new SwarmStore(d.records);
     const nextVersion = () => this.store.nextVersion();
     this.blobs = { secret: new SwarmBlobs('secret', d.secretRecords, nextVersion, this.store.unreadable), config: new SwarmBlobs('config', d.configRecords, nextVersion, this.store.unreadable) };
     this.files = new TaskFiles(join(d.containers.dataRoot, 'swarm', 'task-files'), taskData);
     this.overlay = d.network
-      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, claims, disconnect: d.disconnect })
+      ? new OverlayNetworks({ store: this.store, driver: d.network, events: d.events, peers: () => [...this.store.nodes.values()].map((n) => n.addr), share, commit, claims, disconnect: d.disconnect })
       : undefined;
     this.runner = new TaskRunner({
       files: this.files,

@@ -58,9 +58,9 @@ it('damaged swarm rows are left out, kept on disk, named in errors, and deleted 
   assert.deepEqual(blobs.ids(), ['k1']);
   assert.throws(() => blobs.get('lost'), /^BerthError: the stored record of secret lost \(k2\) is damaged \(not an object\)/);
   assert.throws(() => blobs.get('nothing'), /secret nothing not found/);
-  assert.throws(() => blobs.create({ Name: 'lost', Data: 'eA==' }), /secret lost already exists/, 'the damaged row keeps its name');
-  blobs.remove('lost', []);
-  assert.equal(blobs.create({ Name: 'lost', Data: 'eA==' }).spec.Name, 'lost', 'removed, the name is free');
+  await assert.rejects(blobs.create({ Name: 'lost', Data: 'eA==' }), /secret lost already exists/, 'the damaged row keeps its name');
+  await blobs.remove('lost', []);
+  assert.equal((await blobs.create({ Name: 'lost', Data: 'eA==' })).spec.Name, 'lost', 'removed, the name is free');
   assert.equal((db.prepare("SELECT count(*) AS n FROM swarm_secrets WHERE id = 'k2'").get() as { n: number }).n, 0);
 
   // A damaged cluster row: outside any swarm, with the reason kept for every swarm call.

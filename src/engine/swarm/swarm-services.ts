@@ -3,7 +3,8 @@
  * task's log records from wherever it runs. The leader's orchestrator and updater do the work; a
  * manager that does not lead only records the change, which the leader hears through etcd.
  */
-import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
+import { invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
+import { nameTaken } from './swarm-names.js';
 import { generateName } from '../containers/container-create.js';
 import { newSwarmId } from './swarm-ids.js';
 import type { NodeFiles } from './cluster/membership.js';
@@ -14,6 +15,8 @@ import type { LogRecord } from '../containers/log-reader.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import { updateStarted } from './updater.js';
 import { isGlobal, isJob, modeName, outOfSequence, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
+
+const rpc = (code: string, desc: string) => `rpc error: code = ${code} desc = ${desc}`;
 
 export interface ServiceCounts {
   running: number;
@@ -62,9 +65,10 @@ export class SwarmServices extends SwarmPart {
       await this.store.linked();
       const spec = normalizeServiceSpec(body);
       this.#checkRefs(spec);
-      const names = new Set([...this.store.services.values()].map((s) => s.spec.Name));
-      spec.Name ||= generateName((n) => names.has(n));
-      if (names.has(spec.Name) || this.store.unreadable.holdsName('service', spec.Name)) throw conflict(`rpc error: code = AlreadyExists desc = name conflicts with an existing object: service ${spec.Name} already exists`);
+      // Compared lower-cased, as swarmkit's store does; in a cluster etcd has the last word (swarm-names.ts).
+      const names = new Set([...this.store.services.values()].map((s) => s.spec.Name?.toLowerCase()));
+      spec.Name ||= generateName((n) => names.has(n.toLowerCase()));
+      if (names.has(spec.Name.toLowerCase()) || this.store.unreadable.holdsName('service', spec.Name)) throw nameTaken('services', spec.Name);
       const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
       const vips = this.#virtualIPs(spec);
       const now = new Date().toISOString();
@@ -96,8 +100,9 @@ export class SwarmServices extends SwarmPart {
         spec = normalizeServiceSpec(body);
         this.#checkRefs(spec);
         spec.Name ||= s.spec.Name;
-        if (spec.Name !== s.spec.Name) throw invalidArgument('renaming services is not supported');
-        if (modeName(spec) !== modeName(s.spec)) throw invalidArgument('service mode change is not allowed');
+        // swarmkit's order and codes (Unimplemented: dockerd's 501). A name never changes, so an update never touches its name key.
+        if (modeName(spec) !== modeName(s.spec)) throw notImplemented(rpc('Unimplemented', 'service mode change is not allowed'));
+        if (spec.Name !== s.spec.Name) throw notImplemented(rpc('Unimplemented', 'renaming services is not supported'));
       }
       const next: ServiceRecord = { ...s, previousSpec: s.spec, spec, ports: resolvePorts(spec.EndpointSpec, s.ports, this.#ingressPorts(s.id)), ...this.#virtualIPs(spec, s) };
       if (opts.registryAuth) next.registryAuth = opts.registryAuth;
@@ -125,9 +130,10 @@ export class SwarmServices extends SwarmPart {
     return run;
   }
 
-  /** The service goes at once; its tasks' containers are stopped and removed behind it. */
-  removeService(idOrName: string): void {
+  /** The service goes at once (in a cluster once etcd took it); its tasks' containers are stopped and removed behind it. */
+  async removeService(idOrName: string): Promise<void> {
     this.core.cluster();
+    await this.store.linked();
     const lost = this.store.findService(idOrName) ? undefined : this.store.unreadable.take('service', idOrName);
     if (lost) {
       // Its row goes, and with the service no longer known its tasks are removed as any removed service's.
@@ -136,8 +142,8 @@ export class SwarmServices extends SwarmPart {
       return;
     }
     const s = this.service(idOrName);
+    await this.store.commitServiceRemoval(s);
     this.updater.cancel(s.id);
-    this.store.deleteService(s.id);
     this.core.reconcile(s.id);
     this.core.publish();
   }

@@ -11,15 +11,22 @@ import { invalidArgument } from '../../lib/errors.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
 import { UnreadableRows } from './swarm-record-repair.js';
 
+/** The name an API call's write takes (a creation) or frees (a removal): unique per kind cluster-wide (swarm-names.ts). */
+export interface NameChange {
+  takes?: string;
+  frees?: string;
+}
+
 /** Where a cluster member's local changes go (etcd). */
 export interface StoreSink {
   put(key: string, doc: unknown): void;
   del(key: string): void;
   /**
    * Writes now, compared with the revision the cache holds `key` at: rejects with dockerd's "update
-   * out of sequence" when another change got to etcd first.
+   * out of sequence" when another change got to etcd first, and with its name conflict when a
+   * creation's name is taken. `doc` undefined: a removal (no comparison).
    */
-  commit(key: string, doc: unknown): Promise<void>;
+  commit(key: string, doc: unknown | undefined, name?: NameChange): Promise<void>;
   /** Resolves once changes reach etcd (after a restart: once etcd answered), or rejects with a 503. */
   linked(): Promise<void>;
   /** This node's id. */
@@ -224,10 +231,16 @@ export class SwarmStore {
    * first fails the call with dockerd's "update out of sequence"), then kept here in place of `current`.
    */
   async commitService(next: ServiceRecord, current?: ServiceRecord): Promise<ServiceRecord> {
-    await this.#commit(`services/${next.id}`, next);
+    await this.#commit(`services/${next.id}`, next, current ? {} : { takes: next.spec.Name });
     const s = current ? replaceInPlace(current, next) : next;
     this.saveService(s, true);
     return s;
+  }
+
+  /** A service removed (in etcd first, its name freed with it, in a cluster), then here. */
+  async commitServiceRemoval(s: ServiceRecord): Promise<void> {
+    await this.#commit(`services/${s.id}`, undefined, { frees: s.spec.Name });
+    this.deleteService(s.id, true);
   }
 
   async commitNode(next: NodeRecord, current: NodeRecord): Promise<NodeRecord> {
@@ -246,10 +259,11 @@ export class SwarmStore {
     this.saveCluster(true);
   }
 
-  async #commit(key: string, doc: unknown): Promise<void> {
+  async #commit(key: string, doc: unknown | undefined, name?: NameChange): Promise<void> {
     if (!this.#sink) return;
-    await this.#sink.commit(key, doc);
-    this.#seen.set(key, JSON.stringify(doc));
+    await this.#sink.commit(key, doc, name);
+    if (doc === undefined) this.#seen.delete(key);
+    else this.#seen.set(key, JSON.stringify(doc));
   }
 
   /** A task document from another node: kept in place (callers hold references), status kept. */

@@ -11,8 +11,9 @@ import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { TERM_KEY } from './cluster/etcd-leadership.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
-import { sharedCluster, statusKey, type TaskStatusDoc } from './swarm-store.js';
+import { sharedCluster, statusKey, type NameChange, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
+import { NameFitter, nameKey, nameTaken, NAMED_KINDS, type NamedKind } from './swarm-names.js';
 import { outOfSequence, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 /** Records an API call may read, modify and write back (with `services/`, which the leader writes too). */
@@ -40,6 +41,8 @@ export class SwarmSync {
   /** Tasks decided here as leader that etcd never got (applySnapshot). */
   readonly #unsent = new Set<string>();
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
+  /** The leader's fitting of name keys to records an older berthd made (swarm-names.ts). */
+  readonly #names: NameFitter;
 
   constructor(
     private readonly core: SwarmCore,
@@ -48,7 +51,17 @@ export class SwarmSync {
     private readonly roleChanged: (role: 'manager' | 'worker') => void,
     /** A node record changed on another manager (the leader repairs etcd access then). */
     private readonly nodeChanged: () => void,
-  ) {}
+  ) {
+    this.#names = new NameFitter({
+      state: () => this.members.state,
+      leads: () => this.core.leads,
+      records: () => [
+        ...[...core.store.services.values()].map((s) => ({ kind: 'services' as const, id: s.id, name: s.spec.Name ?? '' })),
+        ...(['secret', 'config'] as const).flatMap((k) => core.blobs[k].list().map((b) => ({ kind: `${k}s` as const, id: b.id, name: b.spec.Name }))),
+        ...(core.overlay?.swarmNetworks() ?? []).map((n) => ({ kind: 'networks' as const, id: n.id, name: n.name })),
+      ],
+    });
+  }
 
   /** After a restart, until etcd answers: changes are kept, to be sent once it does. */
   holdBack(self: string): void {
@@ -77,14 +90,14 @@ export class SwarmSync {
     this.core.store.attach({
       put: (k, d) => this.#put(state, self, k, d),
       del: (k) => this.#del(state, self, k),
-      commit: (k, d) => this.#commit(state, k, d),
+      commit: (k, d, name) => this.#commit(state, k, d, name),
       linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
       self: () => self,
       leading: () => this.core.leader,
     });
     for (const b of Object.values(this.core.blobs)) {
       const key = (id: string) => `${b.kind}s/${id}`;
-      b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec) => this.#commit(state, key(id), { sealLater: rec }));
+      b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec, name) => this.#commit(state, key(id), rec && { sealLater: rec }, name));
     }
   }
 
@@ -124,17 +137,26 @@ export class SwarmSync {
     state.del(key, { term });
   }
 
-  /** An API call's change, compared with the revision the cache holds the key at. */
-  async #commit(state: EtcdState, key: string, doc: unknown): Promise<void> {
-    const out = this.#encode(key, doc);
-    if (out === undefined) throw unavailable('this node cannot write that record: it holds no data key');
+  /**
+   * An API call's change, compared with the revision the cache holds the key at; a creation takes
+   * its name in the same transaction (swarm-names.ts). A removal (`doc` undefined) compares nothing,
+   * as dockerd's removals take no version, and frees its name with it.
+   */
+  async #commit(state: EtcdState, key: string, doc: unknown | undefined, name: NameChange = {}): Promise<void> {
+    const [kind, id] = splitKey(key);
+    const named = (NAMED_KINDS as readonly string[]).includes(kind) ? (kind as NamedKind) : undefined;
+    const hold = (n: string | undefined) => (named && n !== undefined ? { key: nameKey(named, n), id } : undefined);
+    const out = doc === undefined ? undefined : this.#encode(key, doc);
+    if (doc !== undefined && out === undefined) throw unavailable('this node cannot write that record: it holds no data key');
     let outcome;
     try {
-      outcome = await state.commit(key, out, { base: state.revisionOf(key) });
+      outcome = await state.commit(key, out, doc === undefined ? { frees: hold(name.frees) } : { base: state.revisionOf(key), takes: hold(name.takes) });
     } catch (err) {
       throw unavailable(`the swarm's etcd did not answer: ${errorMessage(err)}`);
     }
-    if (!outcome.landed) throw outcome.why === 'conflict' ? outOfSequence() : unavailable(`etcd refused the change (${outcome.why})`);
+    if (outcome.landed) return;
+    if (outcome.why === 'taken' && named && name.takes !== undefined) throw nameTaken(named, name.takes);
+    throw outcome.why === 'conflict' ? outOfSequence() : unavailable(`etcd refused the change (${outcome.why})`);
   }
 
   /**
@@ -199,6 +221,7 @@ export class SwarmSync {
 
   /** This node leads (before it decides anything): the decisions etcd never got go out now. */
   leads(): void {
+    this.#names.fitAll();
     const { store } = this.core;
     for (const id of this.#unsent) {
       const t = store.tasks.get(id);
@@ -300,6 +323,7 @@ export class SwarmSync {
         store.seen(key, json);
         store.bump(incoming.version);
         store.saveService(s ?? incoming, true);
+        if (!snapshot) this.#names.heard(kind, id);
         const state = (s ?? incoming).updateStatus?.State;
         if (this.core.leads && !snapshot && (state === 'updating' || state === 'rollback_started') && !updater.isRunning(id)) updater.resume(s ?? incoming);
         if (!snapshot) this.core.reconcile(id, 'live');
@@ -355,6 +379,7 @@ export class SwarmSync {
           const rec = unseal<BlobRecord>(dataKey, doc as Sealed);
           store.bump(rec.version);
           blobs.applyRemote(id, rec);
+          if (!snapshot) this.#names.heard(kind, id);
         } catch (err) {
           log.warn('a sealed swarm object could not be opened', { key, err: errorMessage(err) });
         }
@@ -363,6 +388,7 @@ export class SwarmSync {
       default:
         // networks/ and whatever other parts of Berth keep there (watchDocs).
         this.#docWatchers.get(kind)?.(id, doc);
+        if (doc && !snapshot) this.#names.heard(kind, id);
         return;
     }
   }
@@ -377,6 +403,16 @@ export class SwarmSync {
     if (!state || !this.core.store.clustered) return;
     if (doc === undefined) state.del(`${kind}/${id}`);
     else state.put(`${kind}/${id}`, doc);
+  }
+
+  /**
+   * An API call's change of such a document, answered once etcd took it, taking or freeing its name
+   * as swarm-names.ts says (`networks`); nothing happens outside a cluster.
+   */
+  async commitDoc(kind: string, id: string, doc: unknown | undefined, name: NameChange): Promise<void> {
+    const state = this.members.state;
+    if (!state || !this.core.store.clustered) return;
+    await this.#commit(state, `${kind}/${id}`, doc, name);
   }
 
   watchDocs(kind: string, fn: (id: string, doc: unknown | undefined) => void): void {

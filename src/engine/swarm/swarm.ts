@@ -34,7 +34,7 @@ export class SwarmService {
   #unsubscribe: (() => void) | undefined;
 
   constructor(private readonly d: SwarmDeps) {
-    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => this.#membership.claimStore());
+    this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => this.#membership.claimStore(), (kind, id, doc, name) => this.#membership.sync.commitDoc(kind, id, doc, name));
     this.#membership = new SwarmMembership(this.#core);
     this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role), (id, role) => this.#membership.nodeChanged(id, role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
@@ -236,8 +236,10 @@ export class SwarmService {
     return this.blobs[kind].get(idOrName);
   }
 
-  createBlob(kind: BlobKind, body: unknown): BlobRecord {
+  /** In a cluster, in etcd (its name taken there) before the answer. */
+  async createBlob(kind: BlobKind, body: unknown): Promise<BlobRecord> {
     this.cluster();
+    await this.store.linked();
     return this.blobs[kind].create(body);
   }
 
@@ -247,9 +249,10 @@ export class SwarmService {
     await this.blobs[kind].update(idOrName, version, body);
   }
 
-  removeBlob(kind: BlobKind, idOrName: string): void {
+  async removeBlob(kind: BlobKind, idOrName: string): Promise<void> {
     this.cluster();
-    this.blobs[kind].remove(idOrName, this.store.services.values());
+    await this.store.linked();
+    await this.blobs[kind].remove(idOrName, this.store.services.values());
   }
 
   // --- services and tasks ---
@@ -270,9 +273,9 @@ export class SwarmService {
     return this.#services.updateService(idOrName, version, body, opts);
   }
 
-  /** The service goes at once; its tasks' containers are stopped and removed behind it. */
-  removeService(idOrName: string): void {
-    this.#services.removeService(idOrName);
+  /** The service goes at once (in a cluster, once etcd took it); its tasks' containers are stopped and removed behind it. */
+  removeService(idOrName: string): Promise<void> {
+    return this.#services.removeService(idOrName);
   }
 
   counts(s: ServiceRecord): ServiceCounts {

@@ -3,7 +3,8 @@
  * `tasks/<id>` (what managers decide) and `taskstatus/<node>/<id>` (what the node running the task
  * observes), `secrets/<id>`, `configs/<id>`, `networks/<id>`, `leader-term` (the last leader's
  * announcement, etcd-leadership.ts) and lease-bound `alive/<id>` heartbeats (etcd-heartbeat.ts),
- * each value as etcd-docs.ts says. EtcdState is one node's link to it, made of parts with one job
+ * each value as etcd-docs.ts says; and `names/<kind>/<name>`, the id of the object holding a name
+ * (swarm-names.ts: a plain id, no document, so the cache never sees it). EtcdState is one node's link to it, made of parts with one job
  * each: the writes (etcd-writes.ts: queued or at once, each a transaction guarded by the writer's
  * leadership or by the revision its document was read at; one etcd refuses as stale is read back and
  * delivered as a change, so the cache holds what etcd holds), the watches (etcd-watches.ts; a worker

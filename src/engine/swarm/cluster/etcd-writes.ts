@@ -9,13 +9,18 @@
  *   successor's is another key);
  * - `base`: a record read, modified and written back, which lands only while the key is still at
  *   the mod revision it was read at ('0': absent), so of two concurrent changes one is refused.
+ * - `takes`: an object's creation, which takes its name key (`names/<kind>/<name>`, valued its id)
+ *   in the same transaction, and lands only while that key is absent: of two objects created with one
+ *   name at the same moment, on two managers, one is refused ('taken'), by etcd itself.
+ * A deletion may free its object's name key in the same transaction (`frees`): the key goes only
+ * while it holds that object's id (a name an older berthd left unkept may be another's: swarm-names.ts).
  * A refused write is dropped, never retried; `refused` hears of it. So is a write etcd's access
  * control refuses (a worker's beyond what etcd-auth.ts grants it).
  *
  * The mod revision of every key this node knows of (from the snapshot, the watch and its own writes)
  * is kept here: what a write's `base` is read from when it is made.
  */
-import { EtcdPermissionDeniedError, type Etcd3 } from 'etcd3';
+import { EtcdPermissionDeniedError, type Etcd3, type IOperation } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
 
@@ -25,15 +30,28 @@ export interface LeaderTerm {
   readonly revision: string;
 }
 
+/** A name key (under the prefix, like the record's) and the id of the object that holds the name. */
+export interface NameHold {
+  key: string;
+  id: string;
+}
+
 /** What etcd must find for a write to land (nothing: it always lands). */
 export interface WriteGuard {
   term?: LeaderTerm;
   /** The key's mod revision the document was derived from ('0': the key was absent). */
   base?: string;
+  /** A name the write takes with it: it lands only while the name key is absent. */
+  takes?: NameHold;
+  /** A deletion's name, deleted with it while it holds this id (left alone otherwise; the deletion lands either way). */
+  frees?: NameHold;
 }
 
-/** `deposed`: the term no longer holds; `conflict`: the key moved past the base; `denied`: etcd's access control. */
-export type WriteRefusal = 'deposed' | 'conflict' | 'denied';
+/**
+ * `deposed`: the term no longer holds; `conflict`: the key moved past the base; `denied`: etcd's
+ * access control; `taken`: another object holds the name.
+ */
+export type WriteRefusal = 'deposed' | 'conflict' | 'denied' | 'taken';
 export type WriteOutcome = { landed: true; revision: string } | { landed: false; why: WriteRefusal };
 
 /** How long an immediate write is tried again while etcd does not answer. */
@@ -188,14 +206,17 @@ export class EtcdWrites {
     this.refused(key, why, guard);
   }
 
-  /** One guarded write: a transaction comparing the guard, which on failure reads the term's key to say why. */
+  /** One guarded write: a transaction comparing the guard, which on failure reads the keys compared to say why. */
   async #write(key: string, value: string | null, guard: WriteGuard): Promise<WriteOutcome> {
     const client = this.client();
     const k = this.prefix + key;
     const op = value === null ? client.delete().key(k) : client.put(k).value(value);
+    if (guard.frees) return this.#free(client, key, op, guard.frees);
     const compares: [string, 'Create' | 'Mod', string][] = [];
     if (guard.term) compares.push([guard.term.key, 'Create', guard.term.revision]);
     if (guard.base !== undefined) compares.push([k, 'Mod', guard.base]);
+    const name = guard.takes && { key: this.prefix + guard.takes.key, id: guard.takes.id };
+    if (name) compares.push([name.key, 'Create', '0']);
     try {
       if (!compares.length) {
         const res = await op.exec();
@@ -204,16 +225,34 @@ export class EtcdWrites {
       const [[firstKey, firstColumn, firstRevision], ...more] = compares as [[string, 'Create' | 'Mod', string], ...[string, 'Create' | 'Mod', string][]];
       const txn = client.if(firstKey, firstColumn, '==', firstRevision);
       for (const [ck, column, revision] of more) txn.and(ck, column, '==', revision);
+      // Read back on failure, in this order: the term's key, the record, the name.
+      const reads = [...(guard.term ? [guard.term.key] : []), k, ...(name ? [name.key] : [])];
       const res = await txn
-        .then(op)
-        .else(...(guard.term ? [client.get(guard.term.key)] : []), client.get(k))
+        .then(op, ...(name ? [client.put(name.key).value(name.id)] : []))
+        .else(...reads.map((r) => client.get(r)))
         .commit();
       if (res.succeeded) return this.#landed(key, value, res.header.revision);
-      const [termKv, kv] = (guard.term ? [0, 1] : [undefined, 0]).map((i) => (i === undefined ? undefined : res.responses[i]?.response_range?.kvs[0]));
-      if (guard.term && termKv?.create_revision !== guard.term.revision) return { landed: false, why: 'deposed' };
+      const read = (r: string) => res.responses[reads.indexOf(r)]?.response_range?.kvs[0];
+      if (guard.term && read(guard.term.key)?.create_revision !== guard.term.revision) return { landed: false, why: 'deposed' };
+      const kv = read(k);
+      const holder = name && read(name.key)?.value.toString();
       // The same write landed already: an attempt whose answer was lost, made again (the client retries).
-      if (value === null ? !kv : kv?.value.toString() === value) return this.#landed(key, value, kv?.mod_revision ?? res.header.revision);
+      const same = value === null ? !kv : kv?.value.toString() === value;
+      if (same && (!name || holder === name.id)) return this.#landed(key, value, kv?.mod_revision ?? res.header.revision);
+      if (holder !== undefined && holder !== name?.id) return { landed: false, why: 'taken' };
       return { landed: false, why: 'conflict' };
+    } catch (err) {
+      if (err instanceof EtcdPermissionDeniedError) return { landed: false, why: 'denied' };
+      throw err;
+    }
+  }
+
+  /** A deletion that takes its name key with it while the key holds its id (both branches delete the record). */
+  async #free(client: Etcd3, key: string, op: IOperation, frees: NameHold): Promise<WriteOutcome> {
+    const name = this.prefix + frees.key;
+    try {
+      const res = await client.if(name, 'Value', '==', frees.id).then(op, client.delete().key(name)).else(op).commit();
+      return this.#landed(key, null, res.header.revision);
     } catch (err) {
       if (err instanceof EtcdPermissionDeniedError) return { landed: false, why: 'denied' };
       throw err;
