@@ -140,4 +140,19 @@ export const MIGRATIONS: string[] = [
     created_at INTEGER NOT NULL
   );
   `,
+  // 9: a cluster's names are unique in etcd (its name keys), and these tables are that cluster's
+  // cache: a record etcd delivers must always fit, even two of one name left by an older berthd.
+  // SQLite drops a UNIQUE constraint only by rebuilding the table.
+  ['services', 'secrets', 'configs'].map((kind) => `
+  CREATE TABLE swarm_${kind}_new (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  INSERT INTO swarm_${kind}_new(id, name, data, created_at) SELECT id, name, data, created_at FROM swarm_${kind};
+  DROP TABLE swarm_${kind};
+  ALTER TABLE swarm_${kind}_new RENAME TO swarm_${kind};
+  CREATE INDEX swarm_${kind}_name ON swarm_${kind}(name);
+  `).join(''),
 ];

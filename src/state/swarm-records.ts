@@ -71,7 +71,7 @@ export class SwarmRecords {
     return this.#allServices.all().map((r) => readDocument(r.id, r.data, r.name));
   }
 
-  /** A name already used by another service fails with SQLITE_CONSTRAINT_UNIQUE. */
+  /** Names are not unique here: the facades and, in a cluster, etcd keep them unique (migration 9). */
   saveService(id: string, name: string, createdAt: number, data: unknown): void {
     this.#putService.run(id, name, JSON.stringify(data), createdAt);
   }

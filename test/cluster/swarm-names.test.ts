@@ -160,4 +160,24 @@ describe('swarm names unique across managers', () => {
     assert.equal((await other.docker(serviceArgs('ghost'))).code, 0, 'the name the ghost key held is free');
     assert.equal((await other.docker(serviceArgs('old-a'))).code, 0);
   });
+  it('two services of one name, as an older cluster could leave them: every manager takes both and stays up', async () => {
+    assert.equal((await d(1).docker(serviceArgs('pair'))).code, 0);
+    const id = await idOf('service', 'pair');
+    const got = await etcdctl(d(1), ['get', `/berth/swarm/services/${id}`, '--print-value-only']);
+    assert.equal(got.code, 0, got.stderr);
+    const doc = JSON.parse(got.stdout.trim()) as { w: string; d: { id: string } };
+    const twin = `${id.slice(0, -4)}dup0`;
+    assert.equal((await etcdctl(d(1), ['put', `/berth/swarm/services/${twin}`, JSON.stringify({ ...doc, w: 'a-node-from-before', d: { ...doc.d, id: twin } })])).code, 0);
+    for (const i of [1, 2]) {
+      await eventually(`node ${i} lists both`, async () => {
+        const out = (await d(i).docker(['service', 'ls', '--filter', 'name=pair', '--format', '{{.ID}}'])).stdout.split('\n').filter(Boolean);
+        return out.length === 2 ? out : undefined;
+      });
+    }
+    assert.equal((await d(2).docker(['service', 'rm', twin])).code, 0);
+    for (const i of [1, 2]) {
+      assert.equal((await d(i).request('GET', '/_ping')).status, 200, `node ${i} is up`);
+      assert.equal((await d(i).docker(['service', 'inspect', '--format', '{{.ID}}', 'pair'])).stdout.trim(), id);
+    }
+  });
 });
