@@ -6,6 +6,8 @@
  * such a change left half-done (its manager died midway) the leader finishes: on taking leadership
  * and on each node change it sets every user as its node's record says, removes the etcd members of
  * nodes that are no managers, and drops the address claims of nodes removed from the swarm.
+ * It also removes a learner member added for a join that never started (its joiner failed or gave
+ * up): etcd takes one learner at a time, so such a member would refuse every later manager join.
  */
 import { EtcdAuth } from './cluster/etcd-auth.js';
 import type { Membership } from './cluster/membership.js';
@@ -14,6 +16,16 @@ import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
 import type { SwarmCore } from './swarm-core.js';
+
+const SECOND_NS = 1_000_000_000;
+
+/**
+ * How long a learner may stay unstarted (no name) before the leader takes it for abandoned: well past
+ * the joiner's own 20 s limit and its member's start, and longer on a slow cluster's heartbeat.
+ */
+function unstartedGraceMs(heartbeatNs: number): number {
+  return Math.max(30_000, (12 * heartbeatNs) / 1e6);
+}
 
 /** Removes the etcd member named `name` (a node id) when there is one; another removing it meanwhile is no error. */
 export async function removeMember(state: EtcdState, name: string): Promise<boolean> {
@@ -30,6 +42,9 @@ export async function removeMember(state: EtcdState, name: string): Promise<bool
 
 export class SwarmAccess {
   readonly #repairs = new SerialRerun(() => this.#repair(), (err) => log.warn('repairing etcd access failed', { err: errorMessage(err) }));
+  /** Unstarted learner members (by etcd member id) and when this leader first saw each. */
+  readonly #unstarted = new Map<string, number>();
+  #recheck: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly core: SwarmCore,
@@ -85,6 +100,7 @@ export class SwarmAccess {
     const { nodes, changed } = await auth.reconcile(this.core.store.selfId);
     if (!nodes.has(this.core.store.selfId)) return;
     if (changed.length) log.info('etcd users repaired to match the node records', { nodes: changed });
+    await this.#dropAbandoned(state, members.filter((m) => !m.name && m.isLearner).map((m) => m.ID));
     for (const m of members) {
       // Unnamed: a member added for a join, not started yet. A node whose record does not read keeps its member.
       if (!m.name || (nodes.has(m.name) && nodes.get(m.name) !== 'worker')) continue;
@@ -105,6 +121,31 @@ export class SwarmAccess {
       if (!term) return;
       const res = await state.client.if(key, 'Value', '==', value).and(term.key, 'Create', '==', term.revision).then(state.client.delete().key(key)).commit();
       if (res.succeeded) log.info('dropped the address claim of a removed node', { key, node });
+    }
+  }
+
+  /** Removes the unstarted learners seen for longer than the grace, and looks again once the others' grace has passed. */
+  async #dropAbandoned(state: EtcdState, unstarted: string[]): Promise<void> {
+    const now = Date.now();
+    const grace = unstartedGraceMs(Number(this.core.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS));
+    for (const id of this.#unstarted.keys()) if (!unstarted.includes(id)) this.#unstarted.delete(id);
+    for (const id of unstarted) {
+      const since = this.#unstarted.get(id) ?? now;
+      this.#unstarted.set(id, since);
+      if (now - since < grace) continue;
+      try {
+        await state.client.cluster.memberRemove({ ID: id });
+        log.info('removed an etcd learner member whose join never started it', { member: id, unstartedFor: now - since });
+      } catch (err) {
+        log.warn('removing an abandoned etcd learner member failed', { member: id, err: errorMessage(err) });
+      }
+      this.#unstarted.delete(id);
+    }
+    if (this.#unstarted.size && !this.#recheck) {
+      this.#recheck = setTimeout(() => {
+        this.#recheck = undefined;
+        this.repair();
+      }, grace).unref();
     }
   }
 }
