@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { refId, refsOf, type BlobKind } from './secrets.js';
-import { askAny, decodePathPart, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
+import { askAny, decodePathPart, isCurrentManager, peerCertRole, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
 import { MANAGER_KEYS_PATH, type ManagerKeys } from './cluster/manager-keys.js';
 import type { Membership } from './cluster/membership.js';
 import { serveTaskLogs } from './task-logs.js';
@@ -46,6 +46,14 @@ export class SwarmPeers {
     const { store, d } = this.core;
     const path = req.url ?? '';
     if (path.startsWith('/task-logs/')) {
+      // Only managers serve `docker service logs`: a worker, or a node demoted or removed since its
+      // certificate was signed, reads no task's log.
+      const peer = peerNodeId(req, res);
+      if (!peer) return true;
+      if (!isCurrentManager(peerCertRole(req), store.nodes.get(peer))) {
+        replyJson(res, 403, { message: `node ${peer} is not a manager` });
+        return true;
+      }
       void serveTaskLogs(req, res, (id) => {
         const t = store.tasks.get(id);
         return t && t.nodeId === store.selfId ? t.status.containerId : undefined;
