@@ -11,7 +11,7 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, freeSwarmPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, malformedPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
@@ -81,9 +81,10 @@ export class SwarmMembership extends SwarmPart {
     void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
   }
 
-  close(): void {
+  /** Resolves once the etcd client is closed (its queued writes flushed, leadership resigned). */
+  async close(): Promise<void> {
     this.roles.stopGrace();
-    void this.members.close(false);
+    await this.members.close(false);
   }
 
   /**
@@ -215,6 +216,8 @@ export class SwarmMembership extends SwarmPart {
     const role = roleOfToken(ask.token, c.joinTokens);
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || !isIP(ask.addr) || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
+    const badPort = malformedPort(ask);
+    if (badPort) throw invalidArgument(`malformed join request: ${badPort} is no port`);
     const nodeId = newSwarmId();
     await this.keys.ensureCaKey();
     const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });

@@ -100,14 +100,17 @@ export class SwarmService {
     log.info('swarm resumed', { node: store.cluster.node.id, services: store.services.size, tasks: store.tasks.size });
   }
 
-  close(): void {
+  /** Resolves once the link to etcd is closed: berthd must not exit with writes still queued. */
+  async close(): Promise<void> {
     const core = this.#core;
     core.closed = true;
-    this.#membership.close();
+    const membership = this.#membership.close();
     this.#unsubscribe?.();
     core.updater.close();
     core.runner.close();
     core.overlay?.close();
+    await membership;
+    log.info('swarm closed');
   }
 
   get active(): boolean {
