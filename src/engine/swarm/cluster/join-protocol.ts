@@ -160,6 +160,11 @@ export class JoinListener {
     }
   }
 
+  /** A renewed certificate: new connections get it, those open keep theirs. */
+  setCert(tls: { cert: string; ca: string; key: string }): void {
+    this.#server?.setSecureContext({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, minVersion: 'TLSv1.2' });
+  }
+
   close(): void {
     this.#server?.close();
     this.#server?.closeAllConnections();
