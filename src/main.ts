@@ -215,7 +215,7 @@ async function main(): Promise<void> {
     await closeListeners(listeners);
     await containers.finishReleases();
     health.stop();
-    swarm.close();
+    await swarm.close().catch((err) => log.warn('closing the swarm failed', { err }));
     await runtime.close();
     await network.shutdown().catch((err) => log.warn('network shutdown failed', { err }));
     registry.close();

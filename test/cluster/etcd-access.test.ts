@@ -8,8 +8,9 @@
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { useSeededRegistry } from '../harness/index.js';
+import { askToJoin } from '../../src/engine/swarm/cluster/join-protocol.js';
 import { useCluster } from './harness.js';
-import { LOOP, etcdctl, eventually, formSwarm, ok, waitSpread } from './support.js';
+import { LOOP, etcdctl, eventually, formSwarm, nodesOf, ok, waitSpread } from './support.js';
 
 const CLUSTER_KEY = '/berth/swarm/cluster';
 
@@ -99,5 +100,24 @@ describe('etcd access of a worker', () => {
     const secret = (await d2().docker(['ps', '-q', '--filter', 'label=com.docker.swarm.service.name=acl'])).stdout.trim().split('\n')[0]!;
     assert.equal((await d2().docker(['exec', secret, 'cat', '/run/secrets/pw'])).stdout, 'not-for-workers');
     await ok(d1(), ['service', 'rm', 'acl']);
+  });
+
+  it('refuses a join whose ports are no ports (400), and counts no node for it', async () => {
+    const ask = {
+      token: tokens.workerToken, csr: '', addr: c().net.hostAddr, hostname: 'h', architecture: 'x86_64', ncpu: 1, memTotal: 1, availability: 'active',
+    };
+    for (const bad of [{ listenPort: 70000 }, { listenPort: 0 }, { clientPort: 2379.5, peerPort: 2380 }]) {
+      await assert.rejects(askToJoin(`${c().node(1).addr}:2377`, { ...ask, ...bad }), (err: Error) => /is no port/.test(err.message), JSON.stringify(bad));
+    }
+    assert.equal((await nodesOf(d1())).length, 2);
+  });
+
+  it('a stopped manager closes its link to etcd before it exits', async () => {
+    await d1().stop();
+    const log = d1().logs();
+    const closed = log.indexOf('swarm closed');
+    assert.ok(closed > 0 && closed < log.indexOf('berthd stopped'), log.slice(-3000));
+    await d1().restart();
+    await eventually('node 1 serves the swarm again', async () => (await nodesOf(d1())).length === 2, 60_000, 300);
   });
 });

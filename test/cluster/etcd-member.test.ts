@@ -20,7 +20,7 @@ describe('etcd member', () => {
     try {
       const ca = await newCa(dir);
       const { key, csr } = await newCsr(dir);
-      const cert = await signNode(dir, ca, csr, { nodeId: 'm1', role: 'manager', clusterId: 'c1', ips: ['127.0.0.1'], days: 1 });
+      const cert = await signNode(dir, ca, csr, { nodeId: 'm1', role: 'manager', clusterId: 'c1', ips: ['127.0.0.1'], seconds: 86400 });
       const file = (name: string, text: string) => {
         writeFileSync(join(dir, name), text, { mode: 0o600 });
         return join(dir, name);

@@ -1,15 +1,32 @@
 /**
  * `docker service logs` on the manager of a three-node swarm: the logs of the tasks on every node,
  * fetched from the task's node over the swarm port with mutual TLS; --tail, --timestamps, -f; a peer
- * without a node certificate is refused.
+ * without a node certificate, or with a worker's, is refused.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { useSeededRegistry } from '../harness/index.js';
+import { join } from 'node:path';
+import { useSeededRegistry, type TestDaemon } from '../harness/index.js';
 import { startCluster, type TestCluster } from './harness.js';
 import { eventually, formSwarm, tasksOf, waitSpread } from './support.js';
+
+/** GET on a node's swarm port with node `as`'s certificate: status and body (the answer ends: tail without follow). */
+function asNode(as: TestDaemon, addr: string, path: string): Promise<{ status: number; body: string }> {
+  const f = (n: string) => readFileSync(join(as.dataRoot, 'swarm', 'cluster', n), 'utf8');
+  return new Promise((resolve, reject) => {
+    const req = request({ host: addr, port: 2377, path, ca: f('ca.pem'), cert: f('node.pem'), key: f('node-key.pem'), checkServerIdentity: () => undefined, timeout: 10_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (b: Buffer) => chunks.push(b));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 // Each task says where it runs once, then ticks.
 const SCRIPT = 'trap "exit 0" TERM; echo "start-$(hostname)"; i=0; while :; do i=$((i+1)); echo "tick-$i"; sleep 0.3; done';
@@ -83,6 +100,17 @@ describe('service logs across nodes', () => {
       req.end();
     });
     assert.equal(status, 403);
+  });
+
+  it('refuses a worker\'s certificate: only managers read other nodes\' task logs', async () => {
+    const onNode2 = (await tasksOf(d1(), 'chatty')).find((t) => t.NodeID === ids[1] && t.Status.State === 'running')!.ID;
+    const path = `/task-logs/${onNode2}?stdout=1&stderr=1&tail=1`;
+    const asWorker = await asNode(c.node(3).daemon, c.node(2).addr, path);
+    assert.equal(asWorker.status, 403, asWorker.body);
+    assert.match(asWorker.body, /is not a manager/);
+    const asManager = await asNode(d1(), c.node(2).addr, path);
+    assert.equal(asManager.status, 200, asManager.body);
+    assert.match(asManager.body, /"s":"stdout"/);
   });
 
   it('a node that cannot be reached costs its tasks\' lines only, with an error', async () => {

@@ -119,7 +119,7 @@ describe('sealed documents and join tokens', () => {
       assert.throws(() => tokenDigest('SWMTKN-1-abc-def'), /invalid join token/);
       // A node certificate: signed by the CA, for the node's address, both TLS roles.
       const { csr } = await newCsr(dir);
-      const pem = await signNode(dir, ca, csr, { nodeId: 'n1', role: 'worker', clusterId: 'c1', ips: ['10.1.2.3'], days: 1 });
+      const pem = await signNode(dir, ca, csr, { nodeId: 'n1', role: 'worker', clusterId: 'c1', ips: ['10.1.2.3'], seconds: 86400 });
       const cert = new X509Certificate(pem);
       assert.ok(cert.verify(new X509Certificate(ca.cert).publicKey));
       assert.match(cert.subjectAltName ?? '', /IP Address:10\.1\.2\.3/);

@@ -11,7 +11,7 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, freeSwarmPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, malformedPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
@@ -24,7 +24,8 @@ import { SwarmAccess } from './swarm-access.js';
 import { NOT_MANAGER, SwarmPart, type SwarmCore } from './swarm-core.js';
 import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
-import { SECOND_NS, type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
+import { certSeconds } from './node-certs.js';
+import { type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
 
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -36,11 +37,6 @@ const LEAVE_MANAGER =
 /** An address as the host of `host:port` (an IPv6 one bracketed). */
 const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
 
-/** Node certificates live as long as CAConfig.NodeCertExpiry says (90 days by default). */
-function certDays(c: ClusterRecord): number {
-  return Math.max(1, Math.ceil(Number(c.spec.CAConfig?.NodeCertExpiry ?? 90 * 24 * 3600 * SECOND_NS) / SECOND_NS / 86400));
-}
-
 export class SwarmMembership extends SwarmPart {
   /** Certificates, etcd and the join listener of this node's cluster. */
   readonly members: Membership;
@@ -48,7 +44,7 @@ export class SwarmMembership extends SwarmPart {
   readonly sync: SwarmSync;
   /** The keys only managers hold (the CA key, the data key, the unlock key). */
   readonly keys: ManagerKeys;
-  /** Requests between nodes: task logs and secrets, managers' keys. */
+  /** Requests between nodes: task logs and secrets, managers' keys, node certificates. */
   readonly #peers: SwarmPeers;
   /** Leadership, promotion and demotion. */
   readonly roles: SwarmRoles;
@@ -61,7 +57,7 @@ export class SwarmMembership extends SwarmPart {
     const { d } = core;
     this.members = new Membership(join(d.containers.dataRoot, 'swarm', 'cluster'), join(d.execRoot, 'swarm'), d.externalEtcd, (ask) => this.#admit(ask), (req, res) => this.#peers.serve(req, res));
     this.access = new SwarmAccess(core, this.members);
-    this.sync = new SwarmSync(core, this.members, (role) => this.roles.roleChanged(role), () => this.access.repair());
+    this.sync = new SwarmSync(core, this.members, (role) => this.roleChanged(role), () => this.access.repair());
     this.keys = new ManagerKeys(this.members);
     this.#peers = new SwarmPeers(core, this.members, this.keys);
     this.roles = new SwarmRoles(core, this.members, this.keys, this.#peers, this.sync, this.access);
@@ -81,9 +77,17 @@ export class SwarmMembership extends SwarmPart {
     void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
   }
 
-  close(): void {
+  /** This node was promoted or demoted: its roles, and its certificate's. */
+  roleChanged(role: 'manager' | 'worker'): void {
+    this.roles.roleChanged(role);
+    this.#peers.certs.roleChanged();
+  }
+
+  /** Resolves once the etcd client is closed (its queued writes flushed, leadership resigned). */
+  async close(): Promise<void> {
+    this.#peers.certs.stop();
     this.roles.stopGrace();
-    void this.members.close(false);
+    await this.members.close(false);
   }
 
   /**
@@ -99,7 +103,7 @@ export class SwarmMembership extends SwarmPart {
     try {
       const node = cluster.node;
       node.description = this.#description();
-      const files = await this.members.create({ nodeId: node.id, role: 'manager', clusterId: cluster.id, ips: [node.addr], days: certDays(cluster) });
+      const files = await this.members.create({ nodeId: node.id, role: 'manager', clusterId: cluster.id, ips: [node.addr], seconds: certSeconds(cluster) });
       cluster.caCert = files.ca;
       cluster.joinTokens = newJoinTokens(caDigest(files.ca));
       const local: ClusterLocal = { endpoints: [], listenHost: listen.host, listenPort: listen.port };
@@ -215,9 +219,11 @@ export class SwarmMembership extends SwarmPart {
     const role = roleOfToken(ask.token, c.joinTokens);
     if (!role) throw invalidArgument(BAD_TOKEN);
     if (typeof ask.addr !== 'string' || !isIP(ask.addr) || typeof ask.csr !== 'string') throw invalidArgument('malformed join request');
+    const badPort = malformedPort(ask);
+    if (badPort) throw invalidArgument(`malformed join request: ${badPort} is no port`);
     const nodeId = newSwarmId();
     await this.keys.ensureCaKey();
-    const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], days: certDays(c) });
+    const cert = await this.members.sign(ask.csr, { nodeId, role, clusterId: c.id, ips: [ask.addr], seconds: certSeconds(c) });
     const state = this.members.state!;
     let endpoints = c.local?.endpoints ?? [];
     let initialCluster: string | undefined;
@@ -328,6 +334,7 @@ export class SwarmMembership extends SwarmPart {
       if (id && id !== self) this.sync.otherLeads();
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
     if (manager) state.campaign(self, this.roles.heartbeatTtl(), (term) => this.roles.onLeadership(term));
+    this.#peers.certs.start();
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));
@@ -400,6 +407,7 @@ export class SwarmMembership extends SwarmPart {
     if (!force && this.core.locked) throw unavailable(LEAVE_LOCKED);
     if (!force && c.node.spec.Role !== 'worker') throw unavailable(LEAVE_MANAGER);
     this.core.locked = false;
+    this.#peers.certs.stop();
     this.updater.close();
     await this.core.overlay?.leaving();
     const state = this.members.state;

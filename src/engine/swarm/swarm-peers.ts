@@ -1,7 +1,7 @@
 /**
  * What nodes ask each other over the swarm port (mutual TLS, cluster/peer-tls.ts): a task's log
- * (task-logs.ts), a task's secrets and configs, the managers' keys (cluster/manager-keys.ts), and a
- * worker's address claims. Workers hold no data key: a manager opens the secrets and configs of a
+ * (task-logs.ts), a task's secrets and configs, the managers' keys (cluster/manager-keys.ts), a
+ * renewed node certificate (node-certs.ts), and a worker's address claims. Workers hold no data key: a manager opens the secrets and configs of a
  * task for the node the task is assigned to, and for no other. Nor may workers write address claims
  * in etcd (cluster/etcd-auth.ts): a manager makes and releases them for the node its certificate
  * names, in the same transaction as its own, as swarmkit's managers allocate addresses.
@@ -9,10 +9,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { refId, refsOf, type BlobKind } from './secrets.js';
-import { askAny, decodePathPart, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
+import { askAny, decodePathPart, isCurrentManager, peerCertRole, peerGetJson, peerNodeId, peerPostJson, readPeerJson, replyJson } from './cluster/peer-tls.js';
 import { MANAGER_KEYS_PATH, type ManagerKeys } from './cluster/manager-keys.js';
 import type { Membership } from './cluster/membership.js';
 import { serveTaskLogs } from './task-logs.js';
+import { NODE_CERT_PATH, NodeCerts } from './node-certs.js';
 import type { SwarmCore } from './swarm-core.js';
 import type { TaskRecord } from './swarm-model.js';
 import type { BlobData } from './task-files.js';
@@ -35,17 +36,30 @@ interface ClaimAsk {
 }
 
 export class SwarmPeers {
+  /** This node's certificate renewed in time, and a manager's side of others' renewals. */
+  readonly certs: NodeCerts;
+
   constructor(
     private readonly core: SwarmCore,
     private readonly members: Membership,
     private readonly keys: ManagerKeys,
-  ) {}
+  ) {
+    this.certs = new NodeCerts(core, members, keys, () => this.managerAddrs());
+  }
 
   /** Serves another node's GET; false when the path is none of these. */
   serve(req: IncomingMessage, res: ServerResponse): boolean {
     const { store, d } = this.core;
     const path = req.url ?? '';
     if (path.startsWith('/task-logs/')) {
+      // Only managers serve `docker service logs`: a worker, or a node demoted or removed since its
+      // certificate was signed, reads no task's log.
+      const peer = peerNodeId(req, res);
+      if (!peer) return true;
+      if (!isCurrentManager(peerCertRole(req), store.nodes.get(peer))) {
+        replyJson(res, 403, { message: `node ${peer} is not a manager` });
+        return true;
+      }
       void serveTaskLogs(req, res, (id) => {
         const t = store.tasks.get(id);
         return t && t.nodeId === store.selfId ? t.status.containerId : undefined;
@@ -54,6 +68,8 @@ export class SwarmPeers {
       this.#serveTaskSecrets(req, res, path.slice(TASK_SECRETS.length));
     } else if (path === ADDRESS_CLAIMS && req.method === 'POST') {
       void this.#serveClaim(req, res).catch((err) => replyJson(res, 503, { message: errorMessage(err) }));
+    } else if (path === NODE_CERT_PATH && req.method === 'POST') {
+      void this.certs.serve(req, res).catch((err) => replyJson(res, 503, { message: errorMessage(err) }));
     } else if (path === MANAGER_KEYS_PATH) {
       this.keys.serve(req, res, (id) => store.nodes.get(id)?.spec.Role === 'manager');
     } else {

@@ -36,7 +36,7 @@ export class SwarmService {
   constructor(private readonly d: SwarmDeps) {
     this.#core = new SwarmCore(d, (kind, id, doc) => this.putDoc(kind, id, doc), (s, message) => this.#services.rollback(s, message), (t) => this.#membership.taskData(t), () => this.#membership.claimStore(), (kind, id, doc, name) => this.#membership.sync.commitDoc(kind, id, doc, name));
     this.#membership = new SwarmMembership(this.#core);
-    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roles.roleChanged(role), (id, role) => this.#membership.nodeChanged(id, role));
+    this.#nodes = new SwarmNodes(this.#core, (role) => this.#membership.roleChanged(role), (id, role) => this.#membership.nodeChanged(id, role));
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
     this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
@@ -100,14 +100,17 @@ export class SwarmService {
     log.info('swarm resumed', { node: store.cluster.node.id, services: store.services.size, tasks: store.tasks.size });
   }
 
-  close(): void {
+  /** Resolves once the link to etcd is closed: berthd must not exit with writes still queued. */
+  async close(): Promise<void> {
     const core = this.#core;
     core.closed = true;
-    this.#membership.close();
+    const membership = this.#membership.close();
     this.#unsubscribe?.();
     core.updater.close();
     core.runner.close();
     core.overlay?.close();
+    await membership;
+    log.info('swarm closed');
   }
 
   get active(): boolean {

@@ -79,7 +79,7 @@ function parseQuery(search: URLSearchParams): TaskLogQuery {
 
 /**
  * The node's side: `GET /task-logs/<task id>` on the swarm port, for peers with a certificate of the
- * cluster CA only. Records are written as they are read; a slow reader pauses the reading.
+ * cluster CA only (and, swarm-peers.ts decides, for current managers only). Records are written as they are read; a slow reader pauses the reading.
  */
 export async function serveTaskLogs(req: IncomingMessage, res: ServerResponse, containerOf: (taskId: string) => string | undefined, containers: ContainerService): Promise<void> {
   const reply = (status: number, message: string) => {

@@ -46,10 +46,13 @@ export class MemberProbes {
           else if (!late) p.failures++;
           if ((before === 0) !== (p.failures === 0)) log.debug('etcd member probe', { host, ok, why, late, took: Date.now() - now });
         }),
-      ).then(() => {
-        const hosts = [...this.#probes];
-        checked(new Set(hosts.filter(([, p]) => p.failures >= PROBE_FAILURES).map(([h]) => h)), new Set(hosts.filter(([, p]) => p.failures === 0).map(([h]) => h)));
-      });
+      )
+        .then(() => {
+          const hosts = [...this.#probes];
+          checked(new Set(hosts.filter(([, p]) => p.failures >= PROBE_FAILURES).map(([h]) => h)), new Set(hosts.filter(([, p]) => p.failures === 0).map(([h]) => h)));
+        })
+        // An unhandled rejection would end berthd: a round that failed is logged, the next one comes.
+        .catch((err) => log.warn('checking the etcd members failed', { err: errorMessage(err) }));
     }, PROBE_EVERY_MS);
     this.#timer.unref();
   }

@@ -54,11 +54,11 @@ export class EtcdState {
   readonly #leadership: EtcdLeadership;
   /** The members the client uses now, and who watches them all. */
   #hosts: string[];
-  readonly #probes: MemberProbes | undefined;
+  #probes: MemberProbes | undefined;
   #reconnecting = false;
 
   constructor(
-    private readonly access: EtcdAccess,
+    private access: EtcdAccess,
     readonly writer: string,
     readonly prefix = ETCD_PREFIX,
   ) {
@@ -79,7 +79,26 @@ export class EtcdState {
       watched: () => this.#watches.delivered,
       encode: (doc) => this.encode(doc),
     });
-    if (access.endpoints.length > 1) this.#probes = new MemberProbes(access.endpoints, (host) => connectEtcd(access, [host], 'probe'), (down, answering) => this.#checkHosts(down, answering));
+    this.#probes = this.#newProbes();
+  }
+
+  #newProbes(): MemberProbes | undefined {
+    const access = this.access;
+    if (access.endpoints.length <= 1) return undefined;
+    return new MemberProbes(access.endpoints, (host) => connectEtcd(access, [host], 'probe'), (down, answering) => this.#checkHosts(down, answering));
+  }
+
+  /**
+   * This node's certificate was renewed: new clients and probes on it. The connections made with
+   * the old one would outlive it, but a connection made again (after a cut) would not.
+   */
+  async renewCert(cert: string, key: string): Promise<void> {
+    for (let i = 0; this.#reconnecting && i < 100; i++) await new Promise((r) => setTimeout(r, 100));
+    if (this.#closed) return;
+    this.access = { ...this.access, cert, key };
+    this.#probes?.close();
+    this.#probes = this.#newProbes();
+    await this.#reconnect(this.#hosts);
   }
 
   /** The client to etcd now (a new one after a reconnection: read it anew for each call). */

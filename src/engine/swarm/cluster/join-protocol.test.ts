@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { roleOfToken } from './join-protocol.js';
+import { malformedPort, roleOfToken } from './join-protocol.js';
 
 describe('roleOfToken', () => {
   const tokens = { worker: `SWMTKN-1-${'a'.repeat(50)}-${'w'.repeat(25)}`, manager: `SWMTKN-1-${'a'.repeat(50)}-${'m'.repeat(25)}` };
@@ -18,5 +18,21 @@ describe('roleOfToken', () => {
     assert.equal(roleOfToken('', { worker: '', manager: '' }), undefined);
     assert.equal(roleOfToken('', { ...tokens, manager: '' }), undefined);
     assert.equal(roleOfToken(tokens.manager, { worker: '', manager: '' }), undefined);
+  });
+});
+
+describe('malformedPort', () => {
+  it('takes ports 1–65535, or none', () => {
+    assert.equal(malformedPort({}), undefined);
+    assert.equal(malformedPort({ clientPort: 1, peerPort: 65535, listenPort: 2377 }), undefined);
+  });
+
+  it('names the first that is no port', () => {
+    assert.equal(malformedPort({ clientPort: 0 }), 'clientPort');
+    assert.equal(malformedPort({ clientPort: 2379, peerPort: 65536 }), 'peerPort');
+    assert.equal(malformedPort({ listenPort: 2377.5 }), 'listenPort');
+    assert.equal(malformedPort({ listenPort: -1 }), 'listenPort');
+    assert.equal(malformedPort({ peerPort: '2380' as unknown as number }), 'peerPort');
+    assert.equal(malformedPort({ clientPort: null as unknown as number }), 'clientPort');
   });
 });

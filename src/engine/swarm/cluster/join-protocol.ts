@@ -71,6 +71,14 @@ export function roleOfToken(token: unknown, tokens: { worker: string; manager: s
   return same(tokens.manager) ? 'manager' : same(tokens.worker) ? 'worker' : undefined;
 }
 
+/** The first port of a join request that is there but no integer 1–65535 (they go into etcd's URLs and node records). */
+export function malformedPort(ask: Pick<JoinAsk, 'clientPort' | 'peerPort' | 'listenPort'>): string | undefined {
+  return (['clientPort', 'peerPort', 'listenPort'] as const).find((k) => {
+    const v: unknown = ask[k];
+    return v !== undefined && !(Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535);
+  });
+}
+
 export class JoinListener {
   #server: Server | undefined;
   port = 0;
@@ -150,6 +158,11 @@ export class JoinListener {
       }
       return true;
     }
+  }
+
+  /** A renewed certificate: new connections get it, those open keep theirs. */
+  setCert(tls: { cert: string; ca: string; key: string }): void {
+    this.#server?.setSecureContext({ cert: tls.cert + tls.ca, key: tls.key, ca: tls.ca, minVersion: 'TLSv1.2' });
   }
 
   close(): void {

@@ -8,12 +8,12 @@
  * the exec root (a tmpfs, gone at reboot), never in the data root.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { EtcdPermissionDeniedError } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage, unavailable } from '../../../lib/errors.js';
-import { newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
+import { csrFor, newCa, newCsr, signNode, type CertPair, type NodeIdentity } from './pki.js';
 import { EtcdMember, clientUrl, freePortOn, peerUrl } from './etcd-member.js';
 import type { EtcdState } from './etcd-state.js';
 import type { EtcdAccess } from './etcd-client.js';
@@ -175,6 +175,27 @@ export class Membership {
     await rm(join(this.dir, 'data.key'), { force: true });
     // Workers' keys are never sealed (auto-lock is the managers').
     if (this.files && isSealedSync(this.#nodeKeyFile)) await writeKeyFile(this.#nodeKeyFile, this.files.key, undefined);
+  }
+
+  /** A request for a renewed certificate of this node's key. */
+  csrForOwnKey(): Promise<string> {
+    const f = this.#need();
+    return this.#workDir().then((work) => csrFor(work, f.key));
+  }
+
+  /**
+   * A renewed certificate for the same key: node.pem swapped whole (the etcd member reads it at each
+   * TLS handshake), then the swarm port and the etcd clients use it (their connections made before
+   * would outlive the old one; a reconnection would not).
+   */
+  async replaceCert(cert: string): Promise<void> {
+    const f = this.#need();
+    const tmp = join(this.dir, 'node.pem.new');
+    await writeFile(tmp, cert);
+    await rename(tmp, join(this.dir, 'node.pem'));
+    f.cert = cert;
+    this.listener.setCert({ cert, ca: f.ca, key: f.key });
+    if (!this.external) await this.state?.renewCert(cert, f.key);
   }
 
   newCsr(): Promise<{ key: string; csr: string }> {

@@ -35,6 +35,24 @@ export function peerNodeId(req: IncomingMessage, res: ServerResponse): string | 
   return undefined;
 }
 
+/** The role the peer's certificate was signed for (its OU, `swarm-manager` or `swarm-worker`); '' without one. */
+export function peerCertRole(req: IncomingMessage): string {
+  const sock = req.socket as TLSSocket;
+  const ou = sock.authorized ? sock.getPeerCertificate().subject?.OU : undefined;
+  return (Array.isArray(ou) ? ou[0] : ou) ?? '';
+}
+
+/**
+ * Whether a peer is a manager now: its certificate was signed for one, and the cluster's record of
+ * it still says manager. Certificates are not revoked, so a demoted or removed node keeps its
+ * manager certificate; and a record alone is not enough where etcd lets nodes write their own (an
+ * external etcd set up without berth's access control).
+ */
+export function isCurrentManager(certRole: string, record: unknown): boolean {
+  const spec = (record as { spec?: { Role?: unknown } } | undefined)?.spec;
+  return certRole === 'swarm-manager' && typeof spec === 'object' && spec !== null && spec.Role !== 'worker';
+}
+
 /** A percent-encoded part of a request's path, or undefined when it does not decode (decodeURIComponent would throw). */
 export function decodePathPart(part: string): string | undefined {
   try {

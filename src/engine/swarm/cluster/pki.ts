@@ -50,14 +50,31 @@ export function newCsr(workDir: string): Promise<{ key: string; csr: string }> {
   });
 }
 
+/** A request for another certificate for a key the node has already (a renewal keeps the key). */
+export function csrFor(workDir: string, key: string): Promise<string> {
+  return inTemp(workDir, async (dir) => {
+    await writeFile(join(dir, 'key.pem'), key, { mode: 0o600 });
+    await openssl(['req', '-new', '-key', 'key.pem', '-out', 'req.csr', '-subj', '/CN=swarm-node'], dir);
+    return readFile(join(dir, 'req.csr'), 'utf8');
+  });
+}
+
 export interface NodeIdentity {
   nodeId: string;
   role: 'manager' | 'worker';
   clusterId: string;
   /** IP addresses the certificate is valid for (the node's advertised one). */
   ips: string[];
-  days: number;
+  /** How long it is valid, from now (CAConfig.NodeCertExpiry). */
+  seconds: number;
 }
+
+/** openssl's `ca` (not `x509 -req`, whose validity is whole days only) with a database of its own per signature. */
+const CA_CONFIG = ['[ca]', 'default_ca = node_ca', '[node_ca]', 'database = index.txt', 'serial = serial', 'new_certs_dir = .', 'default_md = sha256',
+  'policy = node_policy', 'unique_subject = no', '[node_policy]', 'O = optional', 'OU = optional', 'CN = supplied'].join('\n') + '\n';
+
+/** A time as openssl's `ca -enddate` takes it: YYYYMMDDHHMMSSZ. */
+const asn1Time = (ms: number) => new Date(ms).toISOString().replace(/[-:T]/g, '').replace(/\.\d+Z$/, 'Z');
 
 /** Signs a node's request: CN the node id, OU its role, O the cluster, usable as TLS server and client. */
 export async function signNode(workDir: string, ca: CertPair, csr: string, who: NodeIdentity): Promise<string> {
@@ -75,10 +92,11 @@ export async function signNode(workDir: string, ca: CertPair, csr: string, who: 
       `subjectAltName=${sans.join(',')}`,
     ].join('\n') + '\n');
     const subj = `/O=${who.clusterId}/OU=swarm-${who.role}/CN=${who.nodeId}`;
-    // The subject names the node (etcd's user, the peers' check of who asks): an openssl without
-    // `x509 -req -subj` (before 3.0) fails here rather than sign a certificate that names no node.
-    await openssl(['x509', '-req', '-in', 'req.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'node.pem',
-      '-days', String(Math.max(1, who.days)), '-extfile', 'ext', '-subj', subj], dir);
+    await writeFile(join(dir, 'ca.cnf'), CA_CONFIG);
+    await writeFile(join(dir, 'index.txt'), '');
+    // The subject names the node (etcd's user, the peers' check of who asks), whatever the request said.
+    await openssl(['ca', '-batch', '-config', 'ca.cnf', '-cert', 'ca.pem', '-keyfile', 'ca-key.pem', '-in', 'req.csr', '-out', 'node.pem', '-notext', '-rand_serial',
+      '-enddate', asn1Time(Date.now() + Math.max(1, who.seconds) * 1000), '-extfile', 'ext', '-subj', subj], dir);
     return readFile(join(dir, 'node.pem'), 'utf8');
   });
 }
