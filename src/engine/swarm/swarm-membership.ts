@@ -74,6 +74,7 @@ export class SwarmMembership extends SwarmPart {
   /** Reconnects to etcd after a restart (once the store is loaded and the node's own tasks are synced). */
   reconnect(): void {
     if (this.core.locked) return void log.info('the swarm is locked: this manager waits for "docker swarm unlock"');
+    this.sync.linking();
     void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
   }
 
