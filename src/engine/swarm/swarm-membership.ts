@@ -300,15 +300,14 @@ export class SwarmMembership extends SwarmPart {
     if (manager) void this.keys.applyLock();
     if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
     await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
-    // Members added since this node joined are remembered for its next start (a worker knew only
-    // the members of its join).
-    if (!this.d.externalEtcd && c.local) {
-      const members = await state.client.cluster.memberList({}).catch(() => undefined);
-      const urls = members?.members.flatMap((m) => m.clientURLs) ?? [];
-      if (urls.length) {
-        c.local.endpoints = [...new Set([...c.local.endpoints, ...urls])];
+    // The members as etcd lists them, now and whenever they change, are remembered for this node's
+    // next start (it knew only the members of its join, or of its init: its own).
+    if (!this.d.externalEtcd) {
+      state.onMembers((urls) => {
+        if (this.store.cluster !== c || !c.local) return;
+        c.local.endpoints = urls;
         this.store.saveCluster(true);
-      }
+      });
     }
     state.heartbeat(self, this.roles.heartbeatTtl());
     void state.observeLeader((id) => {
