@@ -261,7 +261,19 @@ export class SwarmMembership extends SwarmPart {
     const local = c.local!;
     await this.members.load();
     if (local.member) await this.members.startMember(c.node.id, c.node.addr, c.id, local.member);
-    const state = await this.members.connect(c.node.id, local.endpoints, 60_000);
+    // etcd may have no quorum for a while yet (its other managers still down): tried again, with a
+    // growing pause, until it answers, this node leaves, or berthd stops.
+    let state: EtcdState | undefined;
+    for (let pause = 1000; !state; pause = Math.min(pause * 2, 30_000)) {
+      try {
+        state = await this.members.connect(c.node.id, local.endpoints, 60_000);
+      } catch (err) {
+        if (this.core.closed || this.store.cluster !== c) return;
+        log.warn('etcd does not answer yet; trying again', { err: errorMessage(err), inMs: pause });
+        await new Promise((r) => setTimeout(r, pause));
+        if (this.core.closed || this.store.cluster !== c) return;
+      }
+    }
     if (this.core.closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
     if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));

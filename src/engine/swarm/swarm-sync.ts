@@ -28,7 +28,7 @@ const NOT_LINKED = 'this node has not reached the swarm\'s etcd yet';
  */
 const READ_WAIT_MS = 20_000;
 /** swarmkit's lost-quorum error as dockerd passes it on: a plain error through gRPC (code Unknown), so a 500. */
-export const NO_LEADER =
+const NO_LEADER =
   "rpc error: code = Unknown desc = The swarm does not have a leader. It's possible that too few managers are online. Make sure more than half of the managers are online.";
 
 /** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */

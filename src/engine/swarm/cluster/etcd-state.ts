@@ -131,7 +131,8 @@ export class EtcdState {
   /**
    * A member the client uses is down and another is up: a client without it. Otherwise, following the
    * member list, a client that lacks a member answering steadily, or uses one that is no member any
-   * more, is replaced by one on every member that answers steadily (see above).
+   * more, is replaced by one on every member that answers steadily and those it uses that still
+   * answer (see above).
    */
   #checkHosts({ down, answering, steady }: ProbeRound): void {
     if (this.#closed) return;
