@@ -58,7 +58,7 @@ describe('swarm across three nodes', () => {
     assert.equal(info.stdout.trim(), `active false ${c.node(2).addr} 1`);
     const ls = await c.node(2).daemon.docker(['service', 'ls']);
     assert.notEqual(ls.code, 0);
-    assert.match(ls.stderr, /This node is not a swarm manager/);
+    assert.match(ls.stderr, /This node is not a swarm manager\. Worker nodes can't be used to view or modify cluster state\./);
     const cli = await d1().docker(['node', 'ls', '--format', '{{.Hostname}} {{.Status}} {{.ManagerStatus}}']);
     assert.equal(cli.stdout.trim().split('\n').filter((l) => /\bReady\b/.test(l)).length, 3, cli.stdout);
     // Each node holds a certificate the cluster CA signed at its join, naming the node, its role and the cluster.

@@ -13,10 +13,10 @@ export function secretRoutes(r: Router, swarm: SwarmService): void {
       const rec = await swarm.createBlob(kind, await readJson(ctx));
       sendJson(ctx, 201, { ID: rec.id });
     });
-    r.on('GET', base, (ctx) => {
+    r.on('GET', base, async (ctx) => {
       const f = parseFilters(ctx.query.get('filters'), ['id', 'label', 'name', 'names']);
       const any = (key: string, pred: (v: string) => boolean) => !f.get(key)?.length || f.get(key)!.some(pred);
-      const list = swarm.blobList(kind).filter(
+      const list = (await swarm.blobList(kind)).filter(
         (b) =>
           any('id', (v) => b.id.startsWith(v)) &&
           any('name', (v) => b.spec.Name.startsWith(v)) &&
@@ -25,7 +25,7 @@ export function secretRoutes(r: Router, swarm: SwarmService): void {
       );
       sendJson(ctx, 200, list.map((b) => blobJson(kind, b)));
     });
-    r.on('GET', `${base}/:id`, (ctx) => sendJson(ctx, 200, blobJson(kind, swarm.blob(kind, ctx.params.id!))));
+    r.on('GET', `${base}/:id`, async (ctx) => sendJson(ctx, 200, blobJson(kind, await swarm.blob(kind, ctx.params.id!))));
     r.on('POST', `${base}/:id/update`, async (ctx) => {
       const version = objectVersion(ctx, kind);
       await swarm.updateBlob(kind, ctx.params.id!, version, await readJson(ctx));

@@ -16,12 +16,12 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
     sendJson(ctx, 201, { ID: id, Warnings: null });
   });
 
-  r.on('GET', '/services', (ctx) => {
+  r.on('GET', '/services', async (ctx) => {
     const f = parseFilters(ctx.query.get('filters'), ['id', 'label', 'mode', 'name']);
     for (const m of f.get('mode') ?? []) if (!['replicated', 'global', 'replicated-job', 'global-job'].includes(m)) throw invalidArgument(`Invalid filter: 'mode=${m}'`);
     const any = (key: string, pred: (v: string) => boolean) => !f.get(key)?.length || f.get(key)!.some(pred);
     const status = queryBool(ctx.query, 'status');
-    const list = swarm.services().filter(
+    const list = (await swarm.services()).filter(
       (s) =>
         any('id', (v) => s.id.startsWith(v)) &&
         any('name', (v) => (s.spec.Name ?? '').startsWith(v)) &&
@@ -31,8 +31,8 @@ export function serviceRoutes(r: Router, swarm: SwarmService): void {
     sendJson(ctx, 200, list.map((s) => serviceJson(s, { counts: status ? swarm.counts(s) : undefined })));
   });
 
-  r.on('GET', '/services/:id', (ctx) => {
-    sendJson(ctx, 200, serviceJson(swarm.service(ctx.params.id!), { insertDefaults: queryBool(ctx.query, 'insertDefaults') }));
+  r.on('GET', '/services/:id', async (ctx) => {
+    sendJson(ctx, 200, serviceJson(await swarm.service(ctx.params.id!), { insertDefaults: queryBool(ctx.query, 'insertDefaults') }));
   });
 
   r.on('POST', '/services/:id/update', async (ctx) => {

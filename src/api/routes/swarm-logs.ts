@@ -14,16 +14,16 @@ import { StreamType, writeFrame, streamContentType } from '../stdcopy.js';
 import { versionAtLeast } from '../api-version.js';
 
 export function swarmLogRoutes(r: Router, swarm: SwarmService): void {
-  r.on('GET', '/services/:id/logs', (ctx) => {
-    const s = swarm.service(ctx.params.id!);
+  r.on('GET', '/services/:id/logs', async (ctx) => {
+    const s = await swarm.service(ctx.params.id!);
     return streamLogs(ctx, swarm, {
       tty: !!s.spec.TaskTemplate?.ContainerSpec?.TTY,
       tasks: () => swarm.store.tasksOf(s.id),
       serviceId: s.id,
     });
   });
-  r.on('GET', '/tasks/:id/logs', (ctx) => {
-    const t = swarm.task(ctx.params.id!);
+  r.on('GET', '/tasks/:id/logs', async (ctx) => {
+    const t = await swarm.task(ctx.params.id!);
     return streamLogs(ctx, swarm, { tty: !!t.spec.ContainerSpec?.TTY, tasks: () => (swarm.store.tasks.has(t.id) ? [t] : []) });
   });
 }

@@ -22,7 +22,7 @@ export function swarmRoutes(r: Router, swarm: SwarmService): void {
     await swarm.join(body as Parameters<SwarmService['join']>[0]);
     sendEmpty(ctx);
   });
-  r.on('GET', '/swarm', (ctx) => sendJson(ctx, 200, clusterJson(swarm.cluster(), true)));
+  r.on('GET', '/swarm', async (ctx) => sendJson(ctx, 200, clusterJson(await swarm.inspect(), true)));
   r.on('POST', '/swarm/leave', async (ctx) => {
     await swarm.leave(queryBool(ctx.query, 'force'));
     sendEmpty(ctx);
@@ -37,19 +37,19 @@ export function swarmRoutes(r: Router, swarm: SwarmService): void {
     });
     sendEmpty(ctx);
   });
-  r.on('GET', '/swarm/unlockkey', (ctx) => sendJson(ctx, 200, { UnlockKey: swarm.unlockKey() }));
+  r.on('GET', '/swarm/unlockkey', async (ctx) => sendJson(ctx, 200, { UnlockKey: await swarm.unlockKey() }));
   r.on('POST', '/swarm/unlock', async (ctx) => {
     const body = await readJsonObject(ctx);
     await swarm.unlock(body.UnlockKey);
     sendEmpty(ctx);
   });
 
-  r.on('GET', '/nodes', (ctx) => {
+  r.on('GET', '/nodes', async (ctx) => {
     const f = parseFilters(ctx.query.get('filters'), ['id', 'label', 'membership', 'name', 'node.label', 'role']);
     const any = (key: string, pred: (v: string) => boolean) => !f.get(key)?.length || f.get(key)!.some(pred);
     for (const m of f.get('membership') ?? []) if (m !== 'accepted' && m !== 'pending') throw invalidArgument(`Invalid membership filter: '${m}'`);
     for (const role of f.get('role') ?? []) if (role !== 'manager' && role !== 'worker') throw invalidArgument(`Invalid role filter: '${role}'`);
-    const nodes = swarm.nodes().filter(
+    const nodes = (await swarm.nodes()).filter(
       (n) =>
         any('id', (v) => n.id.startsWith(v)) &&
         any('name', (v) => (n.description?.hostname ?? swarm.host.name).startsWith(v) || (!!n.spec.Name && n.spec.Name.startsWith(v))) &&
@@ -60,7 +60,7 @@ export function swarmRoutes(r: Router, swarm: SwarmService): void {
     );
     sendJson(ctx, 200, nodes.map((n) => nodeJson(n, swarm)));
   });
-  r.on('GET', '/nodes/:id', (ctx) => sendJson(ctx, 200, nodeJson(swarm.node(ctx.params.id!), swarm)));
+  r.on('GET', '/nodes/:id', async (ctx) => sendJson(ctx, 200, nodeJson(await swarm.node(ctx.params.id!), swarm)));
   r.on('POST', '/nodes/:id/update', async (ctx) => {
     const version = objectVersion(ctx, 'node');
     const body = await readJsonObject(ctx);

@@ -28,6 +28,9 @@ import { isTerminal, type ClusterRecord, type NodeRecord, type ServiceRecord, ty
 export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';
 export const NOT_MANAGER =
   'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
+/** What dockerd answers a cluster read or change on a worker (its daemon/cluster errNoManager). */
+export const WORKER_NOT_MANAGER =
+  "This node is not a swarm manager. Worker nodes can't be used to view or modify cluster state. Please run this command on a manager node or promote the current node to a manager.";
 
 export interface SwarmDeps {
   records: SwarmRecords;
@@ -102,12 +105,12 @@ export class SwarmCore {
     this.updater = new Updater(this.store, this.orchestrator, this.runner, rollback);
   }
 
-  /** The cluster, or dockerd's 503 for a node outside any swarm. */
+  /** The cluster, or dockerd's 503 for a node outside any swarm, on a worker, or locked. */
   cluster(): ClusterRecord {
     if (this.locked) throw unavailable(SWARM_LOCKED);
     const c = this.store.cluster;
     if (!c) throw this.store.unreadable.clusterError() ?? unavailable(NOT_MANAGER);
-    if (c.node.spec.Role === 'worker') throw unavailable(NOT_MANAGER);
+    if (c.node.spec.Role === 'worker') throw unavailable(WORKER_NOT_MANAGER);
     return c;
   }
 

@@ -74,6 +74,7 @@ export class SwarmMembership extends SwarmPart {
   /** Reconnects to etcd after a restart (once the store is loaded and the node's own tasks are synced). */
   reconnect(): void {
     if (this.core.locked) return void log.info('the swarm is locked: this manager waits for "docker swarm unlock"');
+    this.sync.linking();
     void this.#rejoin().catch((err) => log.error('reconnecting to the swarm failed', { err: errorMessage(err) }));
   }
 
@@ -279,7 +280,19 @@ export class SwarmMembership extends SwarmPart {
     const local = c.local!;
     await this.members.load();
     if (local.member) await this.members.startMember(c.node.id, c.node.addr, c.id, local.member);
-    const state = await this.members.connect(c.node.id, local.endpoints, 60_000);
+    // etcd may have no quorum for a while yet (its other managers still down): tried again, with a
+    // growing pause, until it answers, this node leaves, or berthd stops.
+    let state: EtcdState | undefined;
+    for (let pause = 1000; !state; pause = Math.min(pause * 2, 30_000)) {
+      try {
+        state = await this.members.connect(c.node.id, local.endpoints, 60_000);
+      } catch (err) {
+        if (this.core.closed || this.store.cluster !== c) return;
+        log.warn('etcd does not answer yet; trying again', { err: errorMessage(err), inMs: pause });
+        await new Promise((r) => setTimeout(r, pause));
+        if (this.core.closed || this.store.cluster !== c) return;
+      }
+    }
     if (this.core.closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
     if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
@@ -318,15 +331,14 @@ export class SwarmMembership extends SwarmPart {
     if (manager) void this.keys.applyLock();
     if (unlockKey) await this.keys.setUnlockKey(state, unlockKey);
     await state.watch(snap.revision, (key, doc) => this.sync.onRemote(key, doc, false));
-    // Members added since this node joined are remembered for its next start (a worker knew only
-    // the members of its join).
-    if (!this.d.externalEtcd && c.local) {
-      const members = await state.client.cluster.memberList({}).catch(() => undefined);
-      const urls = members?.members.flatMap((m) => m.clientURLs) ?? [];
-      if (urls.length) {
-        c.local.endpoints = [...new Set([...c.local.endpoints, ...urls])];
+    // The members as etcd lists them, now and whenever they change, are remembered for this node's
+    // next start (it knew only the members of its join, or of its init: its own).
+    if (!this.d.externalEtcd) {
+      state.onMembers((urls) => {
+        if (this.store.cluster !== c || !c.local) return;
+        c.local.endpoints = urls;
         this.store.saveCluster(true);
-      }
+      });
     }
     state.heartbeat(self, this.roles.heartbeatTtl());
     void state.observeLeader((id) => {

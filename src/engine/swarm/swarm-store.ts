@@ -29,6 +29,8 @@ export interface StoreSink {
   commit(key: string, doc: unknown | undefined, name?: NameChange): Promise<void>;
   /** Resolves once changes reach etcd (after a restart: once etcd answered), or rejects with a 503. */
   linked(): Promise<void>;
+  /** Resolves once the cache holds etcd's state (after a restart or an unlock), or rejects as dockerd does without a leader. */
+  current(): Promise<void>;
   /** This node's id. */
   self(): string;
   /** Whether this node decides (writes tasks' desired states). */
@@ -223,6 +225,14 @@ export class SwarmStore {
   /** Resolves once this node's changes reach the cluster (at once outside one): an API call that changes a record waits for it first. */
   async linked(): Promise<void> {
     await this.#sink?.linked();
+  }
+
+  /**
+   * Resolves once the cache holds what etcd holds (at once outside a cluster): a manager's API read
+   * waits for it first, so that after a restart it never answers from the records saved before.
+   */
+  async current(): Promise<void> {
+    await this.#sink?.current();
   }
 
   /**

@@ -4,7 +4,7 @@
  * comes in through the watch. Secrets and configs travel sealed under the cluster's data key.
  */
 import type { BlobRecord } from './secrets.js';
-import { errorMessage, unavailable } from '../../lib/errors.js';
+import { errorMessage, internal, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
@@ -21,6 +21,16 @@ const RECORDS = new Set(['cluster', 'nodes', 'secrets', 'configs']);
 /** How long an API call made right after a restart waits for etcd. */
 const LINK_WAIT_MS = 30_000;
 const NOT_LINKED = 'this node has not reached the swarm\'s etcd yet';
+/**
+ * How long after a restart (or an unlock) a manager's reads wait for etcd's state before answering as
+ * dockerd's manager does when its raft has had no leader for a while (20 s: dockerd's request timeout).
+ * Counted from when the node began linking, not per read: once it has waited that long, reads fail at
+ * once, as dockerd's do once swarmkit takes the quorum for lost.
+ */
+const READ_WAIT_MS = 20_000;
+/** swarmkit's lost-quorum error as dockerd passes it on: a plain error through gRPC (code Unknown), so a 500. */
+const NO_LEADER =
+  "rpc error: code = Unknown desc = The swarm does not have a leader. It's possible that too few managers are online. Make sure more than half of the managers are online.";
 
 /** `services/abc` → ['services', 'abc']; `cluster` → ['cluster', '']. */
 function splitKey(key: string): [string, string] {
@@ -38,6 +48,8 @@ export class SwarmSync {
    */
   #linked: Promise<void> = Promise.resolve();
   #link: (() => void) | undefined;
+  /** When this node began linking (reads wait for the link until READ_WAIT_MS after it). */
+  #linkingSince = 0;
   /** Tasks decided here as leader that etcd never got (applySnapshot). */
   readonly #unsent = new Set<string>();
   readonly #docWatchers = new Map<string, (id: string, doc: unknown | undefined) => void>();
@@ -73,6 +85,7 @@ export class SwarmSync {
       del: (k) => this.#early.set(k, null),
       commit: notYet,
       linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
     });
@@ -92,6 +105,7 @@ export class SwarmSync {
       del: (k) => this.#del(state, self, k),
       commit: (k, d, name) => this.#commit(state, k, d, name),
       linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
     });
@@ -102,7 +116,20 @@ export class SwarmSync {
   }
 
   #unsynced(): void {
-    if (!this.#link) this.#linked = new Promise<void>((resolve) => (this.#link = resolve));
+    if (this.#link) return;
+    this.#linked = new Promise<void>((resolve) => (this.#link = resolve));
+    this.#linkingSince = Date.now();
+  }
+
+  /** Linking starts (again) now: after a restart, or once a locked manager is unlocked. */
+  linking(): void {
+    if (this.#link) this.#linkingSince = Date.now();
+  }
+
+  /** Resolves once the cache holds etcd's state; dockerd's no-leader error if it does not within READ_WAIT_MS of linking. */
+  #current(): Promise<void> {
+    if (!this.#link) return Promise.resolve();
+    return withTimeout(this.#linked, Math.max(0, this.#linkingSince + READ_WAIT_MS - Date.now()), NO_LEADER, internal);
   }
 
   /** The cache holds etcd's state now: API changes go ahead. */
@@ -427,10 +454,10 @@ export class SwarmSync {
   }
 }
 
-/** `p`, or `what` as dockerd's 503 once `ms` passed. */
-function withTimeout(p: Promise<void>, ms: number, what: string): Promise<void> {
+/** `p`, or `what` as dockerd's 503 (or another error) once `ms` passed. */
+function withTimeout(p: Promise<void>, ms: number, what: string, error: (msg: string) => Error = unavailable): Promise<void> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(unavailable(what)), ms);
+    const timer = setTimeout(() => reject(error(what)), ms);
     void p.then(() => {
       clearTimeout(timer);
       resolve();

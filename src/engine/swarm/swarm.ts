@@ -4,6 +4,10 @@
  * swarm-roles.ts leadership and promotion); auto-lock is SwarmLock's; the nodes and services APIs are
  * SwarmNodes' and SwarmServices'; what they share is SwarmCore's. This class starts and stops them,
  * checks requests that need a manager and keeps versions honest.
+ *
+ * A manager's API reads (and the changes that find their object in the cache first) wait, after a
+ * restart or an unlock, until the cache holds etcd's state (`#current`): answered from the records saved
+ * before, `node ls` or `service ls` would show the cluster as it was when the node stopped.
  */
 import type { HostFacts } from '../system.js';
 import type { BlobKind, BlobRecord } from './secrets.js';
@@ -122,6 +126,22 @@ export class SwarmService {
     return this.#core.cluster();
   }
 
+  /**
+   * The cluster once the cache holds etcd's state: dockerd's 503 at once outside a swarm, on a worker
+   * or while locked; after a restart or an unlock it waits for etcd's snapshot (store.current, bounded),
+   * then checks again (the node may have been demoted meanwhile).
+   */
+  async #current(): Promise<ClusterRecord> {
+    this.cluster();
+    await this.store.current();
+    return this.cluster();
+  }
+
+  /** GET /swarm: the cluster as etcd holds it. */
+  inspect(): Promise<ClusterRecord> {
+    return this.#current();
+  }
+
   /** Whether this node is a manager of an active swarm. */
   get isManager(): boolean {
     return !!this.store.cluster && this.store.cluster.node.spec.Role !== 'worker';
@@ -176,7 +196,8 @@ export class SwarmService {
     await this.#lock.update(!!next.spec.EncryptionConfig?.AutoLockManagers, rotate.unlockKey);
   }
 
-  unlockKey(): string {
+  async unlockKey(): Promise<string> {
+    await this.#current();
     return this.#lock.unlockKey();
   }
 
@@ -205,12 +226,14 @@ export class SwarmService {
 
   // --- nodes ---
 
-  nodes(): NodeRecord[] {
+  async nodes(): Promise<NodeRecord[]> {
+    await this.#current();
     return this.#nodes.nodes();
   }
 
   /** By id, name, hostname, then unique id prefix. */
-  node(idOrName: string): NodeRecord {
+  async node(idOrName: string): Promise<NodeRecord> {
+    await this.#current();
     return this.#nodes.node(idOrName);
   }
 
@@ -223,25 +246,26 @@ export class SwarmService {
   }
 
   /** A node that is down (or any worker, with force) leaves the node list; managers must be demoted first. */
-  removeNode(idOrName: string, force = false): Promise<void> {
+  async removeNode(idOrName: string, force = false): Promise<void> {
+    await this.#current();
     return this.#nodes.removeNode(idOrName, force);
   }
 
   // --- secrets and configs ---
 
-  blobList(kind: BlobKind): BlobRecord[] {
-    this.cluster();
+  async blobList(kind: BlobKind): Promise<BlobRecord[]> {
+    await this.#current();
     return this.blobs[kind].list();
   }
 
-  blob(kind: BlobKind, idOrName: string): BlobRecord {
-    this.cluster();
+  async blob(kind: BlobKind, idOrName: string): Promise<BlobRecord> {
+    await this.#current();
     return this.blobs[kind].get(idOrName);
   }
 
   /** In a cluster, in etcd (its name taken there) before the answer. */
   async createBlob(kind: BlobKind, body: unknown): Promise<BlobRecord> {
-    this.cluster();
+    await this.#current();
     await this.store.linked();
     return this.blobs[kind].create(body);
   }
@@ -253,18 +277,20 @@ export class SwarmService {
   }
 
   async removeBlob(kind: BlobKind, idOrName: string): Promise<void> {
-    this.cluster();
+    await this.#current();
     await this.store.linked();
     await this.blobs[kind].remove(idOrName, this.store.services.values());
   }
 
   // --- services and tasks ---
 
-  services(): ServiceRecord[] {
+  async services(): Promise<ServiceRecord[]> {
+    await this.#current();
     return this.#services.services();
   }
 
-  service(idOrName: string): ServiceRecord {
+  async service(idOrName: string): Promise<ServiceRecord> {
+    await this.#current();
     return this.#services.service(idOrName);
   }
 
@@ -277,7 +303,8 @@ export class SwarmService {
   }
 
   /** The service goes at once (in a cluster, once etcd took it); its tasks' containers are stopped and removed behind it. */
-  removeService(idOrName: string): Promise<void> {
+  async removeService(idOrName: string): Promise<void> {
+    await this.#current();
     return this.#services.removeService(idOrName);
   }
 
@@ -285,7 +312,8 @@ export class SwarmService {
     return this.#services.counts(s);
   }
 
-  tasks(): TaskRecord[] {
+  async tasks(): Promise<TaskRecord[]> {
+    await this.#current();
     return this.#services.tasks();
   }
 
@@ -297,7 +325,8 @@ export class SwarmService {
     return this.#services.taskLogRecords(t, q, signal);
   }
 
-  task(id: string): TaskRecord {
+  async task(id: string): Promise<TaskRecord> {
+    await this.#current();
     return this.#services.task(id);
   }
 }

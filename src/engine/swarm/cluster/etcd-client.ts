@@ -11,7 +11,7 @@ import { errorMessage } from '../../../lib/errors.js';
 import { PROBE_DEADLINE_MS } from './etcd-probes.js';
 
 /** How long a call may take before the client gives up on that member. */
-const CALL_DEADLINE_MS = 10_000;
+export const CALL_DEADLINE_MS = 10_000;
 /**
  * The watch client's gRPC keep-alive: a ping this often while the watch stream is open (etcd's least
  * allowed interval, --grpc-keepalive-min-time), the connection closed when one is unanswered this long.

@@ -18,12 +18,20 @@
  * observer, the heartbeat and the campaign start again on it. The watches have a client of their own
  * whose connection is pinged: one a cut left dead fails the watch stream, which starts again from
  * where it was as soon as the member answers.
+ *
+ * With the etcd berthd runs, the members probed and used follow etcd's member list (etcd-members.ts),
+ * not the endpoints the client started with: a client that left a member spreads back to it once it
+ * answers steadily again, and one reaches the managers that joined after it connected (the first
+ * manager's client starts with its own member only). Spreading back replaces the client too, so it
+ * waits while this node leads (a replaced client costs the campaign: the leadership would move for
+ * nothing); a leader's client still leaves a member that goes down for any other that answers.
  */
 import type { Etcd3, Range } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
-import { MemberProbes } from './etcd-probes.js';
-import { connectEtcd, type EtcdAccess } from './etcd-client.js';
+import { MemberProbes, type ProbeRound } from './etcd-probes.js';
+import { MemberList } from './etcd-members.js';
+import { CALL_DEADLINE_MS, connectEtcd, type EtcdAccess } from './etcd-client.js';
 import { decodeDoc, encodeDoc } from './etcd-docs.js';
 import { EtcdWrites, type LeaderTerm, type WriteGuard, type WriteOutcome, type WriteRefusal } from './etcd-writes.js';
 import { EtcdWatches, type ChangeFn } from './etcd-watches.js';
@@ -34,6 +42,8 @@ export type { EtcdAccess } from './etcd-client.js';
 export type { ChangeFn } from './etcd-watches.js';
 
 export const ETCD_PREFIX = '/berth/swarm/';
+/** At most one reconnection to spread the client back over the members this often. */
+const SPREAD_EVERY_MS = 10_000;
 
 export interface Snapshot {
   entries: Map<string, unknown>;
@@ -55,12 +65,19 @@ export class EtcdState {
   /** The members the client uses now, and who watches them all. */
   #hosts: string[];
   #probes: MemberProbes | undefined;
-  #reconnecting = false;
+  /** etcd's member list, followed (the etcd berthd runs; an external one's endpoints are its operator's). */
+  readonly #members: MemberList | undefined;
+  /** Who hears the member list whenever it changes. */
+  #onMembers: ((urls: string[]) => void) | undefined;
+  /** When the client was last replaced to spread back over the members (or made). */
+  #spreadAt = Date.now();
 
   constructor(
     private access: EtcdAccess,
     readonly writer: string,
     readonly prefix = ETCD_PREFIX,
+    /** Follow etcd's member list (the etcd berthd runs). */
+    follow = false,
   ) {
     this.#hosts = access.endpoints;
     this.#client = connectEtcd(access, this.#hosts);
@@ -79,13 +96,32 @@ export class EtcdState {
       watched: () => this.#watches.delivered,
       encode: (doc) => this.encode(doc),
     });
-    this.#probes = this.#newProbes();
+    if (follow) {
+      this.#members = new MemberList(access.endpoints, () => this.#client.cluster.memberList({}), (urls) => {
+        if (this.#closed) return;
+        this.#probe();
+        this.#onMembers?.(urls);
+      });
+    }
+    this.#probe();
   }
 
-  #newProbes(): MemberProbes | undefined {
-    const access = this.access;
-    if (access.endpoints.length <= 1) return undefined;
-    return new MemberProbes(access.endpoints, (host) => connectEtcd(access, [host], 'probe'), (down, answering) => this.#checkHosts(down, answering));
+  /** The members etcd lists (or the endpoints given, not following them). */
+  get #memberUrls(): string[] {
+    return this.#members?.urls ?? this.access.endpoints;
+  }
+
+  /** Probes every member, and every host the client still uses; none while there is only the one. */
+  #probe(): void {
+    const hosts = [...new Set([...this.#memberUrls, ...this.#hosts])];
+    if (this.#probes) return this.#probes.setHosts(hosts);
+    if (hosts.length > 1) this.#probes = new MemberProbes(hosts, (host) => connectEtcd(this.access, [host], 'probe'), (round) => this.#checkHosts(round));
+  }
+
+  /** Calls `fn` with the members' client URLs as etcd lists them, and again whenever they change (following it). */
+  onMembers(fn: (urls: string[]) => void): void {
+    this.#onMembers = fn;
+    if (this.#members?.listed) fn(this.#members.urls);
   }
 
   /**
@@ -93,11 +129,11 @@ export class EtcdState {
    * the old one would outlive it, but a connection made again (after a cut) would not.
    */
   async renewCert(cert: string, key: string): Promise<void> {
-    for (let i = 0; this.#reconnecting && i < 100; i++) await new Promise((r) => setTimeout(r, 100));
     if (this.#closed) return;
     this.access = { ...this.access, cert, key };
     this.#probes?.close();
-    this.#probes = this.#newProbes();
+    this.#probes = undefined;
+    this.#probe();
     await this.#reconnect(this.#hosts);
   }
 
@@ -106,40 +142,61 @@ export class EtcdState {
     return this.#client;
   }
 
-  /** A member the client uses is down and another is up: a client without it. */
-  #checkHosts(down: Set<string>, answering: Set<string>): void {
-    if (this.#closed || this.#reconnecting) return;
-    const up = this.access.endpoints.filter((h) => !down.has(h));
+  /**
+   * A member the client uses is down and another is up: a client without it. Otherwise, following the
+   * member list, a client that lacks a member answering steadily, or uses one that is no member any
+   * more, is replaced by one on every member that answers steadily and those it uses that still
+   * answer (see above).
+   */
+  #checkHosts({ down, answering, steady }: ProbeRound): void {
+    if (this.#closed) return;
+    const members = this.#memberUrls;
+    const up = members.filter((h) => !down.has(h));
     // Only for a member that answers now: one cut off itself sees every other member fail, some later than others.
-    if (!up.some((h) => answering.has(h)) || !this.#hosts.some((h) => down.has(h))) return;
-    log.warn('an etcd member does not answer; connecting to the others', { down: [...down], up });
-    void this.#reconnect(up).catch((err) => log.warn('reconnecting to etcd failed', { err: errorMessage(err) }));
+    if (up.some((h) => answering.has(h)) && this.#hosts.some((h) => down.has(h))) {
+      log.warn('an etcd member does not answer; connecting to the others', { down: [...down], up });
+      return this.#replace(up);
+    }
+    if (!this.#members || this.term || Date.now() - this.#spreadAt < SPREAD_EVERY_MS) return;
+    if (!members.some((h) => steady.has(h) && !this.#hosts.includes(h)) && this.#hosts.every((h) => members.includes(h))) return;
+    // The members it uses that still answer stay, with every one that answers steadily.
+    const spread = members.filter((h) => steady.has(h) || (this.#hosts.includes(h) && !down.has(h)));
+    if (!spread.length) return;
+    this.#spreadAt = Date.now();
+    log.info('connecting to every etcd member that answers', { before: this.#hosts, now: spread });
+    this.#replace(spread);
+  }
+
+  #replace(hosts: string[]): void {
+    void this.#reconnect(hosts).catch((err) => log.warn('reconnecting to etcd failed', { err: errorMessage(err) }));
   }
 
   /**
    * A new client on `hosts` in place of one that uses a member that is down: the watches from where
    * they were, the heartbeat on a new lease, the observer, the campaign anew (a leader no longer leads
-   * meanwhile). The old client's streams are left to die with it.
+   * meanwhile). The old client's streams are left to die with it; it is closed once the calls still
+   * under way on it have had their deadline (a snapshot being read, a write: retried on its other
+   * members if need be, not cut short).
    */
   async #reconnect(hosts: string[]): Promise<void> {
-    this.#reconnecting = true;
-    try {
-      const old = this.#client;
-      const oldWatches = this.#watchClient;
-      this.#watches.leave();
-      this.#hosts = hosts;
-      this.#client = connectEtcd(this.access, hosts);
-      this.#watchClient = connectEtcd(this.access, hosts, 'watch');
-      this.#heartbeat.moveOn();
-      const campaigned = this.#leadership.leave(this.#client);
-      old.close();
-      oldWatches.close();
-      await this.#watches.resume();
-      this.#leadership.resume(campaigned);
-      log.info('connected to etcd again', { hosts, revision: String(this.#watches.delivered) });
-    } finally {
-      this.#reconnecting = false;
-    }
+    const old = this.#client;
+    const oldWatches = this.#watchClient;
+    this.#watches.leave();
+    this.#hosts = hosts;
+    this.#client = connectEtcd(this.access, hosts);
+    this.#watchClient = connectEtcd(this.access, hosts, 'watch');
+    this.#probe();
+    this.#heartbeat.moveOn();
+    const campaigned = this.#leadership.leave(this.#client);
+    setTimeout(() => old.close(), CALL_DEADLINE_MS).unref();
+    oldWatches.close();
+    // Before the watches: a watch waits on its member to start, and one that went silent meanwhile
+    // must not hold the campaign back (a new leader waits for its watch to catch up all the same).
+    this.#leadership.resume(campaigned);
+    // Nothing waits for this: a member that goes silent while a watch starts on it is left by the
+    // next reconnection (which closes this watch client, and the start waiting on it with it).
+    await this.#watches.resume();
+    log.info('connected to etcd again', { hosts, revision: String(this.#watches.delivered) });
   }
 
   /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */
@@ -308,6 +365,7 @@ export class EtcdState {
     await this.flushed(2000);
     this.#closed = true;
     this.#writes.close();
+    this.#members?.close();
     this.#probes?.close();
     await this.#watches.close();
     await this.#leadership.close();

@@ -255,7 +255,8 @@ export class Membership {
     // Loaded here, not at start-up: the etcd client and gRPC cost ~120 ms and ~25 MiB (RSS) to load,
     // which a daemon outside any swarm never needs.
     const { EtcdState } = await import('./etcd-state.js');
-    const state = new EtcdState(access, nodeId);
+    // The etcd berthd runs is followed as its members change; an external one's endpoints are its operator's.
+    const state = new EtcdState(access, nodeId, undefined, !this.external);
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
