@@ -67,7 +67,7 @@ export class EtcdState {
     const client = () => this.#client;
     const closed = () => this.#closed;
     this.#writes = new EtcdWrites(client, prefix, (key, why, guard) => this.#refused(key, why, guard));
-    this.#watches = new EtcdWatches({ client: () => this.#watchClient, prefix, writer, writes: this.#writes });
+    this.#watches = new EtcdWatches({ client: () => this.#watchClient, prefix, writer, writes: this.#writes, renew: () => this.#renewWatchClient() });
     this.#heartbeat = new NodeHeartbeat({ client, closed, key: (id) => `${prefix}alive/${id}`, value: () => this.encode({ at: Date.now() }) });
     this.#leadership = new EtcdLeadership({
       client,
@@ -120,6 +120,13 @@ export class EtcdState {
     } finally {
       this.#reconnecting = false;
     }
+  }
+
+  /** The watches' client anew, on the members the client uses now (the old one closed). */
+  #renewWatchClient(): void {
+    const old = this.#watchClient;
+    this.#watchClient = connectEtcd(this.access, this.#hosts, 'watch');
+    old.close();
   }
 
   /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */
