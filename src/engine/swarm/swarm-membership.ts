@@ -314,7 +314,7 @@ export class SwarmMembership extends SwarmPart {
       this.core.leaderId = id;
       if (id && id !== self) this.sync.otherLeads();
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
-    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (term) => this.roles.onLeadership(term));
+    if (manager) state.campaign(self, this.roles.campaignTtl(), (term) => this.roles.onLeadership(term));
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline && !(this.store.alive.has(self) && (!manager || this.core.leaderId !== undefined))) await new Promise((r) => setTimeout(r, 20));

@@ -19,6 +19,8 @@ import { SECOND_NS } from './swarm-model.js';
 
 /** How often a promoted node tries to make its etcd member join before it gives up. */
 const MEMBER_ATTEMPTS = 3;
+/** The leader's campaign lease lasts this long at least (campaignTtl). */
+const CAMPAIGN_TTL_MIN_S = 10;
 
 export class SwarmRoles extends SwarmPart {
   #graceTimer: NodeJS.Timeout | undefined;
@@ -43,6 +45,17 @@ export class SwarmRoles extends SwarmPart {
   heartbeatTtl(): number {
     const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
     return Math.max(2, Math.ceil(3 * period));
+  }
+
+  /**
+   * The TTL of the leader's campaign lease: the heartbeat's, but CAMPAIGN_TTL_MIN_S at least. etcd
+   * answers no keep-alive while it has no quorum (an etcd member of two restarting, or a raft
+   * election), and a leader takes itself for deposed after a TTL without one: with a short
+   * heartbeat (1 s: a 3 s TTL) every such pause cost the swarm its leader, and a leader's updates in
+   * flight, for a re-election. A leader that dies is succeeded after this long at most.
+   */
+  campaignTtl(): number {
+    return Math.max(CAMPAIGN_TTL_MIN_S, this.heartbeatTtl());
   }
 
   /**
@@ -110,7 +123,7 @@ export class SwarmRoles extends SwarmPart {
   #campaignIfManager(): void {
     const state = this.members.state;
     if (!state || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') return;
-    state.campaign(this.store.selfId, this.heartbeatTtl(), (term) => this.onLeadership(term));
+    state.campaign(this.store.selfId, this.campaignTtl(), (term) => this.onLeadership(term));
   }
 
   /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
