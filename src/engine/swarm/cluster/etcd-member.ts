@@ -3,7 +3,7 @@
  * root, client and peer URLs on the advertised address, TLS with client certificates on both. The
  * member outlives berthd (like a container does): a restarted berthd finds it by its pidfile and
  * keeps it; a member that is not running, then or later while berthd runs, is started again on its
- * data dir. Its output goes to
+ * data dir, unless etcd removed it from the cluster (see #supervise). Its output goes to
  * `etcd.log`, rotated by size while berthd runs (etcd never reopens it: copied and truncated).
  */
 import { spawn } from 'node:child_process';
