@@ -188,7 +188,7 @@ export class SwarmMembership extends SwarmPart {
         await this.members.startMember(node.id, addr, cluster.id, local.member);
       }
       const state = await this.members.connect(node.id, local.endpoints, 30_000);
-      if (local.member) await this.members.promoteSelf(node.id, 60_000);
+      if (local.member) await this.members.promoteSelf(Membership.peerUrl(addr, local.member.peerPort), 60_000);
       // Workers listen too: managers ask them for their tasks' logs there.
       local.listenPort = await this.members.serveJoins(listen.host, listen.port, answer.role === 'manager');
       if (answer.role === 'manager') node.managerAddr = `${addr.includes(':') ? `[${addr}]` : addr}:${local.listenPort}`;
@@ -295,7 +295,7 @@ export class SwarmMembership extends SwarmPart {
     }
     if (this.core.closed || this.store.cluster !== c) return;
     // A join cut short before its member was promoted finishes here.
-    if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(c.node.id, 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
+    if (local.member && !this.d.externalEtcd) await this.members.promoteSelf(Membership.peerUrl(c.node.addr, local.member.peerPort), 60_000).catch((err) => log.warn('promoting this etcd member failed', { err: errorMessage(err) }));
     // A port taken meanwhile costs this node its listener (joins through it, its tasks' logs), not the cluster.
     await this.members.serveJoins(local.listenHost, local.listenPort, c.node.spec.Role === 'manager').catch((err) => log.error('the swarm port cannot be served', { err: errorMessage(err) }));
     await this.#link(state, c.node.spec.Role === 'manager');
@@ -345,7 +345,7 @@ export class SwarmMembership extends SwarmPart {
       this.core.leaderId = id;
       if (id && id !== self) this.sync.otherLeads();
     }).catch((err) => log.warn('observing the swarm leader failed', { err: errorMessage(err) }));
-    if (manager) state.campaign(self, this.roles.heartbeatTtl(), (term) => this.roles.onLeadership(term));
+    if (manager) state.campaign(self, this.roles.campaignTtl(), (term) => this.roles.onLeadership(term));
     this.#peers.certs.start();
     // Answer once this node shows as ready, and a manager once there is a leader (this one, after init).
     const deadline = Date.now() + 5000;

@@ -17,6 +17,11 @@ import type { SwarmAccess } from './swarm-access.js';
 import type { LeaderTerm } from './cluster/etcd-writes.js';
 import { SECOND_NS } from './swarm-model.js';
 
+/** How often a promoted node tries to make its etcd member join before it gives up. */
+const MEMBER_ATTEMPTS = 3;
+/** The leader's campaign lease lasts this long at least (campaignTtl). */
+const CAMPAIGN_TTL_MIN_S = 10;
+
 export class SwarmRoles extends SwarmPart {
   #graceTimer: NodeJS.Timeout | undefined;
   #membershipChange: Promise<void> = Promise.resolve();
@@ -40,6 +45,17 @@ export class SwarmRoles extends SwarmPart {
   heartbeatTtl(): number {
     const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
     return Math.max(2, Math.ceil(3 * period));
+  }
+
+  /**
+   * The TTL of the leader's campaign lease: the heartbeat's, but CAMPAIGN_TTL_MIN_S at least. etcd
+   * answers no keep-alive while it has no quorum (an etcd member of two restarting, or a raft
+   * election), and a leader takes itself for deposed after a TTL without one: with a short
+   * heartbeat (1 s: a 3 s TTL) every such pause cost the swarm its leader, and a leader's updates in
+   * flight, for a re-election. A leader that dies is succeeded after this long at most.
+   */
+  campaignTtl(): number {
+    return Math.max(CAMPAIGN_TTL_MIN_S, this.heartbeatTtl());
   }
 
   /**
@@ -107,7 +123,7 @@ export class SwarmRoles extends SwarmPart {
   #campaignIfManager(): void {
     const state = this.members.state;
     if (!state || this.core.closed || this.store.cluster?.node.spec.Role === 'worker') return;
-    state.campaign(this.store.selfId, this.heartbeatTtl(), (term) => this.onLeadership(term));
+    state.campaign(this.store.selfId, this.campaignTtl(), (term) => this.onLeadership(term));
   }
 
   /** A promoted node gets the data key (then opens the secrets etcd holds); a demoted one drops the managers' keys. */
@@ -153,7 +169,9 @@ export class SwarmRoles extends SwarmPart {
     if (!c || !local || this.d.externalEtcd || this.core.closed) return;
     const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
     if (role === 'manager' && !local.member) {
-      const { clientUrl, ...member } = await this.members.becomeMember(c.node.id, c.node.addr, c.id);
+      const joined = await this.#becomeMember(c.node.id, c.node.addr, c.id);
+      if (!joined) return;
+      const { clientUrl, ...member } = joined;
       local.member = member;
       local.endpoints = [...local.endpoints.filter((e) => e !== clientUrl), clientUrl];
     } else if (role === 'worker' && local.member) {
@@ -166,5 +184,28 @@ export class SwarmRoles extends SwarmPart {
     }
     this.store.saveCluster(true);
     log.info('this node\'s etcd membership changed', { role, endpoints: local.endpoints });
+  }
+
+  /**
+   * This node's etcd member added, started and promoted, tried again a few times while the node is
+   * still a manager (its member removed under it, etcd busy, a learner of a join in the way): a
+   * manager without a member of its own would cost the cluster the fault tolerance it was promoted
+   * for. Undefined when the node was demoted (or berthd stops) meanwhile: it wants no member then.
+   */
+  async #becomeMember(nodeId: string, addr: string, clusterId: string): Promise<Awaited<ReturnType<Membership['becomeMember']>> | undefined> {
+    const stillManager = () => !this.core.closed && this.store.cluster?.node.spec.Role !== 'worker';
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.members.becomeMember(nodeId, addr, clusterId, stillManager);
+      } catch (err) {
+        if (!stillManager()) {
+          log.info('this node was demoted before its etcd member joined; it gave the member up', { err: errorMessage(err) });
+          return undefined;
+        }
+        if (attempt >= MEMBER_ATTEMPTS) throw err;
+        log.warn('this node\'s etcd member did not join; trying again', { attempt, err: errorMessage(err) });
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    }
   }
 }

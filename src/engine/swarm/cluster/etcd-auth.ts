@@ -129,6 +129,12 @@ export class EtcdAuth {
     return out;
   }
 
+  /** The role node `id`'s record says now (undefined: gone or unreadable). */
+  async #roleNow(id: string): Promise<NodeRole | undefined> {
+    const value = await this.client.get(`${this.prefix}nodes/${id}`).string();
+    return value === null ? undefined : roleOfNodeDoc(value);
+  }
+
   /**
    * Every node's user as its record says, the users of nodes that are gone removed (root stays).
    * Answers the records it went by, and the ids of the users it changed. Records that lack `self`
@@ -153,6 +159,10 @@ export class EtcdAuth {
       const has = await this.#rolesOf(id);
       const want = wantedRoles(id, role);
       if (has.length === want.length && want.every((r) => has.includes(r))) continue;
+      // Its record read again first: a role change made since (its manager sets the user itself, and
+      // asks for another pass) must not be undone from the older record, even for a moment (a
+      // promoted node's member and watch need root).
+      if ((await this.#roleNow(id)) !== role) continue;
       await this.setNode(id, role);
       changed.push(id);
     }

@@ -3,11 +3,11 @@
  * root, client and peer URLs on the advertised address, TLS with client certificates on both. The
  * member outlives berthd (like a container does): a restarted berthd finds it by its pidfile and
  * keeps it; a member that is not running, then or later while berthd runs, is started again on its
- * data dir. Its output goes to
+ * data dir, unless etcd removed it from the cluster (see #supervise). Its output goes to
  * `etcd.log`, rotated by size while berthd runs (etcd never reopens it: copied and truncated).
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -75,11 +75,41 @@ function alive(pid: number): boolean {
 
 /** How often berthd looks whether its etcd member still runs. */
 const SUPERVISE_MS = 1000;
+/** How much of etcd.log's end is read to tell why the member exited. */
+const EXIT_LOG_BYTES = 64 * 1024;
+/** What etcd says when it finds itself removed from the cluster (then at every start on that data dir). */
+const REMOVED = 'the member has been permanently removed from the cluster';
+
+/** Why the member exited: `removed` when etcd took it out of the cluster; etcd's last error. */
+export interface MemberExit {
+  removed: boolean;
+  last?: string;
+}
+
+/** Why etcd exited, from what it wrote to its log (zap's JSON lines) since it was started. */
+export function exitReason(text: string): MemberExit {
+  if (text.includes(REMOVED)) return { removed: true, last: REMOVED };
+  let last: string | undefined;
+  for (const line of text.split('\n')) {
+    if (!/"level":"(error|fatal|panic)"/.test(line)) continue;
+    try {
+      const e = JSON.parse(line) as { msg?: string; error?: string };
+      last = e.error ? `${e.msg}: ${e.error}` : e.msg;
+    } catch {
+      continue;
+    }
+  }
+  return { removed: false, last };
+}
 
 export class EtcdMember {
   #pid = 0;
   #rotator: LogRotator | undefined;
   #watchdog: NodeJS.Timeout | undefined;
+  /** Where etcd.log ended when the running process was spawned: what it wrote since tells why it exited. */
+  #logFrom = 0;
+  /** Why the member last exited (undefined while it never did); `removed`: it is supervised no more. */
+  #exit: MemberExit | undefined;
 
   constructor(readonly config: MemberConfig) {}
 
@@ -93,6 +123,11 @@ export class EtcdMember {
 
   get clientUrl(): string {
     return clientUrl(this.config.addr, this.config.clientPort);
+  }
+
+  /** Why the member last exited while berthd watched it (undefined: it never did). */
+  get lastExit(): MemberExit | undefined {
+    return this.#exit;
   }
 
   /** Keeps the member already running for this data dir, or starts it; then keeps it running. */
@@ -109,6 +144,7 @@ export class EtcdMember {
     }
     if (old) {
       this.#pid = old;
+      this.#logFrom = this.#logSize();
       log.info('etcd member already running', { pid: old });
     } else {
       this.#spawn();
@@ -141,6 +177,7 @@ export class EtcdMember {
     // O_APPEND: after a rotation's truncation etcd's next write lands at the (new) end.
     const logFd = openSync(this.logFile, 'a');
     try {
+      this.#logFrom = fstatSync(logFd).size;
       const child = spawn(ETCD_BINARY, this.#args(), { stdio: ['ignore', logFd, logFd], detached: true });
       child.unref();
       if (!child.pid) throw new Error('etcd did not start');
@@ -154,7 +191,9 @@ export class EtcdMember {
   /**
    * While berthd runs, a member that exits (killed, crashed) is started again on its data dir (the
    * flags naming the first cluster no longer count then): at once, then, when it keeps dying, after
-   * a delay doubled per exit (1 s up to 30 s; back to nothing once it ran a minute).
+   * a delay doubled per exit (1 s up to 30 s; back to nothing once it ran a minute). One that etcd
+   * removed from the cluster is not: it would exit again at every start (its owner decides, see
+   * lastExit). Each exit is logged with etcd's last error.
    */
   #supervise(): void {
     clearInterval(this.#watchdog);
@@ -168,6 +207,13 @@ export class EtcdMember {
       }
       if (Date.now() < notBefore) return;
       const dead = this.#pid;
+      this.#exit = exitReason(this.#logSince(this.#logFrom));
+      if (this.#exit.removed) {
+        log.error('the etcd member was removed from the etcd cluster; not started again', { pid: dead });
+        clearInterval(this.#watchdog);
+        this.#watchdog = undefined;
+        return;
+      }
       try {
         this.#spawn();
       } catch (err) {
@@ -175,12 +221,39 @@ export class EtcdMember {
         notBefore = Date.now() + 5000;
         return;
       }
-      log.warn('the etcd member exited; started again', { pid: dead, now: this.#pid, exits: exits + 1 });
+      log.warn('the etcd member exited; started again', { pid: dead, now: this.#pid, exits: exits + 1, why: this.#exit.last });
       notBefore = Date.now() + (exits ? Math.min(30_000, 1000 * 2 ** (exits - 1)) : 0);
       exits++;
       since = Date.now();
     }, SUPERVISE_MS);
     this.#watchdog.unref();
+  }
+
+  #logSize(): number {
+    try {
+      return statSync(this.logFile).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** What etcd.log holds from `from` on (its last EXIT_LOG_BYTES at most; all of it after a rotation). */
+  #logSince(from: number): string {
+    let fd: number;
+    try {
+      fd = openSync(this.logFile, 'r');
+    } catch {
+      return '';
+    }
+    try {
+      const size = fstatSync(fd).size;
+      const start = Math.max(size < from ? 0 : from, size - EXIT_LOG_BYTES);
+      const buf = Buffer.alloc(size - start);
+      const n = readSync(fd, buf, 0, buf.length, start);
+      return buf.subarray(0, n).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Rotates etcd.log by size while berthd runs. */

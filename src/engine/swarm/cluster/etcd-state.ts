@@ -85,7 +85,7 @@ export class EtcdState {
     const client = () => this.#client;
     const closed = () => this.#closed;
     this.#writes = new EtcdWrites(client, prefix, (key, why, guard) => this.#refused(key, why, guard));
-    this.#watches = new EtcdWatches({ client: () => this.#watchClient, prefix, writer, writes: this.#writes });
+    this.#watches = new EtcdWatches({ client: () => this.#watchClient, prefix, writer, writes: this.#writes, renew: () => this.#renewWatchClient() });
     this.#heartbeat = new NodeHeartbeat({ client, closed, key: (id) => `${prefix}alive/${id}`, value: () => this.encode({ at: Date.now() }) });
     this.#leadership = new EtcdLeadership({
       client,
@@ -197,6 +197,13 @@ export class EtcdState {
     // next reconnection (which closes this watch client, and the start waiting on it with it).
     await this.#watches.resume();
     log.info('connected to etcd again', { hosts, revision: String(this.#watches.delivered) });
+  }
+
+  /** The watches' client anew, on the members the client uses now (the old one closed). */
+  #renewWatchClient(): void {
+    const old = this.#watchClient;
+    this.#watchClient = connectEtcd(this.access, this.#hosts, 'watch');
+    old.close();
   }
 
   /** Reads and watches only these ranges from now on (undefined: the whole prefix); see rewatch. */

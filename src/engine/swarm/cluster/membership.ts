@@ -285,22 +285,36 @@ export class Membership {
     return { endpoints, ca: f.ca, cert: f.cert, key: f.key };
   }
 
-  /** Makes this node's learner member a voting one, once etcd says it has caught up. */
-  async promoteSelf(nodeId: string, timeoutMs: number): Promise<void> {
+  /**
+   * Makes this node's learner member (the one at `peer`, its peer URL: a learner not started yet has
+   * no name) a voting one, once etcd says it has caught up. Fails at once, rather than waiting out
+   * `timeoutMs`, when the member is no longer listed or its process says etcd removed it (a demotion
+   * meanwhile: nothing will bring it back), or when `wanted` says this node wants it no more; after
+   * `timeoutMs`, with what etcd last said about it.
+   */
+  async promoteSelf(peer: string, timeoutMs: number, wanted: () => boolean = () => true): Promise<void> {
     // Read anew for each call: the state may replace its client (etcd-state.ts).
     const etcd = () => this.state!.client;
     const deadline = Date.now() + timeoutMs;
+    let why = 'it has not caught up';
     for (;;) {
+      if (!wanted()) throw unavailable("this node's etcd member is not wanted any more (the node was demoted meanwhile)");
+      if (this.member?.lastExit?.removed) throw unavailable("this node's etcd member was removed from the etcd cluster");
+      let listed = true;
       try {
-        const list = await etcd().cluster.memberList({});
-        const me = list.members.find((m) => m.name === nodeId);
+        const me = (await etcd().cluster.memberList({})).members.find((m) => m.peerURLs.includes(peer));
         if (me && !me.isLearner) return;
-        if (me) await etcd().cluster.memberPromote({ ID: me.ID });
-        if (me) return;
+        listed = me !== undefined;
+        if (me) return void (await etcd().cluster.memberPromote({ ID: me.ID }));
       } catch (err) {
-        if (Date.now() > deadline) throw unavailable(`this node's etcd member could not be promoted: ${errorMessage(err)}`);
+        // Not caught up yet, no root yet (the promoting manager grants it), etcd busy: asked again.
+        why = errorMessage(err);
       }
-      if (Date.now() > deadline) throw unavailable("this node's etcd member did not start");
+      if (!listed) throw unavailable("this node's etcd member was removed from the etcd cluster");
+      if (Date.now() > deadline) {
+        const exit = this.member?.lastExit?.last;
+        throw unavailable(`this node's etcd member could not be promoted within ${Math.round(timeoutMs / 1000)} s: ${why}${exit ? `; the member last exited with: ${exit}` : ''}`);
+      }
       await new Promise((r) => setTimeout(r, 300));
     }
   }
@@ -312,9 +326,10 @@ export class Membership {
 
   /**
    * A promoted worker's own etcd member: added as a learner through the client it already has,
-   * started, then promoted once caught up (as a joining manager's is). Answers what to keep in ClusterLocal.
+   * started, then promoted once caught up (as a joining manager's is). Answers what to keep in
+   * ClusterLocal. `wanted`: whether the node still wants it (demoted meanwhile, it gives up at once).
    */
-  async becomeMember(nodeId: string, addr: string, clusterId: string): Promise<NonNullable<ClusterLocal['member']> & { clientUrl: string }> {
+  async becomeMember(nodeId: string, addr: string, clusterId: string, wanted: () => boolean = () => true): Promise<NonNullable<ClusterLocal['member']> & { clientUrl: string }> {
     // Read anew for each call: the state may replace its client (etcd-state.ts).
     const etcd = () => this.state!.client;
     const ports = await this.memberPorts(addr);
@@ -325,7 +340,7 @@ export class Membership {
         added = await etcd().cluster.memberAdd({ peerURLs: [peerUrl(addr, ports.peerPort)], isLearner: true });
         break;
       } catch (err) {
-        if (!(err instanceof EtcdPermissionDeniedError) || i >= 40) throw err;
+        if (!(err instanceof EtcdPermissionDeniedError) || i >= 40 || !wanted()) throw err;
         await new Promise((r) => setTimeout(r, 250));
       }
     }
@@ -333,7 +348,7 @@ export class Membership {
     const member = { ...ports, initialCluster, initialState: 'existing' as const };
     try {
       await this.startMember(nodeId, addr, clusterId, member);
-      await this.promoteSelf(nodeId, 60_000);
+      await this.promoteSelf(peerUrl(addr, ports.peerPort), 60_000, wanted);
     } catch (err) {
       // A member that never came up must not stay in the list: it would count against the quorum once promoted.
       await etcd().cluster.memberRemove({ ID: added.member.ID }).catch(() => undefined);
