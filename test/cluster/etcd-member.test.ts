@@ -205,7 +205,7 @@ async function loopbackPki(dir: string, names: string[]): Promise<LoopbackPki> {
   };
   const certs: Record<string, string> = {};
   for (const n of names) {
-    certs[n] = await signNode(dir, ca, csr, { nodeId: n, role: 'manager', clusterId: 'c1', ips: ['127.0.0.1'], days: 1 });
+    certs[n] = await signNode(dir, ca, csr, { nodeId: n, role: 'manager', clusterId: 'c1', ips: ['127.0.0.1'], seconds: 86400 });
     file(`${n}.pem`, certs[n]!);
   }
   const caFile = file('ca.pem', ca.cert);
