@@ -115,14 +115,14 @@ export class NodeCerts extends SwarmPart {
     const role = roleOfNode(this.store.nodes.get(c.node.id) ?? c.node) ?? 'worker';
     const roleChanged = !certNamesRole(cert, role);
     if (Date.now() < this.#due && !roleChanged) return Math.max(1000, Math.min(MAX_CHECK_MS, this.#due - Date.now()));
-    const renewed = new X509Certificate(await this.#renew(role));
+    const renewed = new X509Certificate(await this.#renew(role, !roleChanged));
     log.info('this node\'s certificate was renewed', { role, why: roleChanged ? 'role' : 'due', notAfter: renewed.validTo });
     // A manager whose view of this node's record lags signed the old role: asked again soon.
     return certNamesRole(renewed, role) ? 0 : 5000;
   }
 
   /** A new certificate for this node's key: signed here by a manager that can, else by another manager. */
-  async #renew(role: string): Promise<string> {
+  async #renew(role: string, reconnect: boolean): Promise<string> {
     const f = this.members.files!;
     const self = this.store.selfId;
     const csr = await this.members.csrForOwnKey();
@@ -135,7 +135,7 @@ export class NodeCerts extends SwarmPart {
     if (cn !== `CN=${self}` || !x.publicKey.equals(createPublicKey(f.key)) || !x.verify(new X509Certificate(f.ca).publicKey)) {
       throw unavailable('the manager answered a certificate that is not this node\'s');
     }
-    await this.members.replaceCert(cert);
+    await this.members.replaceCert(cert, reconnect);
     return cert;
   }
 

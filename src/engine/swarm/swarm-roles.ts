@@ -135,7 +135,15 @@ export class SwarmRoles extends SwarmPart {
       await this.dropKeys();
       // What a worker may read of etcd (etcd-auth.ts), watched from now on.
       state.restrictReads(workerReadRanges(state.prefix));
-      return state.rewatch((await state.snapshot()).revision);
+      // etcd may refuse a moment ("revision of auth store is old") while the node's user changes.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await state.rewatch((await state.snapshot()).revision);
+        } catch (err) {
+          if (attempt >= 20 || this.core.closed || this.store.cluster?.node.spec.Role !== 'worker') throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
     }
     // The other managers may hear of the promotion a moment after this node does (and let etcd know).
     state.restrictReads(undefined);

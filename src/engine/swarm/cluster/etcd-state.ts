@@ -125,16 +125,19 @@ export class EtcdState {
   }
 
   /**
-   * This node's certificate was renewed: new clients and probes on it. The connections made with
-   * the old one would outlive it, but a connection made again (after a cut) would not.
+   * This node's certificate was renewed: new probes on it, and the clients too when `reconnect` (the
+   * old one nears its end: connections made with it would outlive it, but one made again after a cut
+   * would not). Without, they move to it at their next reconnection: a renewal for a role change
+   * (etcd knows a node by its certificate's CN, which stays) must not drop the watches and the
+   * campaign while that change is being carried out.
    */
-  async renewCert(cert: string, key: string): Promise<void> {
+  async renewCert(cert: string, key: string, reconnect: boolean): Promise<void> {
     if (this.#closed) return;
     this.access = { ...this.access, cert, key };
     this.#probes?.close();
     this.#probes = undefined;
     this.#probe();
-    await this.#reconnect(this.#hosts);
+    if (reconnect) await this.#reconnect(this.#hosts);
   }
 
   /** The client to etcd now (a new one after a reconnection: read it anew for each call). */

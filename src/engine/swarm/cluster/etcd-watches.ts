@@ -111,7 +111,15 @@ export class EtcdWatches {
   /** On the new client: each watch again from where it was. */
   async resume(): Promise<void> {
     this.#moving = false;
-    if (this.#onChange) await this.#create(this.#watches, this.#generation);
+    if (!this.#onChange) return;
+    const generation = this.#generation;
+    try {
+      await this.#create(this.#watches, generation);
+    } catch (err) {
+      // Refused (a node demoted meanwhile, its ranges not restricted yet) or late: made again in a while.
+      if (generation === this.#generation) this.#recover(AGAIN_MS);
+      throw err;
+    }
   }
 
   async close(): Promise<void> {

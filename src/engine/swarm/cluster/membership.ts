@@ -186,16 +186,17 @@ export class Membership {
   /**
    * A renewed certificate for the same key: node.pem swapped whole (the etcd member reads it at each
    * TLS handshake), then the swarm port and the etcd clients use it (their connections made before
-   * would outlive the old one; a reconnection would not).
+   * would outlive the old one; a reconnection would not). `reconnect`: the etcd clients move to it
+   * now (a renewal because the old one nears its end), else at their next reconnection.
    */
-  async replaceCert(cert: string): Promise<void> {
+  async replaceCert(cert: string, reconnect: boolean): Promise<void> {
     const f = this.#need();
     const tmp = join(this.dir, 'node.pem.new');
     await writeFile(tmp, cert);
     await rename(tmp, join(this.dir, 'node.pem'));
     f.cert = cert;
     this.listener.setCert({ cert, ca: f.ca, key: f.key });
-    if (!this.external) await this.state?.renewCert(cert, f.key);
+    if (!this.external) await this.state?.renewCert(cert, f.key, reconnect);
   }
 
   newCsr(): Promise<{ key: string; csr: string }> {
