@@ -49,6 +49,26 @@ describe('node promote and demote change etcd membership', () => {
     });
   });
 
+  it('demoted and at once promoted again (its member removed before it heard either): a voting member again', async () => {
+    for (let round = 0; round < 2; round++) {
+      await eventually('node 3 a voting member', async () => (await members(c, 1)).voting.includes(ids[2]!) && (await members(c, 1)).learners.length === 0, 60_000, 300);
+      // Node 3's berthd held still meanwhile, so it hears both changes at once (its etcd member runs on).
+      const pid = c.node(3).daemon.pid;
+      process.kill(pid, 'SIGSTOP');
+      try {
+        for (const verb of ['demote', 'promote']) {
+          const r = await c.node(1).daemon.docker(['node', verb, ids[2]!]);
+          assert.equal(r.code, 0, r.stderr);
+        }
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      await eventually(`round ${round}: three voting members again`, async () => (await members(c, 1)).voting.length === 3 && (await members(c, 1)).learners.length === 0, 60_000, 300).catch((err) => {
+        throw new Error(`${(err as Error).message}\n${c.node(3).daemon.logTail(40)}`);
+      });
+    }
+  });
+
   it('the old leader\'s host dies: the two others keep the quorum, one leads, the service converges', async () => {
     const r = await c.node(1).daemon.docker(['service', 'create', '-d', '--name', 'web', '--replicas', '4', c.image, 'sh', '-c', LOOP]);
     assert.equal(r.code, 0, r.stderr);

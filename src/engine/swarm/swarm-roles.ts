@@ -176,6 +176,16 @@ export class SwarmRoles extends SwarmPart {
     const local = c?.local;
     if (!c || !local || this.d.externalEtcd || this.core.closed) return;
     const role = c.node.spec.Role === 'worker' ? 'worker' : 'manager';
+    if (role === 'manager' && local.member && !(await this.members.memberListed(Membership.peerUrl(c.node.addr, local.member.peerPort)))) {
+      // Removed under it: a demotion that a quick promotion overtook (the demoting manager removes
+      // the member before it answers). etcd takes that member back never: its data goes, and the
+      // node joins anew below, as a promoted node does.
+      const own = Membership.clientUrl(c.node.addr, local.member.clientPort);
+      log.info('this node\'s etcd member was removed while it was demoted; joining etcd again', { node: c.node.id });
+      await this.members.leaveMember(c.node.id);
+      local.member = undefined;
+      local.endpoints = local.endpoints.filter((e) => e !== own);
+    }
     if (role === 'manager' && !local.member) {
       const joined = await this.#becomeMember(c.node.id, c.node.addr, c.id);
       if (!joined) return;

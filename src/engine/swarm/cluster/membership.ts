@@ -383,6 +383,11 @@ export class Membership {
     await rm(this.memberKeyFile, { force: true });
   }
 
+  /** Whether etcd lists a member with this peer URL. */
+  async memberListed(peer: string): Promise<boolean> {
+    return (await this.state!.client.cluster.memberList({})).members.some((m) => m.peerURLs.includes(peer));
+  }
+
   /** Closes the client and listener; the member keeps running unless `removeAll` (leaving). */
   async close(removeAll: boolean): Promise<void> {
     this.listener.close();
