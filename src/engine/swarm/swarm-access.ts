@@ -16,15 +16,14 @@ import { errorMessage } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
 import type { SwarmCore } from './swarm-core.js';
-
-const SECOND_NS = 1_000_000_000;
+import { heartbeatSeconds } from './swarm-model.js';
 
 /**
  * How long a learner may stay unstarted (no name) before the leader takes it for abandoned: well past
  * the joiner's own 20 s limit and its member's start, and longer on a slow cluster's heartbeat.
  */
-function unstartedGraceMs(heartbeatNs: number): number {
-  return Math.max(30_000, (12 * heartbeatNs) / 1e6);
+function unstartedGraceMs(heartbeatS: number): number {
+  return Math.max(30_000, 12 * heartbeatS * 1000);
 }
 
 /** Removes the etcd member named `name` (a node id) when there is one; another removing it meanwhile is no error. */
@@ -127,7 +126,7 @@ export class SwarmAccess {
   /** Removes the unstarted learners seen for longer than the grace, and looks again once the others' grace has passed. */
   async #dropAbandoned(state: EtcdState, unstarted: string[]): Promise<void> {
     const now = Date.now();
-    const grace = unstartedGraceMs(Number(this.core.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS));
+    const grace = unstartedGraceMs(heartbeatSeconds(this.core.store.cluster));
     for (const id of this.#unstarted.keys()) if (!unstarted.includes(id)) this.#unstarted.delete(id);
     for (const id of unstarted) {
       const since = this.#unstarted.get(id) ?? now;

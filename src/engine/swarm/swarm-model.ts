@@ -24,6 +24,11 @@ export const isTerminal = (s: TaskState): boolean => stateRank(s) > stateRank('r
 /** Nanosecond durations, as the API carries Go's time.Duration. */
 export const SECOND_NS = 1_000_000_000;
 
+/** The swarm's heartbeat period in seconds (dockerd's default 5 s when the cluster names none). */
+export function heartbeatSeconds(c: { spec: { Dispatcher?: { HeartbeatPeriod?: number } } } | undefined): number {
+  return Number(c?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
+}
+
 export interface RestartPolicy {
   Condition?: 'none' | 'on-failure' | 'any';
   Delay?: number;

@@ -15,7 +15,7 @@ import type { SwarmPeers } from './swarm-peers.js';
 import type { SwarmSync } from './swarm-sync.js';
 import type { SwarmAccess } from './swarm-access.js';
 import type { LeaderTerm } from './cluster/etcd-writes.js';
-import { SECOND_NS } from './swarm-model.js';
+import { heartbeatSeconds } from './swarm-model.js';
 
 /** How often a promoted node tries to make its etcd member join before it gives up. */
 const MEMBER_ATTEMPTS = 3;
@@ -43,7 +43,7 @@ export class SwarmRoles extends SwarmPart {
 
   /** Seconds without a heartbeat after which a node is down (3 heartbeat periods, at least 2 s). */
   heartbeatTtl(): number {
-    const period = Number(this.store.cluster?.spec.Dispatcher?.HeartbeatPeriod ?? 5 * SECOND_NS) / SECOND_NS;
+    const period = heartbeatSeconds(this.store.cluster);
     return Math.max(2, Math.ceil(3 * period));
   }
 
