@@ -47,7 +47,10 @@ export class NodeHeartbeat {
       log.warn(what, { err: errorMessage(err) });
       silence(lease);
       lease.release();
-      setTimeout(() => this.start(nodeId, ttlSeconds), delayMs).unref();
+      // Unless a new client's start (moveOn) came first: two leases would both hold the key.
+      setTimeout(() => {
+        if (!this.#lease) this.start(nodeId, ttlSeconds);
+      }, delayMs).unref();
     };
     lease.on('lost', (err) => replace('swarm heartbeat lease lost; renewing', err, 500));
     lease
