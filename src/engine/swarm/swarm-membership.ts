@@ -26,6 +26,7 @@ import { SwarmSync } from './swarm-sync.js';
 import { KEYS_KIND, ManagerKeys } from './cluster/manager-keys.js';
 import { certSeconds } from './node-certs.js';
 import { type ClusterLocal, type ClusterRecord, type NodeRecord, type NodeSpec, type TaskRecord } from './swarm-model.js';
+import { hostPart } from './cluster/etcd-member.js';
 
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -35,7 +36,6 @@ const LEAVE_MANAGER =
   'You are attempting to leave the swarm on a node that is participating as a manager. Removing the last manager erases all current state of the swarm. Use `--force` to ignore this message.';
 
 /** An address as the host of `host:port` (an IPv6 one bracketed). */
-const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
 
 export class SwarmMembership extends SwarmPart {
   /** Certificates, etcd and the join listener of this node's cluster. */

@@ -5,6 +5,7 @@
 import { invalidArgument, notFound } from '../../lib/errors.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import { outOfSequence, type NodeRecord, type NodeSpec } from './swarm-model.js';
+import { hostPart } from './cluster/etcd-member.js';
 
 function uniqueNodePrefix(all: NodeRecord[], prefix: string): NodeRecord | undefined {
   const hits = all.filter((n) => n.id.startsWith(prefix));
@@ -61,7 +62,7 @@ export class SwarmNodes extends SwarmPart {
     if (role !== n.spec.Role && !this.store.clustered) throw invalidArgument('attempting to demote the last manager of the swarm');
     const before = n.spec.Role;
     const next: NodeRecord = { ...n, spec: { ...(spec.Name ? { Name: spec.Name } : {}), Labels: spec.Labels ?? {}, Role: role, Availability: availability } };
-    if (role === 'manager' && !next.managerAddr) next.managerAddr = `${next.addr}:2377`;
+    if (role === 'manager' && !next.managerAddr) next.managerAddr = `${hostPart(next.addr)}:2377`;
     this.store.touch(next);
     await this.store.commitNode(next, n);
     // Before the answer: a demoted node holds etcd's root no more once the client hears back.

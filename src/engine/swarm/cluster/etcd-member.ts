@@ -40,7 +40,8 @@ export function etcdLogLimits(env: NodeJS.ProcessEnv = process.env): LogLimits {
   };
 }
 
-const hostPart = (addr: string) => (addr.includes(':') ? `[${addr}]` : addr);
+/** An address as the host part of a URL or host:port (an IPv6 one in brackets). */
+export const hostPart = (addr: string): string => (addr.includes(':') ? `[${addr}]` : addr);
 export const clientUrl = (addr: string, port: number) => `https://${hostPart(addr)}:${port}`;
 export const peerUrl = clientUrl;
 
