@@ -8,7 +8,7 @@ import { invalidArgument, notFound } from '../../lib/errors.js';
 import type { UnreadableRows } from './swarm-record-repair.js';
 import type { SwarmObjectRecords } from '../../state/swarm-object-records.js';
 import { newSwarmId } from './swarm-ids.js';
-import { outOfSequence, type ServiceRecord, type ServiceSpec } from './swarm-model.js';
+import { outOfSequence, rpc, type ServiceRecord, type ServiceSpec } from './swarm-model.js';
 import { nameTaken } from './swarm-names.js';
 import type { NameChange } from './swarm-store.js';
 
@@ -43,7 +43,6 @@ export interface BlobRef {
 
 const NAME_RE = /^[a-zA-Z0-9]+(?:[a-zA-Z0-9-_.]*[a-zA-Z0-9])?$/;
 const MAX_SIZE: Record<BlobKind, number> = { secret: 500 * 1024, config: 1000 * 1024 };
-const rpc = (code: string, desc: string) => `rpc error: code = ${code} desc = ${desc}`;
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export class SwarmBlobs {

@@ -9,7 +9,9 @@ import { internal } from '../../lib/errors.js';
  * dockerd's answer to an update whose `version` is not the object's current one, or that another
  * change overtook (swarmkit's store refuses it; the gRPC error is Unknown, so a 500).
  */
-export const outOfSequence = () => internal('rpc error: code = Unknown desc = update out of sequence');
+/** An error text as dockerd passes swarmkit's gRPC errors on. */
+export const rpc = (code: string, desc: string): string => `rpc error: code = ${code} desc = ${desc}`;
+export const outOfSequence = () => internal(rpc('Unknown', 'update out of sequence'));
 
 export const TASK_STATES = [
   'new', 'allocated', 'pending', 'assigned', 'accepted', 'preparing', 'ready', 'starting', 'running',

@@ -19,6 +19,7 @@ import { log } from '../../lib/log.js';
 import { conflict, errorMessage, type BerthError } from '../../lib/errors.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
 import type { EtcdState } from './cluster/etcd-state.js';
+import { rpc } from './swarm-model.js';
 
 export const NAMED_KINDS = ['services', 'secrets', 'configs', 'networks'] as const;
 export type NamedKind = (typeof NAMED_KINDS)[number];
@@ -35,7 +36,7 @@ export function nameKey(kind: NamedKind, name: string): string {
 export function nameTaken(kind: NamedKind, name: string): BerthError {
   if (kind === 'networks') return conflict(`network with name ${name} already exists`);
   const what = kind === 'services' ? `name conflicts with an existing object: service ${name}` : `${kind.slice(0, -1)} ${name}`;
-  return conflict(`rpc error: code = AlreadyExists desc = ${what} already exists`);
+  return conflict(rpc('AlreadyExists', `${what} already exists`));
 }
 
 /** A record of a named kind as the cache holds it. */

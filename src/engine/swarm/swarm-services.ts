@@ -14,9 +14,8 @@ import { containerRecords, remoteTaskRecords } from './task-logs.js';
 import type { LogRecord } from '../containers/log-reader.js';
 import { SwarmPart, type SwarmCore } from './swarm-core.js';
 import { updateStarted } from './updater.js';
-import { isGlobal, isJob, modeName, outOfSequence, replicas, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
+import { isGlobal, isJob, modeName, outOfSequence, replicas, rpc, type ServiceRecord, type ServiceSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
 
-const rpc = (code: string, desc: string) => `rpc error: code = ${code} desc = ${desc}`;
 
 export interface ServiceCounts {
   running: number;

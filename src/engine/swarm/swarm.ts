@@ -266,7 +266,6 @@ export class SwarmService {
   /** In a cluster, in etcd (its name taken there) before the answer. */
   async createBlob(kind: BlobKind, body: unknown): Promise<BlobRecord> {
     await this.#current();
-    await this.store.linked();
     return this.blobs[kind].create(body);
   }
 
@@ -278,7 +277,6 @@ export class SwarmService {
 
   async removeBlob(kind: BlobKind, idOrName: string): Promise<void> {
     await this.#current();
-    await this.store.linked();
     await this.blobs[kind].remove(idOrName, this.store.services.values());
   }
 
