@@ -25,4 +25,27 @@ describe('MemberProbes', () => {
       process.off('unhandledRejection', onRejection);
     }
   });
+
+  it('a member that fails in a round this process was late for is not down, nor steady any more', async () => {
+    let answers = true;
+    const client = {
+      maintenance: { status: async () => { if (!answers) throw new Error('unavailable'); return { leader: '1' }; } },
+      close: () => undefined,
+    } as unknown as Etcd3;
+    const rounds: { down: boolean; steady: boolean }[] = [];
+    const probes = new MemberProbes(['a'], () => client, (r) => rounds.push({ down: r.down.has('a'), steady: r.steady.has('a') }));
+    try {
+      for (let i = 0; i < 100 && !rounds.some((r) => r.steady); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(rounds.some((r) => r.steady), 'steady after answering');
+      // This process is held up past two rounds; the member fails the round that comes late.
+      answers = false;
+      const seen = rounds.length;
+      const until = Date.now() + 2200;
+      while (Date.now() < until);
+      for (let i = 0; i < 60 && rounds.length === seen; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(rounds[seen], { down: false, steady: false });
+    } finally {
+      probes.close();
+    }
+  });
 });

@@ -57,9 +57,10 @@ export class MemberProbes {
           if (ok) {
             p.failures = 0;
             p.answered++;
-          } else if (!late) {
-            p.failures++;
+          } else {
+            // A late round's failure does not count towards down, but the member did not answer: not steady.
             p.answered = 0;
+            if (!late) p.failures++;
           }
           if ((before === 0) !== (p.failures === 0)) log.debug('etcd member probe', { host, ok, why, late, took: Date.now() - now });
         }),
