@@ -11,8 +11,7 @@ import type { ContainerService } from '../containers/container-service.js';
 import { isRunningLike } from '../containers/container-model.js';
 import type { ContainerLogReader, LogRecord } from '../containers/log-reader.js';
 import { errorMessage, unavailable } from '../../lib/errors.js';
-import { splitRemote } from './cluster/join-protocol.js';
-import { decodePathPart } from './cluster/peer-tls.js';
+import { decodePathPart, splitRemote } from './cluster/peer-tls.js';
 import type { TaskLogQuery } from './swarm-model.js';
 
 export const wantedBy = (q: TaskLogQuery) => (rec: LogRecord) => (rec.stream === 'stdout' ? q.stdout : q.stderr) && (q.since === undefined || rec.timeNs > q.since);

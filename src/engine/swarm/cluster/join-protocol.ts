@@ -13,6 +13,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createTcpServer } from 'node:net';
 import { BerthError, errorMessage, internal, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
 import { caDigest } from './pki.js';
+import { splitRemote } from './peer-tls.js';
 import { log } from '../../../lib/log.js';
 
 export interface JoinAsk {
@@ -192,15 +193,6 @@ export function freeSwarmPort(host: string, port: number): Promise<number> {
       probe.close(() => resolve(chosen));
     });
   });
-}
-
-/** `host:port` (port 2377 when left out), `[v6]:port`. */
-export function splitRemote(addr: string): { host: string; port: number } {
-  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(addr);
-  if (v6) return { host: v6[1]!, port: Number(v6[2] ?? 2377) };
-  const m = /^([^:]+)(?::(\d+))?$/.exec(addr);
-  if (!m) throw invalidArgument(`invalid remote address ${addr}`);
-  return { host: m[1]!, port: Number(m[2] ?? 2377) };
 }
 
 /** The local address this host would use to reach `host` (no packet is sent). */
