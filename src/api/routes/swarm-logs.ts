@@ -18,13 +18,13 @@ export function swarmLogRoutes(r: Router, swarm: SwarmService): void {
     const s = await swarm.service(ctx.params.id!);
     return streamLogs(ctx, swarm, {
       tty: !!s.spec.TaskTemplate?.ContainerSpec?.TTY,
-      tasks: () => swarm.store.tasksOf(s.id),
+      tasks: () => swarm.tasksOfService(s.id),
       serviceId: s.id,
     });
   });
   r.on('GET', '/tasks/:id/logs', async (ctx) => {
     const t = await swarm.task(ctx.params.id!);
-    return streamLogs(ctx, swarm, { tty: !!t.spec.ContainerSpec?.TTY, tasks: () => (swarm.store.tasks.has(t.id) ? [t] : []) });
+    return streamLogs(ctx, swarm, { tty: !!t.spec.ContainerSpec?.TTY, tasks: () => (swarm.hasTask(t.id) ? [t] : []) });
   });
 }
 
@@ -107,7 +107,7 @@ async function streamLogs(
       };
       for (const src of sources) start(src);
       // Tasks that start later are followed from their first line.
-      const stop = swarm.runner.onTaskChange((t) => {
+      const stop = swarm.onTaskChange((t) => {
         if (t.serviceId !== opts.serviceId || t.status.state !== 'running') return;
         const src = sourceOf(t, true);
         if (src) start(src);

@@ -20,9 +20,8 @@ export function taskRoutes(r: Router, swarm: SwarmService): void {
     const serviceIds = await resolveAll(f.get('service'), async (v) => (await swarm.service(v)).id);
     const nodeIds = await resolveAll(f.get('node'), async (v) => (await swarm.node(v)).id);
     const upToDate = f.get('_up-to-date')?.includes('true') ?? false;
-    const tasks = (await swarm.tasks()).filter((t) => {
-      const s = swarm.store.services.get(t.serviceId);
-      return (
+    const tasks = (await swarm.tasks()).filter(
+      (t) =>
         (!serviceIds?.length || serviceIds.includes(t.serviceId)) &&
         (!nodeIds?.length || nodeIds.includes(t.nodeId)) &&
         any('id', (v) => t.id.startsWith(v)) &&
@@ -30,9 +29,8 @@ export function taskRoutes(r: Router, swarm: SwarmService): void {
         any('desired-state', (v) => v === '' || v.toLowerCase() === t.desiredState) &&
         any('runtime', (v) => v === 'container') &&
         matchLabels(f.get('label'), {}) &&
-        (!upToDate || (s !== undefined && t.templateVersion === s.templateVersion))
-      );
-    });
+        (!upToDate || swarm.taskUpToDate(t)),
+    );
     tasks.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
     sendJson(ctx, 200, tasks.map(taskJson));
   });

@@ -11,7 +11,8 @@ import { advertiseOf, listenOf, newCluster, type InitRequest } from './cluster.j
 import { newJoinTokens, newSwarmId } from './swarm-ids.js';
 import { Membership } from './cluster/membership.js';
 import { caDigest } from './cluster/pki.js';
-import { askToJoin, freeSwarmPort, malformedPort, roleOfToken, splitRemote, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { askToJoin, freeSwarmPort, malformedPort, roleOfToken, sourceAddressFor, tokenDigest, type JoinAnswer, type JoinAsk } from './cluster/join-protocol.js';
+import { splitRemote } from './cluster/peer-tls.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';

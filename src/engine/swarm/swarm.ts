@@ -315,6 +315,27 @@ export class SwarmService {
     return this.#services.tasks();
   }
 
+  /** The service's tasks as the cache holds them now (no wait for etcd: the caller resolved the service). */
+  tasksOfService(serviceId: string): TaskRecord[] {
+    return this.store.tasksOf(serviceId);
+  }
+
+  /** Whether the task is still in the cache (not removed since it was read). */
+  hasTask(id: string): boolean {
+    return this.store.tasks.has(id);
+  }
+
+  /** Whether the task was made from its service's current spec (`_up-to-date`); false once the service is gone. */
+  taskUpToDate(t: TaskRecord): boolean {
+    const s = this.store.services.get(t.serviceId);
+    return s !== undefined && t.templateVersion === s.templateVersion;
+  }
+
+  /** Hears every task change this node observes, until the returned function is called. */
+  onTaskChange(fn: (t: TaskRecord) => void): () => void {
+    return this.#core.runner.onTaskChange(fn);
+  }
+
   /**
    * A task's log records: from its container here, or streamed from the node running it (over the
    * swarm port, with this node's certificate). Empty when the task has no container.

@@ -5,14 +5,12 @@
  */
 import { request } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { TLSSocket } from 'node:tls';
 import { createInterface } from 'node:readline';
 import type { ContainerService } from '../containers/container-service.js';
 import { isRunningLike } from '../containers/container-model.js';
 import type { ContainerLogReader, LogRecord } from '../containers/log-reader.js';
 import { errorMessage, unavailable } from '../../lib/errors.js';
-import { splitRemote } from './cluster/join-protocol.js';
-import { decodePathPart } from './cluster/peer-tls.js';
+import { decodePathPart, replyJson, splitRemote } from './cluster/peer-tls.js';
 import type { TaskLogQuery } from './swarm-model.js';
 
 export const wantedBy = (q: TaskLogQuery) => (rec: LogRecord) => (rec.stream === 'stdout' ? q.stdout : q.stderr) && (q.since === undefined || rec.timeNs > q.since);
@@ -78,20 +76,16 @@ function parseQuery(search: URLSearchParams): TaskLogQuery {
 }
 
 /**
- * The node's side: `GET /task-logs/<task id>` on the swarm port, for peers with a certificate of the
- * cluster CA only (and, swarm-peers.ts decides, for current managers only). Records are written as they are read; a slow reader pauses the reading.
+ * The node's side: `GET /task-logs/<task id>` on the swarm port, for current managers only:
+ * swarm-peers.ts checks the peer's certificate (of the cluster CA, signed for a manager) and record
+ * before. Records are written as they are read; a slow reader pauses the reading.
  */
 export async function serveTaskLogs(req: IncomingMessage, res: ServerResponse, containerOf: (taskId: string) => string | undefined, containers: ContainerService): Promise<void> {
-  const reply = (status: number, message: string) => {
-    res.writeHead(status, { 'Content-Type': 'application/json' });
-    res.end(JSON.stringify({ message }));
-  };
-  if (!(req.socket as TLSSocket).authorized) return reply(403, 'a node certificate of this cluster is required');
   const url = new URL(req.url ?? '/', 'https://node');
   const taskId = decodePathPart(url.pathname.slice('/task-logs/'.length));
-  if (taskId === undefined) return reply(400, 'malformed task id');
+  if (taskId === undefined) return replyJson(res, 400, { message: 'malformed task id' });
   const containerId = containerOf(taskId);
-  if (!containerId) return reply(404, `task ${taskId} has no container on this node`);
+  if (!containerId) return replyJson(res, 404, { message: `task ${taskId} has no container on this node` });
   const abort = new AbortController();
   res.on('close', () => abort.abort());
   res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });

@@ -13,6 +13,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createTcpServer } from 'node:net';
 import { BerthError, errorMessage, internal, invalidArgument, isKind, unavailable } from '../../../lib/errors.js';
 import { caDigest } from './pki.js';
+import { replyJson, splitRemote } from './peer-tls.js';
 import { log } from '../../../lib/log.js';
 
 export interface JoinAsk {
@@ -105,23 +106,19 @@ export class JoinListener {
         else chunks.push(c);
       });
       req.on('end', () => {
-        const reply = (status: number, body: unknown) => {
-          res.writeHead(status, { 'Content-Type': 'application/json' });
-          res.end(JSON.stringify(body));
-        };
-        if (req.method !== 'POST' || req.url !== '/join') return reply(404, { message: 'not found' });
+        if (req.method !== 'POST' || req.url !== '/join') return replyJson(res, 404, { message: 'not found' });
         let ask: JoinAsk;
         try {
           ask = JSON.parse(Buffer.concat(chunks).toString('utf8')) as JoinAsk;
         } catch {
-          return reply(400, { message: 'invalid JSON' });
+          return replyJson(res, 400, { message: 'invalid JSON' });
         }
         this.handle(ask).then(
-          (answer) => reply(200, answer),
+          (answer) => replyJson(res, 200, answer),
           (err) => {
             // The joining node shows the message; the manager's log says what it failed on.
             log.warn('a join was refused', { addr: typeof ask.addr === 'string' ? ask.addr : undefined, err: errorMessage(err), stack: isKind(err, 'invalid-argument') ? undefined : (err as Error)?.stack });
-            reply(isKind(err, 'invalid-argument') ? 400 : 503, { message: errorMessage(err) });
+            replyJson(res, isKind(err, 'invalid-argument') ? 400 : 503, { message: errorMessage(err) });
           },
         );
       });
@@ -151,11 +148,7 @@ export class JoinListener {
       return this.peers?.(req, res) ?? false;
     } catch (err) {
       log.warn('a request of another node failed', { url: req.url, err: errorMessage(err) });
-      if (res.headersSent) res.destroy();
-      else {
-        res.writeHead(500, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ message: errorMessage(err) }));
-      }
+      replyJson(res, 500, { message: errorMessage(err) });
       return true;
     }
   }
@@ -192,15 +185,6 @@ export function freeSwarmPort(host: string, port: number): Promise<number> {
       probe.close(() => resolve(chosen));
     });
   });
-}
-
-/** `host:port` (port 2377 when left out), `[v6]:port`. */
-export function splitRemote(addr: string): { host: string; port: number } {
-  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(addr);
-  if (v6) return { host: v6[1]!, port: Number(v6[2] ?? 2377) };
-  const m = /^([^:]+)(?::(\d+))?$/.exec(addr);
-  if (!m) throw invalidArgument(`invalid remote address ${addr}`);
-  return { host: m[1]!, port: Number(m[2] ?? 2377) };
 }
 
 /** The local address this host would use to reach `host` (no packet is sent). */

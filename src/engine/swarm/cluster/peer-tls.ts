@@ -6,8 +6,7 @@
 import { request } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { errorMessage, unavailable } from '../../../lib/errors.js';
-import { splitRemote } from './join-protocol.js';
+import { errorMessage, invalidArgument, unavailable } from '../../../lib/errors.js';
 
 export interface NodeTls {
   ca: string;
@@ -76,6 +75,15 @@ export async function readPeerJson(req: IncomingMessage, res: ServerResponse): P
   } catch {
     return void replyJson(res, 400, { message: 'invalid JSON' });
   }
+}
+
+/** `host:port` (port 2377 when left out), `[v6]:port`. */
+export function splitRemote(addr: string): { host: string; port: number } {
+  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(addr);
+  if (v6) return { host: v6[1]!, port: Number(v6[2] ?? 2377) };
+  const m = /^([^:]+)(?::(\d+))?$/.exec(addr);
+  if (!m) throw invalidArgument(`invalid remote address ${addr}`);
+  return { host: m[1]!, port: Number(m[2] ?? 2377) };
 }
 
 /** GET `path` from the node at `addr` (host:port of its swarm port); its JSON answer. */
