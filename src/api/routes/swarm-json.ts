@@ -27,7 +27,7 @@ export function nodeJson(n: NodeRecord, swarm: SwarmService): Record<string, unk
   const host = swarm.host;
   const d = n.description ?? { hostname: host.name, architecture: host.architecture, ncpu: host.ncpu, memTotal: host.memTotal };
   const ready = swarm.nodeReady(n.id);
-  const ca = swarm.store.cluster?.caCert;
+  const ca = swarm.clusterNow?.caCert;
   return {
     ID: n.id,
     Version: { Index: n.version },
@@ -103,9 +103,9 @@ export function taskJson(t: TaskRecord): Record<string, unknown> {
 
 /** GET /info's Swarm section. */
 export function swarmInfoJson(swarm: SwarmService | undefined): Record<string, unknown> {
-  const c = swarm?.store.cluster;
+  const c = swarm?.clusterNow;
   if (!swarm || !c) return { NodeID: '', NodeAddr: '', LocalNodeState: 'inactive', ControlAvailable: false, Error: '', RemoteManagers: null };
-  const nodes = [...swarm.store.nodes.values()];
+  const nodes = swarm.nodesNow();
   const managers = nodes.filter((n) => n.spec.Role !== 'worker');
   return {
     NodeID: c.node.id,

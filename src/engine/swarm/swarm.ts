@@ -142,6 +142,16 @@ export class SwarmService {
     return this.#current();
   }
 
+  /** The cluster as this node's cache holds it now (no wait for etcd: GET /info), or none outside a swarm. */
+  get clusterNow(): ClusterRecord | undefined {
+    return this.store.cluster;
+  }
+
+  /** The nodes as the cache holds them now (no wait for etcd: GET /info). */
+  nodesNow(): NodeRecord[] {
+    return [...this.store.nodes.values()];
+  }
+
   /** Whether this node is a manager of an active swarm. */
   get isManager(): boolean {
     return !!this.store.cluster && this.store.cluster.node.spec.Role !== 'worker';
