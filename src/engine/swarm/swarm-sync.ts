@@ -6,6 +6,7 @@
 import type { BlobRecord } from './secrets.js';
 import { errorMessage, internal, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
+import { withDeadline } from '../../lib/deadline.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
@@ -84,7 +85,7 @@ export class SwarmSync {
       put: (k, d) => this.#early.set(k, d),
       del: (k) => this.#early.set(k, null),
       commit: notYet,
-      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      linked: () => withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED)),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -104,7 +105,7 @@ export class SwarmSync {
       put: (k, d) => this.#put(state, self, k, d),
       del: (k) => this.#del(state, self, k),
       commit: (k, d, name) => this.#commit(state, k, d, name),
-      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      linked: () => withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED)),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -129,7 +130,7 @@ export class SwarmSync {
   /** Resolves once the cache holds etcd's state; dockerd's no-leader error if it does not within READ_WAIT_MS of linking. */
   #current(): Promise<void> {
     if (!this.#link) return Promise.resolve();
-    return withTimeout(this.#linked, Math.max(0, this.#linkingSince + READ_WAIT_MS - Date.now()), NO_LEADER, internal);
+    return withDeadline(this.#linked, Math.max(0, this.#linkingSince + READ_WAIT_MS - Date.now()), () => internal(NO_LEADER));
   }
 
   /** The cache holds etcd's state now: API changes go ahead. */
@@ -452,15 +453,4 @@ export class SwarmSync {
     // The overlays' vxlan devices flood to every node there is.
     this.core.overlay?.sync();
   }
-}
-
-/** `p`, or `what` as dockerd's 503 (or another error) once `ms` passed. */
-function withTimeout(p: Promise<void>, ms: number, what: string, error: (msg: string) => Error = unavailable): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(error(what)), ms);
-    void p.then(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
