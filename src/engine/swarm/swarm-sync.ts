@@ -85,7 +85,7 @@ export class SwarmSync {
       put: (k, d) => this.#early.set(k, d),
       del: (k) => this.#early.set(k, null),
       commit: notYet,
-      linked: () => withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED)),
+      linked: () => this.#waitLinked(),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -105,7 +105,7 @@ export class SwarmSync {
       put: (k, d) => this.#put(state, self, k, d),
       del: (k) => this.#del(state, self, k),
       commit: (k, d, name) => this.#commit(state, k, d, name),
-      linked: () => withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED)),
+      linked: () => this.#waitLinked(),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -125,6 +125,15 @@ export class SwarmSync {
   /** Linking starts (again) now: after a restart, or once a locked manager is unlocked. */
   linking(): void {
     if (this.#link) this.#linkingSince = Date.now();
+  }
+
+  /**
+   * Resolves once the cache holds etcd's state (at once when it does: no timer for every API change),
+   * dockerd's 503 if it does not within LINK_WAIT_MS.
+   */
+  #waitLinked(): Promise<void> {
+    if (!this.#link) return Promise.resolve();
+    return withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED));
   }
 
   /** Resolves once the cache holds etcd's state; dockerd's no-leader error if it does not within READ_WAIT_MS of linking. */
