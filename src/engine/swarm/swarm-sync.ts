@@ -12,7 +12,7 @@ import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { TERM_KEY } from './cluster/etcd-leadership.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
-import { sharedCluster, statusKey, type NameChange, type TaskStatusDoc } from './swarm-store.js';
+import { replaceInPlace, sharedCluster, statusKey, type NameChange, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
 import { NameFitter, nameKey, nameTaken, NAMED_KINDS, type NamedKind } from './swarm-names.js';
 import { outOfSequence, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
@@ -353,10 +353,7 @@ export class SwarmSync {
         }
         const incoming = doc as ServiceRecord;
         const s = store.services.get(id);
-        if (s) {
-          for (const k of Object.keys(s)) if (!(k in incoming)) delete (s as unknown as Record<string, unknown>)[k];
-          Object.assign(s, incoming);
-        }
+        if (s) replaceInPlace(s, incoming);
         store.seen(key, json);
         store.bump(incoming.version);
         store.saveService(s ?? incoming, true);
