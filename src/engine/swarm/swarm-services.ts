@@ -4,6 +4,7 @@
  * manager that does not lead only records the change, which the leader hears through etcd.
  */
 import { invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
+import { WorkGate } from '../../lib/work-gate.js';
 import { nameTaken } from './swarm-names.js';
 import { generateName } from '../containers/container-create.js';
 import { newSwarmId } from './swarm-ids.js';
@@ -24,8 +25,8 @@ export interface ServiceCounts {
 }
 
 export class SwarmServices extends SwarmPart {
-  /** This node's creates and updates, one at a time. */
-  #serial: Promise<void> = Promise.resolve();
+  /** This node's creates and updates, one at a time (in arrival order; one that fails lets the next go). */
+  readonly #serial = new WorkGate(1);
 
   constructor(
     core: SwarmCore,
@@ -59,7 +60,7 @@ export class SwarmServices extends SwarmPart {
    * still writing.
    */
   createService(body: unknown, registryAuth: string | undefined): Promise<{ id: string }> {
-    return this.#oneAtATime(async () => {
+    return this.#serial.run(async () => {
       this.core.cluster();
       await this.store.linked();
       const spec = normalizeServiceSpec(body);
@@ -86,7 +87,7 @@ export class SwarmServices extends SwarmPart {
    * sequence" when that is not its version, here or (in a cluster) in etcd when written.
    */
   updateService(idOrName: string, version: number, body: unknown, opts: { rollback?: boolean; registryAuth?: string }): Promise<void> {
-    return this.#oneAtATime(async () => {
+    return this.#serial.run(async () => {
       this.core.cluster();
       await this.store.linked();
       const s = this.service(idOrName);
@@ -118,15 +119,6 @@ export class SwarmServices extends SwarmPart {
       this.core.reconcile(s.id, 'live');
       this.core.publish();
     });
-  }
-
-  #oneAtATime<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#serial.then(fn);
-    this.#serial = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
   }
 
   /** The service goes at once (in a cluster once etcd took it); its tasks' containers are stopped and removed behind it. */

@@ -355,7 +355,7 @@ export class SwarmStore {
 }
 
 /** `target` becomes `source` (its own fields only), staying the object callers hold. */
-function replaceInPlace<T extends object>(target: T, source: T): T {
+export function replaceInPlace<T extends object>(target: T, source: T): T {
   if (target === source) return target;
   for (const k of Object.keys(target)) if (!(k in source)) delete (target as Record<string, unknown>)[k];
   return Object.assign(target, source);

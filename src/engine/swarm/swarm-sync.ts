@@ -6,12 +6,13 @@
 import type { BlobRecord } from './secrets.js';
 import { errorMessage, internal, unavailable } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
+import { withDeadline } from '../../lib/deadline.js';
 import type { Membership } from './cluster/membership.js';
 import { seal, unseal, type Sealed } from './cluster/data-key.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { TERM_KEY } from './cluster/etcd-leadership.js';
 import { openTokens, sealTokens } from './cluster/sealed-tokens.js';
-import { sharedCluster, statusKey, type NameChange, type TaskStatusDoc } from './swarm-store.js';
+import { replaceInPlace, sharedCluster, statusKey, type NameChange, type TaskStatusDoc } from './swarm-store.js';
 import type { SwarmCore } from './swarm-core.js';
 import { NameFitter, nameKey, nameTaken, NAMED_KINDS, type NamedKind } from './swarm-names.js';
 import { outOfSequence, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
@@ -84,7 +85,7 @@ export class SwarmSync {
       put: (k, d) => this.#early.set(k, d),
       del: (k) => this.#early.set(k, null),
       commit: notYet,
-      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      linked: () => this.#waitLinked(),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -104,7 +105,7 @@ export class SwarmSync {
       put: (k, d) => this.#put(state, self, k, d),
       del: (k) => this.#del(state, self, k),
       commit: (k, d, name) => this.#commit(state, k, d, name),
-      linked: () => withTimeout(this.#linked, LINK_WAIT_MS, NOT_LINKED),
+      linked: () => this.#waitLinked(),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -126,10 +127,19 @@ export class SwarmSync {
     if (this.#link) this.#linkingSince = Date.now();
   }
 
+  /**
+   * Resolves once the cache holds etcd's state (at once when it does: no timer for every API change),
+   * dockerd's 503 if it does not within LINK_WAIT_MS.
+   */
+  #waitLinked(): Promise<void> {
+    if (!this.#link) return Promise.resolve();
+    return withDeadline(this.#linked, LINK_WAIT_MS, () => unavailable(NOT_LINKED));
+  }
+
   /** Resolves once the cache holds etcd's state; dockerd's no-leader error if it does not within READ_WAIT_MS of linking. */
   #current(): Promise<void> {
     if (!this.#link) return Promise.resolve();
-    return withTimeout(this.#linked, Math.max(0, this.#linkingSince + READ_WAIT_MS - Date.now()), NO_LEADER, internal);
+    return withDeadline(this.#linked, Math.max(0, this.#linkingSince + READ_WAIT_MS - Date.now()), () => internal(NO_LEADER));
   }
 
   /** The cache holds etcd's state now: API changes go ahead. */
@@ -343,10 +353,7 @@ export class SwarmSync {
         }
         const incoming = doc as ServiceRecord;
         const s = store.services.get(id);
-        if (s) {
-          for (const k of Object.keys(s)) if (!(k in incoming)) delete (s as unknown as Record<string, unknown>)[k];
-          Object.assign(s, incoming);
-        }
+        if (s) replaceInPlace(s, incoming);
         store.seen(key, json);
         store.bump(incoming.version);
         store.saveService(s ?? incoming, true);
@@ -452,15 +459,4 @@ export class SwarmSync {
     // The overlays' vxlan devices flood to every node there is.
     this.core.overlay?.sync();
   }
-}
-
-/** `p`, or `what` as dockerd's 503 (or another error) once `ms` passed. */
-function withTimeout(p: Promise<void>, ms: number, what: string, error: (msg: string) => Error = unavailable): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(error(what)), ms);
-    void p.then(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }

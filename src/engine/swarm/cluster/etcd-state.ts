@@ -29,6 +29,7 @@
 import type { Etcd3, Range } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
+import { withDeadline } from '../../../lib/deadline.js';
 import { MemberProbes, type ProbeRound } from './etcd-probes.js';
 import { MemberList } from './etcd-members.js';
 import { CALL_DEADLINE_MS, connectEtcd, type EtcdAccess } from './etcd-client.js';
@@ -226,7 +227,7 @@ export class EtcdState {
           header: t.header,
         }))
       : this.client.getAll().prefix(this.prefix).exec();
-    const res = await withTimeout(read, timeoutMs, 'reading the cluster state from etcd');
+    const res = await withDeadline(read, timeoutMs, () => new Error(`reading the cluster state from etcd: no answer within ${timeoutMs} ms`));
     const entries = new Map<string, unknown>();
     const revisions = new Map<string, string>();
     for (const kv of res.kvs) {
@@ -383,20 +384,4 @@ export class EtcdState {
     this.client.close();
     this.#watchClient.close();
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (err) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
 }

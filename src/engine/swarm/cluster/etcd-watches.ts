@@ -20,6 +20,7 @@
 import type { Etcd3, IKeyValue, Range, Watcher } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
+import { withDeadline } from '../../../lib/deadline.js';
 import { silence } from './etcd-client.js';
 import { decodeDoc } from './etcd-docs.js';
 import type { EtcdWrites } from './etcd-writes.js';
@@ -177,9 +178,7 @@ export class EtcdWatches {
     for (const w of watches) {
       const b = this.d.client().watch();
       const made = (w.range ? b.inRange(w.range) : b.prefix(this.d.prefix)).startRevision(String(w.delivered + 1n)).create();
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`etcd made no watch within ${CREATE_WAIT_MS} ms`)), CREATE_WAIT_MS)));
-      const watcher = await Promise.race([made, late]).finally(() => clearTimeout(timer));
+      const watcher = await withDeadline(made, CREATE_WAIT_MS, () => new Error(`etcd made no watch within ${CREATE_WAIT_MS} ms`));
       if (generation !== this.#generation) {
         silence(watcher);
         void this.#cancel(watcher);

@@ -1,0 +1,26 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { withDeadline } from './deadline.js';
+
+/** Timers pending in this process (node's own count, not ours). */
+const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+describe('withDeadline', () => {
+  it('answers what the promise settles with in time, and leaves no timer behind', async () => {
+    const before = timers();
+    assert.equal(await withDeadline(Promise.resolve(7), 60_000, () => new Error('late')), 7);
+    assert.equal(timers(), before);
+    await assert.rejects(withDeadline(Promise.reject(new Error('refused')), 60_000, () => new Error('late')), /^Error: refused$/);
+    assert.equal(timers(), before);
+  });
+
+  it("rejects with the caller's error once the deadline passed, and ignores a later answer", async () => {
+    let answer: (v: string) => void = () => undefined;
+    const slow = new Promise<string>((r) => (answer = r));
+    class Late extends Error {}
+    const started = Date.now();
+    await assert.rejects(withDeadline(slow, 30, () => new Late('no answer within 30 ms')), (err: unknown) => err instanceof Late && err.message === 'no answer within 30 ms');
+    assert.ok(Date.now() - started >= 25, 'not before its deadline');
+    answer('too late');
+  });
+});
