@@ -9,12 +9,13 @@
  * blob before that rename. Writing a blob that already exists succeeds. Any failure removes the
  * temp file. Which blobs are in use is recorded elsewhere (state/); this store only holds bytes.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { createReadStream, mkdirSync } from 'node:fs';
 import fs, { type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, Readable, Writable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { randomHex } from '../lib/random-hex.js';
 import { DigestVerifier, hexOf, isDigest, parseDigest, sha256Of, type Digest } from '../lib/digest.js';
 import { BerthError, notFound } from '../lib/errors.js';
 import { fsyncDir } from './fs-durable.js';
@@ -63,7 +64,7 @@ export class ContentStore {
    */
   writer(expected: Digest, size?: number, opts: { verifiedUpstream?: boolean } = {}): BlobWriter {
     const d = parseDigest(expected);
-    const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
+    const tmp = join(this.#ingest, randomHex(12));
     return new BlobWriter(d, size, tmp, opts.verifiedUpstream ?? false, async () => {
       // An existing copy has the same bytes: replacing it is harmless.
       await fs.rename(tmp, this.path(d));
@@ -90,7 +91,7 @@ export class ContentStore {
    * on the way to a temp file, then named by its digest. Nothing stays behind on failure.
    */
   async ingestComputed(src: Readable): Promise<{ digest: Digest; size: number }> {
-    const tmp = join(this.#ingest, randomBytes(12).toString('hex'));
+    const tmp = join(this.#ingest, randomHex(12));
     const hash = createHash('sha256');
     let size = 0;
     const fh = await fs.open(tmp, 'wx', 0o600);
@@ -116,7 +117,7 @@ export class ContentStore {
 
   /** A new empty directory under ingest/ for a caller's staging (removed at startup if left). */
   async stagingDir(): Promise<string> {
-    const dir = join(this.#ingest, `stage-${randomBytes(8).toString('hex')}`);
+    const dir = join(this.#ingest, `stage-${randomHex(8)}`);
     await fs.mkdir(dir, { mode: 0o700 });
     return dir;
   }

@@ -9,11 +9,12 @@
  * sees half a layer. Unpacking the same chainID twice, in parallel or after the fact, is safe:
  * the loser of the rename throws its copy away. Which layers an image uses is recorded elsewhere.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline, Transform, type Readable } from 'node:stream';
+import { randomHex } from '../lib/random-hex.js';
 import { DigestVerifier, hexOf, isDigest, parseDigest, sha256Of, type Digest } from '../lib/digest.js';
 import { fsyncDir, syncFilesystem } from './fs-durable.js';
 import { unpackLayer } from './unpack-layer.js';
@@ -109,7 +110,7 @@ export class LayerStore {
       tar.resume();
       return { size: existing.size };
     }
-    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    const tmp = join(this.#dir, `.tmp-${randomHex(8)}`);
     await fs.mkdir(tmp);
     try {
       const diff = join(tmp, 'diff');
@@ -149,7 +150,7 @@ export class LayerStore {
    * ended; they are then not hashed a second time here.
    */
   async unpackPending(tar: Readable, opts: { hashedBy?: Promise<Digest> } = {}): Promise<PendingLayer> {
-    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    const tmp = join(this.#dir, `.tmp-${randomHex(8)}`);
     await fs.mkdir(tmp);
     try {
       const diff = join(tmp, 'diff');
@@ -198,7 +199,7 @@ export class LayerStore {
    * `build` did with the chainID added (and the size of the stored layer, when it already was).
    */
   async buildComputed<T extends { diffId: Digest; size: number }>(parentChainId: Digest | undefined, build: (diffDir: string) => Promise<T>): Promise<T & { chainId: Digest }> {
-    const tmp = join(this.#dir, `.tmp-${randomBytes(8).toString('hex')}`);
+    const tmp = join(this.#dir, `.tmp-${randomHex(8)}`);
     await fs.mkdir(tmp);
     try {
       const diff = join(tmp, 'diff');
@@ -237,7 +238,7 @@ export class LayerStore {
 
   /** Delete a layer. Missing is fine. The caller makes sure no container or image uses it. */
   async remove(chainId: Digest): Promise<void> {
-    const doomed = join(this.#dir, `.tmp-rm-${randomBytes(8).toString('hex')}`);
+    const doomed = join(this.#dir, `.tmp-rm-${randomHex(8)}`);
     try {
       // Renaming first makes the layer vanish at once, even if the deletion is interrupted.
       await fs.rename(this.#layerDir(chainId), doomed);

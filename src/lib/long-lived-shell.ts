@@ -8,7 +8,7 @@
  * (with its pipes): it never keeps the daemon, or a test, alive. It ends when its stdin closes.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from './random-hex.js';
 import { log } from './log.js';
 
 const TIMEOUT_MS = 30_000;
@@ -17,7 +17,7 @@ const TIMEOUT_MS = 30_000;
 export const shQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** A random word, for markers and here-document delimiters no script can contain by chance. */
-export const shTag = (): string => randomBytes(8).toString('hex');
+export const shTag = (): string => randomHex(8);
 
 export interface ShellResult {
   status: number;

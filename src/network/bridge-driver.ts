@@ -9,10 +9,10 @@
  * `<execRoot>/network`. Nothing else on the host is ever touched, apart from turning on
  * net.ipv4.ip_forward.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { randomHex } from '../lib/random-hex.js';
 import { invalidArgument } from '../lib/errors.js';
 import { log } from '../lib/log.js';
 import { Aardvark } from './aardvark.js';
@@ -54,7 +54,6 @@ const PREFIX_RE = /^[a-z][a-z0-9]{0,7}$/;
 const IFNAME_RE = /^[a-zA-Z0-9_.-]{1,15}$/;
 /** Names of namespace files made ahead of time (container ids are hex, so never clash). */
 export const READY_PREFIX = 'ready-';
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export function validateBridgeName(name: string): void {
   if (!IFNAME_RE.test(name)) throw invalidArgument(`invalid bridge name "${name}": 1-15 characters of [a-zA-Z0-9_.-]`);
@@ -125,7 +124,7 @@ export class BridgeDriver {
   }
 
   newVethName(): string {
-    return `${this.prefix}${hex(8).slice(0, 15 - this.prefix.length)}`;
+    return `${this.prefix}${randomHex(8).slice(0, 15 - this.prefix.length)}`;
   }
 
   // Links, routes and bridges over rtnetlink where libc can be called (no process: a network create

@@ -3,7 +3,8 @@
  * a leader's write lands only while its election key holds, a read-modify-write only on the revision
  * it was read at; a write queued behind one of the same key builds on it; refused writes are dropped
  * and told; an immediate write behind a queued one of its key builds on it; a creation takes its
- * name key with it (one of two at once lands), a deletion frees it.
+ * name key with it (one of two at once lands), a deletion frees it. And cluster/etcd-watches.ts on
+ * the same etcd: what it hands on (watched, or read back) stops once it closed.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +14,8 @@ import { freePort, makeTempDir, onExitCleanup, removeDir } from '../harness/inde
 import { killProcess, spawnLogged, type LoggedProcess } from '../harness/child-process.js';
 import { EtcdWrites, type LeaderTerm, type WriteGuard, type WriteRefusal } from '../../src/engine/swarm/cluster/etcd-writes.js';
 import { LeaderCampaign } from '../../src/engine/swarm/cluster/leader-campaign.js';
+import { EtcdWatches } from '../../src/engine/swarm/cluster/etcd-watches.js';
+import { encodeDoc } from '../../src/engine/swarm/cluster/etcd-docs.js';
 import { eventually } from './support.js';
 
 const PREFIX = '/t/';
@@ -139,5 +142,24 @@ describe('guarded etcd writes', () => {
     assert.equal(await value('names/services/web'), undefined);
     assert.equal((await writes.commit('services/idc', 'C', { base: '0', takes: name('idc') })).landed, true);
     assert.equal(await value('names/services/web'), 'idc');
+  });
+
+  it('the watches hand on changes, watched or read back, until they close: nothing after', async () => {
+    const prefix = '/watched/';
+    const heard: [string, unknown][] = [];
+    const watches = new EtcdWatches({ client: () => client, prefix, writer: 'me', writes: new EtcdWrites(() => client, prefix, () => undefined), renew: () => undefined });
+    await watches.start((await client.get(prefix).exec()).header.revision, (key, doc) => heard.push([key, doc]));
+    await client.put(prefix + 'tasks/a').value(encodeDoc('other', { n: 1 })).exec();
+    await eventually('the watched change', async () => heard.length > 0, 10_000, 50);
+    // A key read back (EtcdState.reread) goes where the watched ones go.
+    watches.deliver('tasks/b', { n: 2 });
+    const before = [['tasks/a', { n: 1 }], ['tasks/b', { n: 2 }]];
+    assert.deepEqual(heard, before);
+    await watches.close();
+    // The node left: a late read-back answer and a later change in etcd reach nothing.
+    watches.deliver('tasks/c', { n: 3 });
+    await client.put(prefix + 'tasks/d').value(encodeDoc('other', { n: 4 })).exec();
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(heard, before);
   });
 });

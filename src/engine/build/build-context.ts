@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/random-hex.js';
 import { decompressArchive } from '../../images/decompress.js';
 import { isArchiveHead } from './copy-files.js';
 import { unpackLayer } from '../../images/unpack-layer.js';
@@ -72,7 +72,7 @@ export async function receiveContext(workDir: string, body: Readable, dockerfile
       }
       blocks.finish();
     }
-    const file = join(workDir, `ctx-${randomBytes(8).toString('hex')}.tar`);
+    const file = join(workDir, `ctx-${randomHex(8)}.tar`);
     try {
       const size = await writeFile(file, bytes());
       const ctx = await unpackContext(workDir, createReadStream(file, { highWaterMark: FILE_READ }), dockerfileName);
@@ -102,7 +102,7 @@ async function writeFile(path: string, chunks: AsyncIterable<Buffer>): Promise<n
 }
 
 async function unpackContext(workDir: string, tar: Readable, dockerfileName: string | undefined): Promise<BuildContext & UnpackedContext> {
-  const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
+  const dir = join(workDir, `ctx-${randomHex(8)}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });
   const digests = new ContextDigests();
@@ -164,7 +164,7 @@ export async function receiveRemoteContext(workDir: string, url: string, dockerf
   const { body } = await httpGet(url, signal);
   const { head, rest } = await peek(body, 512);
   if (isArchiveHead(head)) return receiveContext(workDir, rest, dockerfileName, cache);
-  const dir = join(workDir, `ctx-${randomBytes(8).toString('hex')}`);
+  const dir = join(workDir, `ctx-${randomHex(8)}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const dispose = () => rm(dir, { recursive: true, force: true });
   try {

@@ -5,9 +5,9 @@
  * whose upper dir becomes the layer. The output is dockerd's classic builder stream. The
  * instructions' handlers live in instructions.ts, fs-step.ts, run-step.ts and step-cache.ts.
  */
-import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { randomHex } from '../../lib/random-hex.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { ContainerConfig } from '../../lib/oci.js';
 import type { BuildCacheRecords } from '../../state/build-cache-records.js';
@@ -47,7 +47,7 @@ export class Builder implements StepContext {
     private readonly emit: Emit,
     workDir: string,
   ) {
-    this.#work = join(workDir, `b-${randomBytes(6).toString('hex')}`);
+    this.#work = join(workDir, `b-${randomHex(6)}`);
   }
 
   get step(): number {

@@ -8,9 +8,9 @@
  * by count and bytes; the least recently used entry nobody holds goes first. Entries live in a dir
  * of the build work dir, which start-up empties (the digests are in memory only); prune empties it.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { randomHex } from '../../lib/random-hex.js';
 import { contentHasher, type ContentHasher } from '../../lib/content-digest.js';
 import { log } from '../../lib/log.js';
 import type { ContextDigests } from './context-digests.js';
@@ -101,7 +101,7 @@ export class ContextCache {
     this.#adopting.add(key);
     try {
       await mkdir(this.dir, { recursive: true, mode: 0o700 });
-      const name = join(this.dir, randomBytes(8).toString('hex'));
+      const name = join(this.dir, randomHex(8));
       await rename(ctx.dir, name);
       await rename(ctx.body, `${name}.tar`);
       const e: Entry = { ctx: { ...ctx, dir: name, body: `${name}.tar` }, key, requested: requested ?? '', users: 0, lastUsed: ++this.#uses, doomed: false };

@@ -3,9 +3,9 @@
  * layer; COPY/ADD resolve their sources (context, another stage or image, URLs, heredocs) and key
  * the cache with their checksum.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { randomHex } from '../../lib/random-hex.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { Digest } from '../../lib/digest.js';
 import { readUpperXattrs } from '../../images/layer-diff.js';
@@ -25,7 +25,7 @@ import { cachedStep, withStepContainer } from './step-cache.js';
 export async function fsStep(ctx: StepContext, s: State, text: string, write: (root: string) => Promise<void>, opts: { extra?: string; emptyIfUnchanged?: boolean; stepContainer?: boolean } = {}): Promise<void> {
   const createdBy = `/bin/sh -c #(nop) ${text}`;
   const make = async (): Promise<StepImage> => {
-    const paths = rootfsPaths(join(ctx.work, `step-${ctx.step}-${randomBytes(4).toString('hex')}`));
+    const paths = rootfsPaths(join(ctx.work, `step-${ctx.step}-${randomHex(4)}`));
     const lowers = [...(s.image.record?.chainIds ?? [])].reverse().map((id) => ctx.images.layers.diffDir(id as Digest));
     // volatile: the upper dir is read once into the layer, then deleted; no sync at unmount
     await mountRootfs(paths, lowers, { volatile: true });

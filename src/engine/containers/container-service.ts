@@ -7,9 +7,9 @@
  * (container-stop.ts), exits with restart policies and auto-remove (exit-handling.ts), removal
  * (container-removal.ts), rename (container-rename.ts) and start-up recovery (container-recovery.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { randomHex } from '../../lib/random-hex.js';
 import { conflict, invalidArgument, notImplemented, notModified, BerthError } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ExitStatus } from '../../runtime/container-exits.js';
@@ -183,7 +183,7 @@ export class ContainerService {
     const warnings = validateHostConfig(req.hostConfig);
     validateNamespaceModes(req.hostConfig, !!req.config.Hostname);
     const config = mergeImageConfig(req.config, this.images.config(image));
-    const id = randomBytes(32).toString('hex');
+    const id = randomHex(32);
     const dir = this.containerDir(id);
     const lookup = (x: string) => this.find(x);
     const hc: HostConfig = normalizeLinks(normalizeNamespaceModes({ ...req.hostConfig, NetworkMode: req.hostConfig.NetworkMode || 'bridge' }, lookup), name, lookup);

@@ -3,9 +3,9 @@
  * bundle...) is renamed into a trash folder on the same filesystem, one syscall, and deleted in
  * the background; whatever a stopped daemon left there is deleted at the next start.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { randomHex } from '../../lib/random-hex.js';
 import { log } from '../../lib/log.js';
 
 export class Trash {
@@ -17,7 +17,7 @@ export class Trash {
   async discard(path: string): Promise<void> {
     this.#made ??= mkdir(this.dir, { recursive: true });
     await this.#made;
-    const dest = join(this.dir, `${basename(path)}-${randomBytes(4).toString('hex')}`);
+    const dest = join(this.dir, `${basename(path)}-${randomHex(4)}`);
     try {
       await rename(path, dest);
     } catch (err) {

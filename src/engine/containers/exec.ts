@@ -8,7 +8,7 @@
  * process starts. The hijacked stream ends once the process has exited and its output is out, and
  * only after the exit code is recorded: the docker CLI reads it from /exec/{id}/json right then.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/random-hex.js';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
@@ -85,7 +85,7 @@ export class ExecService {
     if (config.ConsoleSize) checkSize(config.ConsoleSize[0], config.ConsoleSize[1]);
     if (config.DetachKeys) parseDetachKeys(config.DetachKeys);
     this.#prune();
-    const rec: ExecRecord = { id: randomBytes(32).toString('hex'), containerId: c.id, config, running: false, exitCode: null, pid: 0, started: false };
+    const rec: ExecRecord = { id: randomHex(32), containerId: c.id, config, running: false, exitCode: null, pid: 0, started: false };
     this.#execs.set(rec.id, rec);
     this.events.publish('container', `exec_create: ${config.Cmd.join(' ')}`, c.id, this.containers.attrs(c, { execID: rec.id }));
     return rec;

@@ -5,7 +5,7 @@
  * finishes or undoes what was left half done, so every container returns to the state the API last
  * acknowledged for it.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/random-hex.js';
 import { log } from '../../lib/log.js';
 import { errorMessage } from '../../lib/errors.js';
 import type { IntentRecords, StoredIntent } from '../../state/intent-records.js';
@@ -27,7 +27,7 @@ export class ContainerIntents {
 
   /** Records the intent; the returned function forgets it (call it once the operation is over). */
   begin(containerId: string, kind: IntentKind, data: Record<string, unknown> = {}): () => void {
-    const id = randomBytes(8).toString('hex');
+    const id = randomHex(8);
     this.records.put({ id, containerId, kind, data, createdAt: Date.now() });
     let done = false;
     return () => {

@@ -4,7 +4,7 @@
  * special networks, and user networks plumbed from berthd). Two ReadyPools of the driver's
  * namespaces; ContainerEndpoints takes from them and gives back what it could not use.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/random-hex.js';
 import { READY_PREFIX, type BridgeDriver } from '../../network/bridge-driver.js';
 import { parseAddress } from '../../network/cidr.js';
 import type { PlumbPlan } from '../../network/endpoint-plumbing.js';
@@ -74,7 +74,7 @@ export class AheadNamespaces {
   #make(onBridge: boolean): { entry: ReadyNetns; done: Promise<void> } | undefined {
     const { table, driver } = this.o;
     if (!this.o.live()) return undefined;
-    const name = `${READY_PREFIX}${randomBytes(8).toString('hex')}`;
+    const name = `${READY_PREFIX}${randomHex(8)}`;
     const entry: ReadyNetns = { name, networkId: '', hostVeth: '', ipv4: '', ipv4PrefixLen: 0, mac: '', ready: false };
     let plan: PlumbPlan = { loopbackUp: true, add: [] };
     if (onBridge) {

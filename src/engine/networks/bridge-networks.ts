@@ -4,7 +4,7 @@
  * their bridge devices and firewall rules through the bridge driver, and the hooks run with a bridge's
  * lifecycle.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/random-hex.js';
 import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { BridgeDriver } from '../../network/bridge-driver.js';
@@ -19,7 +19,6 @@ import type { NetworkTable } from './network-table.js';
 import type { BridgeHooks } from './network-types.js';
 import { bridgeSpec, dnsNetwork, firewallNetwork, toFirewallPort } from './plumbing-specs.js';
 
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export interface BridgeNetworksOptions {
   table: NetworkTable;
@@ -130,7 +129,7 @@ export class BridgeNetworks {
     if (spec.id !== undefined && (!/^[0-9a-f]{64}$/.test(spec.id) || this.#networks.has(spec.id) || this.#table.isUnreadable(spec.id))) {
       throw conflict(`network id ${spec.id} is not a free 64-hex-digit id`);
     }
-    const id = spec.id ?? hex(32);
+    const id = spec.id ?? randomHex(32);
     const options = { ...(spec.options ?? {}) };
     const bridgeName = options[Option.bridgeName] || (predefined ? this.#driver.defaultBridgeName : this.#driver.bridgeNameFor(id));
     const enableIPv6 = spec.enableIPv6 ?? false;
@@ -237,7 +236,7 @@ export class BridgeNetworks {
 
   #predefined(name: string, driver: 'host' | 'null'): NetworkRecord {
     return {
-      id: hex(32), name, driver, scope: 'local', subnet: '', gateway: '', internal: false, attachable: false,
+      id: randomHex(32), name, driver, scope: 'local', subnet: '', gateway: '', internal: false, attachable: false,
       enableIPv6: false, labels: {}, options: {}, ipamOptions: {}, bridgeName: '', created: new Date().toISOString(),
       dnsEnabled: false, predefined: true,
     };

@@ -4,9 +4,9 @@
  * DNS names, and the namespaces made ahead for the default bridge and `none`. The bridge driver plumbs
  * what is decided here.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
+import { randomHex } from '../../lib/random-hex.js';
 import { BerthError, conflict, errorMessage, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { StoredPort } from '../../state/network-records.js';
@@ -27,7 +27,6 @@ import type { AddressClaims, AttachNetwork, AttachResult, AttachSpec, ConnectSpe
 import { dnsNetwork, dnsRoute, endpointInfo, plumbEndpoint, routesVia, toFirewallPort, toPublished } from './plumbing-specs.js';
 import { portClash, reservePorts } from './port-reservation.js';
 
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 export interface ContainerEndpointsOptions {
   table: NetworkTable;
@@ -429,7 +428,7 @@ export class ContainerEndpoints {
       networkId: net.id,
       ...addr,
       createdAt: Date.now(),
-      endpointId: hex(32),
+      endpointId: randomHex(32),
       containerName: stripSlash(spec.name),
       order,
       ifName,

@@ -59,8 +59,6 @@ export class EtcdState {
   readonly #writes: EtcdWrites;
   readonly #watches: EtcdWatches;
   readonly #heartbeat: NodeHeartbeat;
-  /** Where changes go (the watches' and those read back). */
-  #onChange: ChangeFn | undefined;
   /** The campaign, the new leader's announcement, the leader observer. */
   readonly #leadership: EtcdLeadership;
   /** The members the client uses now, and who watches them all. */
@@ -242,7 +240,6 @@ export class EtcdState {
 
   /** Follows changes after `revision`; own writes are skipped. */
   watch(revision: string, onChange: ChangeFn): Promise<void> {
-    this.#onChange = onChange;
     return this.#watches.start(revision, onChange);
   }
 
@@ -301,7 +298,8 @@ export class EtcdState {
    * Reads `keys` from etcd again (once it answers) and delivers what it holds, whoever wrote it, as
    * a change: the cache held a write etcd never took (a deposed leader's decisions). A key this node
    * writes again meanwhile is left to that write (a leader elected again may decide it anew; refused,
-   * that write is read back in turn).
+   * that write is read back in turn). Delivered through the watches: an answer that comes after
+   * close() is dropped with their events, not written into a store the node has cleared meanwhile.
    */
   reread(keys: string[]): void {
     void (async () => {
@@ -313,7 +311,7 @@ export class EtcdState {
             const res = await client.get(this.prefix + key).exec();
             const kv = res.kvs[0];
             if (this.#writes.pending(key) || !this.#writes.heard(key, kv?.mod_revision ?? '0', res.header.revision)) continue;
-            this.#onChange?.(key, kv ? decodeDoc(kv)?.d : undefined);
+            this.#watches.deliver(key, kv ? decodeDoc(kv)?.d : undefined);
           }
           return;
         } catch {

@@ -123,6 +123,11 @@ export class EtcdWatches {
     }
   }
 
+  /** A change read outside the watches (a key read back) to where theirs go; nothing once closed. */
+  deliver(key: string, doc: unknown | undefined): void {
+    this.#onChange?.(key, doc);
+  }
+
   async close(): Promise<void> {
     this.#generation++;
     this.#onChange = undefined;
