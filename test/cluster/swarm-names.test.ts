@@ -3,7 +3,8 @@
  * secret or network name at the same moment, through the docker CLI, end with one object and
  * dockerd's error for the other; a name etcd holds is refused even where the manager's cache knows
  * nothing of it; `service rm` frees the name at once; records an older berthd made without name
- * keys keep working, and the next leader fits them their keys (and drops a key left without record).
+ * keys keep working, and the next leader fits them their keys (and drops a key left without record),
+ * as the leader does for one an older manager makes while it leads.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -160,6 +161,24 @@ describe('swarm names unique across managers', () => {
     assert.equal((await other.docker(serviceArgs('ghost'))).code, 0, 'the name the ghost key held is free');
     assert.equal((await other.docker(serviceArgs('old-a'))).code, 0);
   });
+  it('a record an older manager makes while one leads gets its name key from the leader', async () => {
+    assert.equal((await d(1).docker(serviceArgs('model'))).code, 0);
+    const id = await idOf('service', 'model');
+    const got = await etcdctl(d(1), ['get', `/berth/swarm/services/${id}`, '--print-value-only']);
+    assert.equal(got.code, 0, got.stderr);
+    const doc = JSON.parse(got.stdout.trim()) as { w: string; d: { id: string; spec: Record<string, unknown> } };
+    // As an older berthd writes one: the record alone, no name key, from a writer neither node is.
+    const old = `${id.slice(0, -4)}old1`;
+    const made = { ...doc, w: 'a-node-from-before', d: { ...doc.d, id: old, spec: { ...doc.d.spec, Name: 'From-Old' } } };
+    assert.equal((await etcdctl(d(1), ['put', `/berth/swarm/services/${old}`, JSON.stringify(made)])).code, 0);
+    // No leader change: the leader hears of it and fits its key.
+    await eventually('the leader fits the new record its name key', async () => ((await nameKeys('services')).get('from-old') === old ? true : undefined), 30_000);
+    // Its removal frees the name the leader fitted.
+    assert.equal((await d(2).docker(['service', 'rm', old])).code, 0);
+    assert.equal((await nameKeys('services')).has('from-old'), false);
+    assert.equal((await d(1).docker(['service', 'rm', 'model'])).code, 0);
+  });
+
   it('two services of one name, as an older cluster could leave them: every manager takes both and stays up', async () => {
     assert.equal((await d(1).docker(serviceArgs('pair'))).code, 0);
     const id = await idOf('service', 'pair');

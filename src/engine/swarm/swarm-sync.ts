@@ -184,6 +184,7 @@ export class SwarmSync {
     const named = (NAMED_KINDS as readonly string[]).includes(kind) ? (kind as NamedKind) : undefined;
     const hold = (n: string | undefined) => (named && n !== undefined ? { key: nameKey(named, n), id } : undefined);
     const out = doc === undefined ? undefined : this.#encode(key, doc);
+    if (doc === undefined) this.#names.forgotten(kind, id); // this node's removal: no more to fit
     if (doc !== undefined && out === undefined) throw unavailable('this node cannot write that record: it holds no data key');
     let outcome;
     try {
@@ -297,6 +298,7 @@ export class SwarmSync {
     const { store, runner, updater } = this.core;
     const [kind, id] = splitKey(key);
     const json = doc === undefined ? '' : JSON.stringify(doc);
+    if (doc === undefined) this.#names.forgotten(kind, id); // another's removal: no more to fit
     switch (kind) {
       case 'cluster': {
         const c = store.cluster;
@@ -357,7 +359,7 @@ export class SwarmSync {
         store.seen(key, json);
         store.bump(incoming.version);
         store.saveService(s ?? incoming, true);
-        if (!snapshot) this.#names.heard(kind, id);
+        if (!snapshot) this.#names.heard(kind, id, incoming.spec.Name ?? '');
         const state = (s ?? incoming).updateStatus?.State;
         if (this.core.leads && !snapshot && (state === 'updating' || state === 'rollback_started') && !updater.isRunning(id)) updater.resume(s ?? incoming);
         if (!snapshot) this.core.reconcile(id, 'live');
@@ -413,7 +415,7 @@ export class SwarmSync {
           const rec = unseal<BlobRecord>(dataKey, doc as Sealed);
           store.bump(rec.version);
           blobs.applyRemote(id, rec);
-          if (!snapshot) this.#names.heard(kind, id);
+          if (!snapshot) this.#names.heard(kind, id, rec.spec.Name);
         } catch (err) {
           log.warn('a sealed swarm object could not be opened', { key, err: errorMessage(err) });
         }
@@ -422,7 +424,7 @@ export class SwarmSync {
       default:
         // networks/ and whatever other parts of Berth keep there (watchDocs).
         this.#docWatchers.get(kind)?.(id, doc);
-        if (doc && !snapshot) this.#names.heard(kind, id);
+        if (doc && !snapshot) this.#names.heard(kind, id, String((doc as { name?: unknown }).name ?? ''));
         return;
     }
   }
