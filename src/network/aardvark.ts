@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { internal } from '../lib/errors.js';
 import { log } from '../lib/log.js';
+import { WorkGate } from '../lib/work-gate.js';
 import { aardvarkProcesses, awaitListeners, otherHolders, udpListeners } from './aardvark-listeners.js';
 
 export interface DnsRecord {
@@ -48,7 +49,7 @@ export class Aardvark {
   readonly #binary: string;
   readonly #port: number;
   /** Serializes every change: writes, reloads, starts and stops never interleave. */
-  #queue: Promise<unknown> = Promise.resolve();
+  readonly #queue = new WorkGate(1);
   /**
    * The queued update that has not started yet. Updates arriving meanwhile join it (the newest
    * content per network wins), so that containers starting together on a network cost one reload,
@@ -71,9 +72,9 @@ export class Aardvark {
 
   #serial<T>(fn: () => Promise<T>): Promise<T> {
     this.#batch = undefined; // updates after this change must not run before it
-    const run = this.#queue.then(fn, fn);
-    this.#queue = run.catch(() => {});
-    return run;
+    // Started a microtask later even when the queue is free: updates made in the same turn (one per
+    // network of a container) join the batch #change opens, for one reload.
+    return this.#queue.run(() => Promise.resolve().then(fn));
   }
 
   /**

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
+import { WorkGate } from '../../lib/work-gate.js';
 import type { VolumeRecords } from '../../state/volume-records.js';
 import type { EventBus } from '../events.js';
 import type { LocalDriver } from './local-driver.js';
@@ -42,8 +43,8 @@ export class VolumeService {
   readonly #volumes = new Map<string, VolumeRecord>();
   /** Containers that have a volume mounted now (started and not yet released), by volume. */
   readonly #active = new Map<string, Set<string>>();
-  /** The last mount or unmount queued per volume (#serially). */
-  readonly #queues = new Map<string, Promise<void>>();
+  /** A queue per volume with mounts or unmounts under way or waiting (#serially); idle ones go. */
+  readonly #queues = new Map<string, WorkGate>();
   readonly #deps: VolumeServiceDeps;
 
   constructor(deps: VolumeServiceDeps) {
@@ -218,13 +219,12 @@ export class VolumeService {
    * volume half unmounted by the previous user's exit, nor two starts mount (or fill) it twice.
    */
   #serially(name: string, fn: () => Promise<void>): Promise<void> {
-    const next = (this.#queues.get(name) ?? Promise.resolve()).catch(() => undefined).then(fn);
-    this.#queues.set(name, next);
-    const forget = () => {
-      if (this.#queues.get(name) === next) this.#queues.delete(name);
-    };
-    next.then(forget, forget);
-    return next;
+    const queue = this.#queues.get(name) ?? new WorkGate(1);
+    this.#queues.set(name, queue);
+    return queue.run(fn).finally(() => {
+      const { running, waiting } = queue.load;
+      if (running === 0 && waiting === 0 && this.#queues.get(name) === queue) this.#queues.delete(name);
+    });
   }
 
   /** After a daemon restart: containers still running hold their volumes' mounts; others are released. */
