@@ -22,3 +22,26 @@ export function withDeadline<T>(p: Promise<T>, ms: number, late: () => Error): P
     );
   });
 }
+
+/**
+ * Waits for `p` at most `ms`, then carries on: true when `p` fulfilled in time, false when the time
+ * ran out first (`p` is not stopped; its late outcome is ignored). A rejection within `ms` is passed
+ * on, as with Promise.race: a caller that ignores `p`'s failure catches it first. With `unref`, the
+ * timer does not keep the process alive.
+ */
+export function waitAtMost(p: Promise<unknown>, ms: number, opts: { unref?: boolean } = {}): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    if (opts.unref) timer.unref();
+    p.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

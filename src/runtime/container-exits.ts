@@ -5,6 +5,7 @@
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
+import { waitAtMost } from '../lib/deadline.js';
 import { log } from '../lib/log.js';
 import { ExitWatcher, type ExitRecord } from './exit-watcher.js';
 import { isProcessAlive, readPidFile } from './pid-file.js';
@@ -99,11 +100,7 @@ export class ContainerExits {
    */
   async settleAfterDelete(id: string): Promise<void> {
     if ((await this.#watcher.read(id).catch(() => undefined)) || !(await this.conmonAlive(id))) return;
-    const waited = await Promise.race([
-      this.#watcher.wait(id).then(() => true),
-      new Promise<boolean>((r) => setTimeout(r, CLEANUP_EXIT_WAIT_MS, false).unref()),
-    ]);
-    if (!waited) log.warn('conmon did not record an exit after delete --force', { id });
+    if (!(await waitAtMost(this.#watcher.wait(id), CLEANUP_EXIT_WAIT_MS, { unref: true }))) log.warn('conmon did not record an exit after delete --force', { id });
   }
 
   async conmonAlive(id: string): Promise<boolean> {

@@ -3,6 +3,7 @@
  * forced, then under its lock releases the runtime state and the rootfs, deletes the record, moves
  * the directory to the trash, releases the volumes and wakes the waiters for the removal.
  */
+import { waitAtMost } from '../../lib/deadline.js';
 import { conflict } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { EventBus } from '../events.js';
@@ -58,7 +59,7 @@ export class ContainerRemoval {
       const exited = waiters.add(c.id, 'next-exit');
       if (c.state.status === 'paused') await processes.resume(c).catch(() => undefined);
       await processes.kill(c, 'SIGKILL').catch(() => undefined);
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
+      await waitAtMost(exited, 15_000, { unref: true });
     }
     await this.#d.locks.withLock(c.id, async () => {
       if (!table.has(c.id)) return;

@@ -2,6 +2,7 @@
  * `docker stop` (the stop signal, then SIGKILL once the timeout passes) and `docker kill`; both
  * publish dockerd's kill and stop events. A stop opts out of the restart policy.
  */
+import { waitAtMost } from '../../lib/deadline.js';
 import { conflict, invalidArgument, notModified } from '../../lib/errors.js';
 import type { EventBus } from '../events.js';
 import { eventAttrs, isRunningLike } from './container-model.js';
@@ -47,15 +48,12 @@ export class ContainerStopper {
     if (c.state.status === 'paused') await this.#d.processes.resume(c).catch(() => undefined);
     await this.#d.processes.kill(c, signal).catch(() => undefined);
     this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: signalNumber(signal) }));
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = timeout < 0 ? new Promise<never>(() => undefined) : new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeout * 1000)));
-    const first = await Promise.race([exited, timedOut]);
-    if (timer) clearTimeout(timer);
-    if (first === 'timeout') {
+    // A negative timeout: no SIGKILL, the exit is waited for however long it takes.
+    if (timeout >= 0 && !(await waitAtMost(exited, timeout * 1000))) {
       await this.#d.processes.kill(c, 'SIGKILL').catch(() => undefined);
       this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: '9' }));
-      await exited;
     }
+    await exited;
     this.#d.events.publish('container', 'stop', c.id, eventAttrs(c));
   }
 
@@ -72,6 +70,6 @@ export class ContainerStopper {
     await this.#d.processes.kill(c, sig);
     this.#d.events.publish('container', 'kill', c.id, eventAttrs(c, { signal: num }));
     // dockerd returns from a SIGKILL only once the process is gone.
-    if (exited) await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000).unref())]);
+    if (exited) await waitAtMost(exited, 10_000, { unref: true });
   }
 }

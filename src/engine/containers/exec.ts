@@ -9,6 +9,7 @@
  * only after the exit code is recorded: the docker CLI reads it from /exec/{id}/json right then.
  */
 import { randomHex } from '../../lib/random-hex.js';
+import { waitAtMost } from '../../lib/deadline.js';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import type { ContainerRecord } from './container-model.js';
@@ -185,7 +186,7 @@ export class ExecService {
     const end = await bridgeConmon(sock, client, { ...bridgeOpts, detachKeys: cfg.AttachStdin ? keys : undefined });
     if (end === 'exited') {
       // conmon closes the socket right after the exit; the exit code must be on record first.
-      await Promise.race([exited, new Promise<void>((r) => setTimeout(() => r(), OUTPUT_GRACE_MS).unref())]);
+      await waitAtMost(exited, OUTPUT_GRACE_MS, { unref: true });
     }
     return end;
   }

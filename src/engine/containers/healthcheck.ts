@@ -10,6 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { waitAtMost } from '../../lib/deadline.js';
 import { log } from '../../lib/log.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerRecord, HealthState } from './container-model.js';
@@ -190,10 +191,7 @@ export class HealthMonitor {
     // The output pipes end once every holder has closed them. A probe that left a child behind
     // holding them must not stall the monitor: as dockerd (which waits 2 s for an exec's streams
     // after its exit, then closes them), the output is read up to then.
-    let wait: NodeJS.Timeout | undefined;
-    const waited = await Promise.race([streams.then(() => true), new Promise<false>((r2) => (wait = setTimeout(() => r2(false), STREAM_WAIT_MS)))]);
-    clearTimeout(wait);
-    if (!waited) {
+    if (!(await waitAtMost(streams, STREAM_WAIT_MS))) {
       session.stdout?.destroy();
       session.stderr?.destroy();
     }

@@ -14,6 +14,7 @@
  * its VIP rules, and its address is shared) and when a network goes.
  */
 import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
+import { waitAtMost } from '../../lib/deadline.js';
 import { log } from '../../lib/log.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
 import { cidrContains, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
@@ -254,8 +255,7 @@ export class OverlayNetworks {
     const mine = [...this.#claims].filter(([, c]) => c.node === self);
     const released = Promise.all(mine.map(([key, c]) => store.release(`addresses/${key}`, c).catch((err) => log.warn('releasing an address claim failed', { key, error: errorMessage(err) }))));
     // A node cut off from etcd leaves all the same (`--force`): its claims then stay behind.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([released, new Promise((r) => (timer = setTimeout(r, LEAVE_RELEASE_MS)))]).finally(() => clearTimeout(timer));
+    await waitAtMost(released, LEAVE_RELEASE_MS);
   }
 
   /**

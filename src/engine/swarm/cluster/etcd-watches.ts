@@ -20,7 +20,7 @@
 import type { Etcd3, IKeyValue, Range, Watcher } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
-import { withDeadline } from '../../../lib/deadline.js';
+import { waitAtMost, withDeadline } from '../../../lib/deadline.js';
 import { silence } from './etcd-client.js';
 import { decodeDoc } from './etcd-docs.js';
 import type { EtcdWrites } from './etcd-writes.js';
@@ -173,9 +173,7 @@ export class EtcdWatches {
   /** Cancels a watcher, unless etcd did already; its answer is waited for a bounded time. */
   async #cancel(watcher: Watcher | undefined): Promise<void> {
     if (!watcher || this.#gone.has(watcher)) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([watcher.cancel().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, CANCEL_WAIT_MS)))]);
-    clearTimeout(timer);
+    await waitAtMost(watcher.cancel().catch(() => undefined), CANCEL_WAIT_MS);
   }
 
   /** Makes the watchers of `watches`, one at a time, each bounded; dropped when a newer generation took over. */
