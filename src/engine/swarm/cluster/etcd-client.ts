@@ -4,7 +4,7 @@
  * a failing member skipped for a second only and broken watches back within 2 s. Probe clients
  * (etcd-probes.ts) neither retry nor skip: each asks its one member and says what happened.
  */
-import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, noop, retry } from 'cockatiel';
+import { circuitBreaker, ConsecutiveBreaker, ExponentialBackoff, handleWhen, isBrokenCircuitError, noop, retry, type IBackoffFactory, type IRetryBackoffContext } from 'cockatiel';
 import { Etcd3, isRecoverableError } from 'etcd3';
 import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
@@ -21,6 +21,18 @@ export const CALL_DEADLINE_MS = 10_000;
  * after a failed call, and a ping on one closed that way fails, dropping the streams still on it.
  */
 const KEEPALIVE_MS = 5000;
+/** How long a member that failed 3 calls in a row is skipped. */
+const SKIP_MS = 1000;
+
+/**
+ * The retry's wait: none after a failed call (it goes to another member), the rest of the skip when
+ * every member was being skipped (a retry at once would be refused too: a member that failed while
+ * etcd started, or under a load that timed calls out, made an API call fail with "circuit breaker is
+ * open" though it answered a second later).
+ */
+const retryWait: IBackoffFactory<IRetryBackoffContext<unknown>> = {
+  next: (ctx) => ({ duration: 'error' in ctx.result && isBrokenCircuitError(ctx.result.error) ? SKIP_MS + 100 : 0, next: retryWait.next }),
+};
 
 export interface EtcdAccess {
   endpoints: string[];
@@ -47,11 +59,11 @@ export function connectEtcd(access: EtcdAccess, hosts: string[], use: 'calls' | 
       ? { host: () => noop, global: noop }
       : {
           host: (host) => {
-            const breaker = circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) });
+            const breaker = circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: SKIP_MS, breaker: new ConsecutiveBreaker(3) });
             breaker.onBreak((why) => log.debug('etcd member skipped for a second', { host, err: 'error' in why ? errorMessage(why.error) : 'a result' }));
             return breaker;
           },
-          global: retry(handleWhen(isRecoverableError), { maxAttempts: 2 }),
+          global: retry(handleWhen((err) => isRecoverableError(err) || isBrokenCircuitError(err)), { maxAttempts: 2, backoff: retryWait }),
           watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
         },
   });
