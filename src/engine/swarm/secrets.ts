@@ -53,6 +53,8 @@ export class SwarmBlobs {
    */
   #sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined;
   #commit: BlobCommit | undefined;
+  /** In a cluster: whether etcd still holds a name the cache says taken (SwarmStore.nameHeld). */
+  #nameHeld: NameHeld | undefined;
 
   constructor(
     readonly kind: BlobKind,
@@ -75,9 +77,10 @@ export class SwarmBlobs {
     this.#all.clear();
   }
 
-  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined, commit?: BlobCommit): void {
+  attach(sink: ((id: string, rec: BlobRecord | undefined) => void) | undefined, commit?: BlobCommit, nameHeld?: NameHeld): void {
     this.#sink = sink;
     this.#commit = sink ? commit : undefined;
+    this.#nameHeld = sink ? nameHeld : undefined;
   }
 
   /** A change from another node (never sent back). */
@@ -103,7 +106,9 @@ export class SwarmBlobs {
   async create(body: unknown): Promise<BlobRecord> {
     const spec = this.#spec(body);
     const name = spec.Name.toLowerCase();
-    if (this.unreadable.holdsName(this.kind, spec.Name) || [...this.#all.values()].some((o) => o.spec.Name.toLowerCase() === name)) throw nameTaken(`${this.kind}s`, spec.Name);
+    if (this.unreadable.holdsName(this.kind, spec.Name)) throw nameTaken(`${this.kind}s`, spec.Name);
+    const holders = [...this.#all.values()].filter((o) => o.spec.Name.toLowerCase() === name).map((o) => o.id);
+    if (holders.length && (!this.#nameHeld || (await this.#nameHeld(spec.Name, holders)))) throw nameTaken(`${this.kind}s`, spec.Name);
     const now = new Date().toISOString();
     const rec: BlobRecord = { id: newSwarmId(), version: this.nextVersion(), createdAt: now, updatedAt: now, spec };
     await this.#commit?.(rec.id, rec, { takes: spec.Name });
@@ -213,6 +218,7 @@ export class SwarmBlobs {
 
 /** An API call's change in the cluster (rec undefined: a removal), with the name it takes or frees. */
 type BlobCommit = (id: string, rec: BlobRecord | undefined, name: NameChange) => Promise<void>;
+type NameHeld = (name: string, holders: string[]) => Promise<boolean>;
 
 export function refsOf(spec: ServiceSpec, kind: BlobKind): BlobRef[] {
   const cs = spec.TaskTemplate?.ContainerSpec;

@@ -67,8 +67,11 @@ export class SwarmServices extends SwarmPart {
       this.#checkRefs(spec);
       // Compared lower-cased, as swarmkit's store does; in a cluster etcd has the last word (swarm-names.ts).
       const names = new Set([...this.store.services.values()].map((s) => s.spec.Name?.toLowerCase()));
-      spec.Name ||= generateName((n) => names.has(n.toLowerCase()));
-      if (names.has(spec.Name.toLowerCase()) || this.store.unreadable.holdsName('service', spec.Name)) throw nameTaken('services', spec.Name);
+      const name = (spec.Name ||= generateName((n) => names.has(n.toLowerCase())));
+      if (this.store.unreadable.holdsName('service', name)) throw nameTaken('services', name);
+      // Where the cache holds the name, etcd is asked: the cache may be behind another manager's removal.
+      const holders = [...this.store.services.values()].filter((s) => s.spec.Name?.toLowerCase() === name.toLowerCase()).map((s) => s.id);
+      if (holders.length && (await this.store.nameHeld('services', name, holders))) throw nameTaken('services', name);
       const ports = resolvePorts(spec.EndpointSpec, [], this.#ingressPorts());
       const vips = this.#virtualIPs(spec);
       const now = new Date().toISOString();

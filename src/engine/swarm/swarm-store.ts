@@ -10,6 +10,7 @@ import type { SwarmRecords } from '../../state/swarm-records.js';
 import { invalidArgument } from '../../lib/errors.js';
 import type { ClusterRecord, NodeRecord, ServiceRecord, TaskRecord } from './swarm-model.js';
 import { UnreadableRows } from './swarm-record-repair.js';
+import type { NamedKind } from './swarm-names.js';
 
 /** The name an API call's write takes (a creation) or frees (a removal): unique per kind cluster-wide (swarm-names.ts). */
 export interface NameChange {
@@ -29,6 +30,8 @@ export interface StoreSink {
   commit(key: string, doc: unknown | undefined, name?: NameChange): Promise<void>;
   /** Resolves once changes reach etcd (after a restart: once etcd answered), or rejects with a 503. */
   linked(): Promise<void>;
+  /** Whether etcd holds a name the cache says `holders` hold (see SwarmStore.nameHeld). */
+  nameHeld(kind: NamedKind, name: string, holders: string[]): Promise<boolean>;
   /** Resolves once the cache holds etcd's state (after a restart or an unlock), or rejects as dockerd does without a leader. */
   current(): Promise<void>;
   /** This node's id. */
@@ -225,6 +228,16 @@ export class SwarmStore {
   /** Resolves once this node's changes reach the cluster (at once outside one): an API call that changes a record waits for it first. */
   async linked(): Promise<void> {
     await this.#sink?.linked();
+  }
+
+  /**
+   * Whether a name this node's cache says `holders` hold is held in etcd too: by its name key, or by
+   * one of those records (one an older berthd made has no key). The cache may be behind a removal
+   * another manager just made: the name is free again there, as dockerd's leader would say. Outside
+   * a cluster the cache is all there is.
+   */
+  async nameHeld(kind: NamedKind, name: string, holders: string[]): Promise<boolean> {
+    return this.#sink ? this.#sink.nameHeld(kind, name, holders) : true;
   }
 
   /**

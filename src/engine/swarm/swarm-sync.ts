@@ -86,6 +86,7 @@ export class SwarmSync {
       del: (k) => this.#early.set(k, null),
       commit: notYet,
       linked: () => this.#waitLinked(),
+      nameHeld: async () => true,
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
@@ -106,13 +107,18 @@ export class SwarmSync {
       del: (k) => this.#del(state, self, k),
       commit: (k, d, name) => this.#commit(state, k, d, name),
       linked: () => this.#waitLinked(),
+      nameHeld: (kind, name, holders) => this.#nameHeld(state, kind, name, holders),
       current: () => this.#current(),
       self: () => self,
       leading: () => this.core.leader,
     });
     for (const b of Object.values(this.core.blobs)) {
       const key = (id: string) => `${b.kind}s/${id}`;
-      b.attach((id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))), (id, rec, name) => this.#commit(state, key(id), rec && { sealLater: rec }, name));
+      b.attach(
+        (id, rec) => (rec ? this.#put(state, self, key(id), { sealLater: rec }) : this.#del(state, self, key(id))),
+        (id, rec, name) => this.#commit(state, key(id), rec && { sealLater: rec }, name),
+        (name, holders) => this.#nameHeld(state, `${b.kind}s`, name, holders),
+      );
     }
   }
 
@@ -195,6 +201,11 @@ export class SwarmSync {
     if (outcome.landed) return;
     if (outcome.why === 'taken' && named && name.takes !== undefined) throw nameTaken(named, name.takes);
     throw outcome.why === 'conflict' ? outOfSequence() : unavailable(`etcd refused the change (${outcome.why})`);
+  }
+
+  /** See SwarmStore.nameHeld. etcd out of reach: the cache's word stands (a create would fail there anyway). */
+  async #nameHeld(state: EtcdState, kind: NamedKind, name: string, holders: string[]): Promise<boolean> {
+    return state.anyExists([nameKey(kind, name), ...holders.map((id) => `${kind}/${id}`)]).catch(() => true);
   }
 
   /**

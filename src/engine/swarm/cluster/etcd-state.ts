@@ -238,6 +238,13 @@ export class EtcdState {
     return { entries, revision: res.header.revision };
   }
 
+  /** Whether etcd holds any of these keys now (one read, at one revision; keys only). */
+  async anyExists(keys: string[]): Promise<boolean> {
+    const read = this.client.kv.txn({ compare: [], success: keys.map((k) => ({ request_range: { key: Buffer.from(this.prefix + k), count_only: true } })), failure: [] });
+    const res = await withDeadline(read, CALL_DEADLINE_MS, () => new Error(`reading from etcd: no answer within ${CALL_DEADLINE_MS} ms`));
+    return res.responses.some((op) => Number(op.response_range?.count ?? 0) > 0);
+  }
+
   /** Follows changes after `revision`; own writes are skipped. */
   watch(revision: string, onChange: ChangeFn): Promise<void> {
     return this.#watches.start(revision, onChange);
