@@ -8,9 +8,9 @@
  * The monitor follows the container's own events ('start', 'die', 'destroy'), so the container
  * service needs no hook for it.
  */
-import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { waitAtMost } from '../../lib/deadline.js';
+import { randomHex } from '../../lib/random-hex.js';
 import { log } from '../../lib/log.js';
 import type { RuntimeDriver } from '../../runtime/runtime-driver.js';
 import type { ContainerRecord, HealthState } from './container-model.js';
@@ -153,7 +153,7 @@ export class HealthMonitor {
     let session;
     try {
       session = await this.runtime.execs.exec(c.id, {
-        execId: `health-${randomBytes(8).toString('hex')}`,
+        execId: `health-${randomHex(8)}`,
         process: { args: probe.test, env: [], terminal: false },
         stdin: false,
         combinedOutput: true,

@@ -3,8 +3,8 @@
  * volume events; the local driver only makes and mounts directories. Containers reach volumes only
  * through here (mount points resolved at create, mounted at start, released at exit and removal).
  */
-import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
+import { randomHex } from '../../lib/random-hex.js';
 import { conflict, invalidArgument, notFound } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { WorkGate } from '../../lib/work-gate.js';
@@ -84,7 +84,7 @@ export class VolumeService {
     let labels = req.labels ? { ...req.labels } : null;
     let name = req.name ?? '';
     if (!name) {
-      name = randomBytes(32).toString('hex');
+      name = randomHex(32);
       labels = { ...labels, [ANONYMOUS_LABEL]: '' };
     }
     if (driver !== 'local') throw notFound(`create ${name}: error looking up volume plugin ${driver}: plugin "${driver}" not found`);
