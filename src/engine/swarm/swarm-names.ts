@@ -106,11 +106,6 @@ export class NameFitter {
     if (isNamed(kind)) this.#fitted.delete(`${kind}/${id}`);
   }
 
-  /** The pass under way (tests, and leaving). */
-  get running(): Promise<void> | undefined {
-    return this.#passes.running;
-  }
-
   /** One record: its name key and its record's key read at one revision, the name fitted if free. */
   async #fitOne(r: NamedRecord): Promise<void> {
     const state = this.d.state();
