@@ -239,6 +239,7 @@ export class SwarmMembership extends SwarmPart {
         // promotes itself then), so a join that fails midway never costs the cluster its quorum.
         const added = await state.client.cluster.memberAdd({ peerURLs: [Membership.peerUrl(ask.addr, ask.peerPort)], isLearner: true });
         addedMember = added.member.ID;
+        state.readMembers();
         initialCluster = added.members.map((m) => `${m.ID === added.member.ID ? nodeId : m.name}=${m.peerURLs[0]}`).join(',');
       }
     }

@@ -3,7 +3,7 @@
  * MEMBERS_EVERY_MS (each read bounded by the client's call deadline, never two at once), so a node's
  * client follows the managers that join, leave and come back rather than the endpoints it started
  * with (the first manager's: its own member only). Learners are left out: they serve no client calls
- * until promoted. A list that cannot be read (etcd without quorum still answers it; a worker's user
+ * until promoted; while one is listed (a manager joining), the list is read each LEARNER_EVERY_MS. A list that cannot be read (etcd without quorum still answers it; a worker's user
  * may not) leaves the last one as it was.
  */
 import type { IMember } from 'etcd3';
@@ -11,6 +11,8 @@ import { log } from '../../../lib/log.js';
 import { errorMessage } from '../../../lib/errors.js';
 
 const MEMBERS_EVERY_MS = 5000;
+/** How soon the list is read again while it has a learner (promoted within seconds, as a manager joins). */
+const LEARNER_EVERY_MS = 1000;
 
 export class MemberList {
   #urls: string[];
@@ -19,6 +21,7 @@ export class MemberList {
   #reading = false;
   #closed = false;
   readonly #timer: NodeJS.Timeout;
+  #soon: NodeJS.Timeout | undefined;
 
   constructor(
     initial: string[],
@@ -47,6 +50,16 @@ export class MemberList {
     this.#reading = true;
     try {
       const { members } = await this.read();
+      // Read again soon while a learner is listed: a client on its own member only (the first
+      // manager's) must hear of a promoted member before its own goes silent, as the list is read
+      // through it.
+      if (members.some((m) => m.isLearner) && !this.#soon && !this.#closed) {
+        this.#soon = setTimeout(() => {
+          this.#soon = undefined;
+          void this.refresh();
+        }, LEARNER_EVERY_MS);
+        this.#soon.unref();
+      }
       const urls = [...new Set(members.filter((m) => !m.isLearner).flatMap((m) => m.clientURLs))].sort();
       if (this.#closed || !urls.length) return;
       const first = !this.#read;
@@ -65,5 +78,6 @@ export class MemberList {
   close(): void {
     this.#closed = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#soon);
   }
 }

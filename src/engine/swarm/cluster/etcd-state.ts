@@ -117,6 +117,11 @@ export class EtcdState {
     if (hosts.length > 1) this.#probes = new MemberProbes(hosts, (host) => connectEtcd(this.access, [host], 'probe'), (round) => this.#checkHosts(round));
   }
 
+  /** Reads etcd's member list again now (a member was just added: the list follows it until promoted). */
+  readMembers(): void {
+    void this.#members?.refresh();
+  }
+
   /** Calls `fn` with the members' client URLs as etcd lists them, and again whenever they change (following it). */
   onMembers(fn: (urls: string[]) => void): void {
     this.#onMembers = fn;
