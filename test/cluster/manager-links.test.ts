@@ -159,10 +159,10 @@ describe('a manager\'s link to etcd', () => {
     const py = memberPid(y);
     await dy.stop();
     process.kill(py, 'SIGKILL');
-    // Node x, the other one that does not lead, restarts meanwhile. Chosen once the leader settled: the
-    // leader's client may have used y's member, and leaving it costs the campaign (the leadership may
-    // move). Restarted after, x campaigns behind the leader, so it does not lead: a leader's client
-    // waits to spread back (that too would cost the leadership).
+    // Node x, the other one that does not lead, restarts meanwhile. Chosen once the leader settled (a
+    // leader keeps its term when its client leaves y's member, but a candidate campaigns anew).
+    // Restarted after, x campaigns behind the leader, so it does not lead: a leader's client waits to
+    // spread back.
     // (Probes find y's member down within 3 to 4.5 s; the leader is taken once seen the same for 4 s.)
     await new Promise((r) => setTimeout(r, 4000));
     let seen: number[] = [];

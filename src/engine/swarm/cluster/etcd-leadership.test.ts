@@ -18,6 +18,7 @@ describe('etcd leadership', () => {
   let dir: string;
   let etcd: ChildProcess;
   let client: Etcd3;
+  let etcdHosts: string[];
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-leadership-'));
     const [clientPort, peerPort] = [await freePortOn('127.0.0.1'), await freePortOn('127.0.0.1')];
@@ -25,7 +26,8 @@ describe('etcd leadership', () => {
     etcd = spawn(ETCD_BINARY, ['--name', 'a', '--data-dir', join(dir, 'data'), '--listen-client-urls', url, '--advertise-client-urls', url,
       '--listen-peer-urls', `http://127.0.0.1:${peerPort}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
       '--initial-cluster', `a=http://127.0.0.1:${peerPort}`, '--log-outputs', 'stderr', '--logger', 'zap'], { stdio: 'ignore' });
-    client = new Etcd3({ hosts: [url] });
+    etcdHosts = [url];
+    client = new Etcd3({ hosts: etcdHosts });
     for (let i = 0; ; i++) {
       try {
         await client.get('ping').exec();
@@ -64,5 +66,32 @@ describe('etcd leadership', () => {
     assert.deepEqual(keys, [], 'no election key of this node');
     closed = true;
     await leadership.close();
+  });
+
+  it('a leader whose client is replaced keeps its term: the new client keeps the lease alive, and resigns', async () => {
+    const prefix = '/t2/';
+    let now = new Etcd3({ hosts: etcdHosts });
+    const writes = new EtcdWrites(() => now, prefix, () => undefined);
+    const leadership = new EtcdLeadership({ client: () => now, prefix, closed: () => false, writes, reread: () => undefined, watched: () => 0n, encode: (d) => JSON.stringify(d) });
+    const terms: (LeaderTerm | undefined)[] = [];
+    leadership.campaign('n1', 2, (t) => terms.push(t));
+    for (let i = 0; i < 100 && !terms.length; i++) await sleep(50);
+    const term = terms[0];
+    assert.ok(term, 'elected');
+    const old = now;
+    now = new Etcd3({ hosts: etcdHosts });
+    assert.equal(leadership.leave(now), false, 'no campaign anew');
+    leadership.resume(false);
+    // The old client goes: only the new one keeps the lease alive, past twice its TTL.
+    old.close();
+    await sleep(5000);
+    assert.deepEqual(terms, [term], 'still elected');
+    assert.equal(leadership.term, term);
+    assert.deepEqual(await client.getAll().prefix(`election/${prefix}leader`).keys(), [term.key], 'its election key stays');
+    // Resigning goes through the new client: the key goes at once.
+    await leadership.resign();
+    assert.deepEqual(await client.getAll().prefix(`election/${prefix}leader`).keys(), []);
+    await leadership.close();
+    now.close();
   });
 });

@@ -149,10 +149,11 @@ export class EtcdLeadership {
   }
 
   /**
-   * The client is being replaced by `next`: the observer goes, and so does the campaign (its lease
-   * revoked through the new client: a keep-alive stream on the old one to a member that is up would
-   * keep it alive, and the old campaign would then lead with nobody behind it). A leader no longer
-   * leads. Answers whether it campaigned, for `resume`.
+   * The client is being replaced by `next`: the observer goes. A leader keeps its term, moved to the
+   * new client (leader-campaign.ts): a member its client used going silent, even another's, must not
+   * cost the swarm its leader. A candidate's campaign goes (its lease revoked through the new client:
+   * a keep-alive stream on the old one to a member that is up would keep it alive, and the old
+   * campaign could then win with nobody behind it). Answers whether to campaign anew, for `resume`.
    */
   leave(next: Etcd3): boolean {
     const o = this.#observer;
@@ -160,16 +161,21 @@ export class EtcdLeadership {
     silence(o);
     void o?.cancel().catch(() => undefined);
     const c = this.#campaign;
+    if (!c) return false;
+    if (c.moveTo(next)) {
+      log.info('this node leads on through its new etcd client', { term: c.term?.key });
+      return false;
+    }
     this.#campaign = undefined;
-    c?.abandon(next);
-    if (c) this.#lost('this node connected to other etcd members');
-    return c !== undefined;
+    c.abandon(next);
+    this.#lost('this node connected to other etcd members');
+    return true;
   }
 
-  /** On the new client: the observer again, and the campaign when there was one. */
-  resume(campaigned: boolean): void {
+  /** On the new client: the observer again, and the campaign when it was abandoned. */
+  resume(campaignAnew: boolean): void {
     if (this.#observerOf) void this.observeLeader(this.#observerOf).catch(() => undefined);
-    if (campaigned && this.#campaignOf) this.campaign(this.#campaignOf.nodeId, this.#campaignOf.ttlSeconds, this.#campaignOf.onChange);
+    if (campaignAnew && this.#campaignOf) this.campaign(this.#campaignOf.nodeId, this.#campaignOf.ttlSeconds, this.#campaignOf.onChange);
   }
 
   async close(): Promise<void> {

@@ -15,7 +15,8 @@
  * have a deadline (etcd-client.ts), and every member is asked for its status each second on a
  * connection of its own (etcd-probes.ts). When a member the client uses goes down and another is up,
  * the client is replaced by one without it, and the watches (from where they were), the leader
- * observer, the heartbeat and the campaign start again on it. The watches have a client of their own
+ * observer, the heartbeat and a candidate's campaign start again on it; a leader keeps its term,
+ * its lease kept alive through the new client. The watches have a client of their own
  * whose connection is pinged: one a cut left dead fails the watch stream, which starts again from
  * where it was as soon as the member answers.
  *
@@ -23,8 +24,8 @@
  * not the endpoints the client started with: a client that left a member spreads back to it once it
  * answers steadily again, and one reaches the managers that joined after it connected (the first
  * manager's client starts with its own member only). Spreading back replaces the client too, so it
- * waits while this node leads (a replaced client costs the campaign: the leadership would move for
- * nothing); a leader's client still leaves a member that goes down for any other that answers.
+ * waits while this node leads (a leader carries its term over to a new client, but that is not worth
+ * risking for a spread); a leader's client still leaves a member that goes down for any other that answers.
  */
 import type { Etcd3, Range } from 'etcd3';
 import { log } from '../../../lib/log.js';
@@ -180,8 +181,8 @@ export class EtcdState {
 
   /**
    * A new client on `hosts` in place of one that uses a member that is down: the watches from where
-   * they were, the heartbeat on a new lease, the observer, the campaign anew (a leader no longer leads
-   * meanwhile). The old client's streams are left to die with it; it is closed once the calls still
+   * they were, the heartbeat on a new lease, the observer, a candidate's campaign anew (a leader's
+   * term carries over: etcd-leadership.ts leave). The old client's streams are left to die with it; it is closed once the calls still
    * under way on it have had their deadline (a snapshot being read, a write: retried on its other
    * members if need be, not cut short).
    */
@@ -194,12 +195,12 @@ export class EtcdState {
     this.#watchClient = connectEtcd(this.access, hosts, 'watch');
     this.#probe();
     this.#heartbeat.moveOn();
-    const campaigned = this.#leadership.leave(this.#client);
+    const campaignAnew = this.#leadership.leave(this.#client);
     setTimeout(() => old.close(), CALL_DEADLINE_MS).unref();
     oldWatches.close();
     // Before the watches: a watch waits on its member to start, and one that went silent meanwhile
     // must not hold the campaign back (a new leader waits for its watch to catch up all the same).
-    this.#leadership.resume(campaigned);
+    this.#leadership.resume(campaignAnew);
     // Nothing waits for this: a member that goes silent while a watch starts on it is left by the
     // next reconnection (which closes this watch client, and the start waiting on it with it).
     await this.#watches.resume();

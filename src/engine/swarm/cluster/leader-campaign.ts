@@ -7,10 +7,16 @@
  * a whole TTL (a cut link fails nothing, the answers just stop coming) it takes itself for deposed,
  * as etcd will have by then (etcd3 says a lease is lost only after twice the TTL). It resigns then,
  * and its owner campaigns again.
+ *
+ * A leader whose client is replaced keeps its term (moveTo): the lease and the election key are
+ * etcd's, not the old client's, so the new client keeps that lease alive (lease-keeper.ts) and
+ * resigns through it.
  */
 import type { Campaign, Etcd3, Lease } from 'etcd3';
 import { errorMessage } from '../../../lib/errors.js';
 import type { LeaderTerm } from './etcd-writes.js';
+import { silence } from './etcd-client.js';
+import { LeaseKeeper } from './lease-keeper.js';
 
 /** How often the keep-alives' last answer is looked at. */
 const LAPSE_CHECK_MS = 200;
@@ -27,6 +33,9 @@ export class LeaderCampaign {
   readonly #campaign: Campaign;
   /** The campaign's lease (etcd3 keeps it private). */
   readonly #lease: Lease;
+  #leaseId: string | undefined;
+  /** Once moved to another client: that client, which keeps the lease alive in place of etcd3's Lease. */
+  #moved: { client: Etcd3; keeper: LeaseKeeper } | undefined;
   /** When the last keep-alive etcd answered was sent: the lease holds until then + TTL at least. */
   #renewedFrom = Date.now();
   #firedAt = Date.now();
@@ -66,6 +75,7 @@ export class LeaderCampaign {
 
   async #elected(): Promise<void> {
     const key = await this.#campaign.getCampaignKey();
+    this.#leaseId = await this.#lease.grant();
     const revision = (this.#campaign as unknown as { keyRevision?: unknown }).keyRevision;
     if (this.#over) return;
     if (typeof revision !== 'string') throw new Error('the election key has no revision');
@@ -81,7 +91,7 @@ export class LeaderCampaign {
   #end(why: string): void {
     if (this.#over) return;
     this.#stop();
-    void this.#campaign.resign().catch(() => undefined);
+    void this.#revoke().catch(() => undefined);
     this.events.lost(why);
   }
 
@@ -89,13 +99,44 @@ export class LeaderCampaign {
     this.#over = true;
     this.#term = undefined;
     clearInterval(this.#timer);
+    this.#moved?.keeper.stop();
+  }
+
+  /** The lease revoked (its election key goes with it), through the client that keeps it now. */
+  async #revoke(): Promise<void> {
+    if (!this.#moved || !this.#leaseId) return this.#campaign.resign();
+    await this.#moved.client.leaseClient.leaseRevoke({ ID: this.#leaseId });
   }
 
   /** Stops campaigning; a leader resigns (its key goes, a successor is elected at once). */
   async resign(): Promise<void> {
     if (this.#over) return;
     this.#stop();
-    await this.#campaign.resign().catch(() => undefined);
+    await this.#revoke().catch(() => undefined);
+  }
+
+  /**
+   * The client is being replaced by `client`: a leader carries its term over to it and answers true;
+   * a candidate answers false (it abandons and campaigns anew: nothing to keep). The old keep-alive
+   * stops first (etcd3's Lease.release() ends its stream and revokes nothing): one still open to a
+   * member that is up must not renew the lease behind the new client's back, whose answers alone now
+   * tell the lapse check that etcd still holds it. The old campaign is silenced: its lease, released,
+   * may still report itself lost.
+   */
+  moveTo(client: Etcd3): boolean {
+    if (this.#over || !this.#term || !this.#leaseId) return false;
+    if (this.#moved) this.#moved.keeper.stop();
+    else {
+      silence(this.#campaign);
+      silence(this.#lease);
+      this.#lease.release();
+    }
+    const keeper = new LeaseKeeper(client, this.#leaseId, this.ttlSeconds, {
+      renewed: (sentAt) => (this.#renewedFrom = Math.max(this.#renewedFrom, sentAt)),
+      gone: () => this.#end('etcd no longer holds its lease'),
+    });
+    this.#moved = { client, keeper };
+    return true;
   }
 
   /**
