@@ -4,7 +4,7 @@
  */
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, readdirSync } from 'node:fs';
 import { useDaemon, useSeededRegistry } from '../harness/index.js';
 import type { TestDaemon } from '../harness/daemon.js';
 import { demuxChecked } from '../harness/multiplexed.js';
@@ -327,6 +327,47 @@ describe('restart policies and auto-remove', () => {
     const after = await inspect(d, id);
     assert.equal(after.State.Status, 'exited');
     assert.equal(after.RestartCount, count, 'no restart after a stop');
+  });
+
+  it('a stop or a remove while the restart policy is starting the container again leaves it stopped', async () => {
+    const d = daemon();
+    // The first run exits; the policy starts it again ~100 ms after the exit is handled, and that
+    // run stays. The stop (or remove) lands at offsets around then, so some come while that start
+    // is under way (compose v1's `down` hit this: the worker came back after its stop).
+    const cmd = ['sh', '-c', '[ -f /ran ] && exec sleep 60; touch /ran; exit 3'];
+    const caught: string[] = [];
+    const ids: string[] = [];
+    for (let offset = 60; offset <= 180; offset += 15) {
+      const id = await run(d, cmd, { HostConfig: { RestartPolicy: { Name: 'always' } } });
+      ids.push(id);
+      let c = await inspect(d, id);
+      for (let i = 0; i < 200 && !c.State.Restarting && c.RestartCount === 0; i++) c = await inspect(d, id);
+      assert.equal(c.State.Restarting, true, 'the container waits for its restart');
+      await new Promise((r) => setTimeout(r, offset));
+      const removing = offset % 2 === 1;
+      const r = removing ? await d.request('DELETE', `/containers/${id}?force=1`) : await d.request('POST', `/containers/${id}/stop?t=0`);
+      assert.ok([204, 304].includes(r.status), `${r.status} ${r.text()}`);
+      await new Promise((r) => setTimeout(r, 300));
+      const after = await d.request('GET', `/containers/${id}/json`);
+      if (removing) {
+        assert.equal(after.status, 404, `removed at +${offset} ms`);
+      } else {
+        const s = after.json().State;
+        if (s.Status !== 'exited') caught.push(`stop at +${offset} ms: ${s.Status}`);
+        await d.request('DELETE', `/containers/${id}?force=1`);
+      }
+    }
+    assert.deepEqual(caught, []);
+    // No process of those containers (conmon names the container) outlives its removal.
+    const left = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try {
+        const line = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+        return ids.some((id) => line.includes(id));
+      } catch {
+        return false;
+      }
+    });
+    assert.deepEqual(left, []);
   });
 
   it('AutoRemove removes the container and wait?condition=removed returns after removal', async () => {

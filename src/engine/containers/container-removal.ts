@@ -54,8 +54,10 @@ export class ContainerRemoval {
 
   async #remove(c: ContainerRecord, opts: RemoveOptions): Promise<void> {
     const { table, processes, waiters } = this.#d;
+    c.manuallyStopped = true;
+    // The restart policy's start, if already under way, holds the lock: after it the container runs.
+    if (c.state.status === 'restarting') await this.#d.locks.withLock(c.id, async () => undefined);
     if (isRunningLike(c.state) && c.state.status !== 'restarting') {
-      c.manuallyStopped = true;
       const exited = waiters.add(c.id, 'next-exit');
       if (c.state.status === 'paused') await processes.resume(c).catch(() => undefined);
       await processes.kill(c, 'SIGKILL').catch(() => undefined);

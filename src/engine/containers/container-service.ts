@@ -115,7 +115,7 @@ export class ContainerService {
     const common = { table: this.#table, processes: this.processes, volumes: this.volumes, events: this.events, containerDir };
     this.#starter = new ContainerStarter({ ...common, images: this.images });
     this.#removal = new ContainerRemoval({ ...common, locks: this.#locks, waiters: this.waiters, intents: this.intents, trash: this.#trash });
-    this.#stopper = new ContainerStopper({ table: this.#table, waiters: this.waiters, processes: this.processes, events: this.events });
+    this.#stopper = new ContainerStopper({ table: this.#table, locks: this.#locks, waiters: this.waiters, processes: this.processes, events: this.events });
     this.#exits = new ExitHandling({ ...common, locks: this.#locks, waiters: this.waiters, starter: this.#starter, removal: this.#removal });
   }
 

@@ -1,10 +1,12 @@
 /**
  * `docker stop` (the stop signal, then SIGKILL once the timeout passes) and `docker kill`; both
- * publish dockerd's kill and stop events. A stop opts out of the restart policy.
+ * publish dockerd's kill and stop events. A stop opts out of the restart policy, a start that
+ * policy has under way included.
  */
 import { waitAtMost } from '../../lib/deadline.js';
 import { conflict, invalidArgument, notModified } from '../../lib/errors.js';
 import type { EventBus } from '../events.js';
+import type { ContainerLocks } from './container-locks.js';
 import { eventAttrs, isRunningLike } from './container-model.js';
 import type { RuntimeProcesses } from './container-processes.js';
 import type { ContainerTable } from './container-table.js';
@@ -19,6 +21,7 @@ export interface StopOptions {
 
 export interface ContainerStopperDeps {
   table: ContainerTable;
+  locks: ContainerLocks;
   waiters: Waiters;
   processes: RuntimeProcesses;
   events: EventBus;
@@ -35,11 +38,21 @@ export class ContainerStopper {
     const c = this.#d.table.get(idOrName);
     if (!isRunningLike(c.state)) throw notModified();
     c.manuallyStopped = true;
+    // Between restarts: the policy's start, if already under way, holds the lock. Once it has
+    // run the container is running and is stopped as such; otherwise it stays down from here.
     if (c.state.status === 'restarting') {
-      c.state.status = 'exited';
-      this.#d.table.save(c);
-      this.#d.events.publish('container', 'stop', c.id, eventAttrs(c));
-      return;
+      const settled = await this.#d.locks.withLock(c.id, async () => {
+        if (c.state.status !== 'restarting') return false;
+        c.state.status = 'exited';
+        this.#d.table.save(c);
+        this.#d.events.publish('container', 'stop', c.id, eventAttrs(c));
+        return true;
+      });
+      if (settled) return;
+      if (!isRunningLike(c.state)) {
+        this.#d.table.save(c);
+        return;
+      }
     }
     this.#d.table.save(c);
     const timeout = opts.timeout ?? c.config.StopTimeout ?? 10;
