@@ -14,20 +14,31 @@ import { EtcdWrites, type LeaderTerm } from './etcd-writes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A campaign of node n1 under `prefix` through whichever client `clientOf` gives; its terms as heard, once elected. */
+async function electedOn(clientOf: () => Etcd3, prefix: string, closed: () => boolean = () => false) {
+  const writes = new EtcdWrites(clientOf, prefix, () => undefined);
+  const leadership = new EtcdLeadership({ client: clientOf, prefix, closed, writes, reread: () => undefined, watched: () => 0n, encode: (d) => JSON.stringify(d) });
+  const terms: (LeaderTerm | undefined)[] = [];
+  leadership.campaign('n1', 2, (t) => terms.push(t));
+  for (let i = 0; i < 100 && !terms.length; i++) await sleep(50);
+  const term = terms[0];
+  assert.ok(term, 'elected');
+  return { leadership, terms, term };
+}
+
 describe('etcd leadership', () => {
   let dir: string;
   let etcd: ChildProcess;
   let client: Etcd3;
-  let etcdHosts: string[];
+  let url: string;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-leadership-'));
     const [clientPort, peerPort] = [await freePortOn('127.0.0.1'), await freePortOn('127.0.0.1')];
-    const url = `http://127.0.0.1:${clientPort}`;
+    url = `http://127.0.0.1:${clientPort}`;
     etcd = spawn(ETCD_BINARY, ['--name', 'a', '--data-dir', join(dir, 'data'), '--listen-client-urls', url, '--advertise-client-urls', url,
       '--listen-peer-urls', `http://127.0.0.1:${peerPort}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
       '--initial-cluster', `a=http://127.0.0.1:${peerPort}`, '--log-outputs', 'stderr', '--logger', 'zap'], { stdio: 'ignore' });
-    etcdHosts = [url];
-    client = new Etcd3({ hosts: etcdHosts });
+    client = new Etcd3({ hosts: url });
     for (let i = 0; ; i++) {
       try {
         await client.get('ping').exec();
@@ -47,13 +58,7 @@ describe('etcd leadership', () => {
   it('a campaign lost just before the node resigns (demoted) is not run again', async () => {
     const prefix = '/t1/';
     let closed = false;
-    const writes = new EtcdWrites(() => client, prefix, () => undefined);
-    const leadership = new EtcdLeadership({ client: () => client, prefix, closed: () => closed, writes, reread: () => undefined, watched: () => 0n, encode: (d) => JSON.stringify(d) });
-    const terms: (LeaderTerm | undefined)[] = [];
-    leadership.campaign('n1', 2, (t) => terms.push(t));
-    for (let i = 0; i < 100 && !terms.length; i++) await sleep(50);
-    const term = terms[0];
-    assert.ok(term, 'elected');
+    const { leadership, terms, term } = await electedOn(() => client, prefix, () => closed);
     // etcd refused a write of this term: the campaign is over, another is due in a moment...
     leadership.deposed(term);
     assert.deepEqual(terms, [term, undefined]);
@@ -70,16 +75,10 @@ describe('etcd leadership', () => {
 
   it('a leader whose client is replaced keeps its term: the new client keeps the lease alive, and resigns', async () => {
     const prefix = '/t2/';
-    let now = new Etcd3({ hosts: etcdHosts });
-    const writes = new EtcdWrites(() => now, prefix, () => undefined);
-    const leadership = new EtcdLeadership({ client: () => now, prefix, closed: () => false, writes, reread: () => undefined, watched: () => 0n, encode: (d) => JSON.stringify(d) });
-    const terms: (LeaderTerm | undefined)[] = [];
-    leadership.campaign('n1', 2, (t) => terms.push(t));
-    for (let i = 0; i < 100 && !terms.length; i++) await sleep(50);
-    const term = terms[0];
-    assert.ok(term, 'elected');
+    let now = new Etcd3({ hosts: url });
+    const { leadership, terms, term } = await electedOn(() => now, prefix);
     const old = now;
-    now = new Etcd3({ hosts: etcdHosts });
+    now = new Etcd3({ hosts: url });
     assert.equal(leadership.leave(now), false, 'no campaign anew');
     leadership.resume(false);
     // The old client goes: only the new one keeps the lease alive, past twice its TTL.
