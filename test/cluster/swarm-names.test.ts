@@ -94,6 +94,26 @@ describe('swarm names unique across managers', () => {
     assert.equal((await nameKeys('networks')).has('shared-net'), false, 'the removal freed the name');
   });
 
+  it('network rm frees the name at once on the other manager too, though that one still has the network', async () => {
+    for (let round = 0; round < 4; round++) {
+      const [mine, other] = round % 2 ? [d(2), d(1)] : [d(1), d(2)];
+      const made = await mine.request('POST', '/networks/create', { body: { Name: 'again-net', Driver: 'overlay' } });
+      assert.equal(made.status, 201, made.text());
+      const id = made.json<{ Id: string }>().Id;
+      await eventually(`round ${round}: the other manager has the network`, async () => ((await other.request('GET', `/networks/${id}`)).status === 200 ? true : undefined));
+      assert.equal((await mine.request('DELETE', `/networks/${id}`)).status, 204);
+      // At once: the other manager may not have heard of the removal, and still has the network.
+      const re = await other.request('POST', '/networks/create', { body: { Name: 'again-net', Driver: 'overlay' } });
+      assert.equal(re.status, 201, `round ${round}: ${re.text()}`);
+      const again = re.json<{ Id: string }>().Id;
+      assert.notEqual(again, id);
+      assert.equal((await other.request('GET', `/networks/${id}`)).status, 404, 'the removed network is gone there');
+      assert.equal((await nameKeys('networks')).get('again-net'), again);
+      assert.equal((await other.request('DELETE', `/networks/${again}`)).status, 204);
+    }
+    assert.equal((await nameKeys('networks')).has('again-net'), false);
+  });
+
   it('a name etcd holds is refused even where no cache knows of it', async () => {
     // A name key without its object: what only etcd knows (the leader's fitting drops such a key later).
     assert.equal((await etcdctl(d(1), ['put', `${NAMES}services/planted`, 'not-a-service'])).code, 0);

@@ -17,6 +17,8 @@ export type { EndpointRequest };
 /** What a swarm adds to overlay networks: a subnet and VXLAN id at create, a refusal while services use one. */
 export interface OverlayPolicy {
   prepareCreate(spec: NetworkCreateSpec): Promise<NetworkCreateSpec>;
+  /** Drops this node's copy of a network of that name that the cluster no longer has (removed elsewhere, not heard yet). */
+  freeStaleName(name: string): Promise<void>;
   assertUnused(n: NetworkRecord): void;
   /** The nodes an overlay network reaches (inspect's Peers). */
   peers(n: NetworkRecord): { Name: string; IP: string }[];
@@ -26,6 +28,9 @@ export interface OverlayPolicy {
 }
 
 export class NetworkService {
+  /** Names of overlay networks this node is creating (made here, not yet taken in the cluster). */
+  readonly #overlayCreates = new Set<string>();
+
   constructor(
     readonly controller: NetworkController,
     private readonly containers: ContainerService,
@@ -56,9 +61,23 @@ export class NetworkService {
     if (spec.driver === 'overlay' && !this.swarmActive()) {
       throw new BerthError('forbidden', 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
     }
-    const n = await this.controller.create(spec.driver === 'overlay' ? (await this.overlay()?.prepareCreate(spec)) ?? spec : spec);
-    // Refused when another manager's network holds the name in the cluster (this one is gone again then).
-    if (n.overlay) await this.overlay()?.created(n);
+    const overlay = spec.driver === 'overlay' ? this.overlay() : undefined;
+    if (!overlay) return this.#published(await this.controller.create(spec));
+    // Not while this node creates one of that name itself: its copy is not in etcd yet.
+    if (this.#overlayCreates.has(spec.name)) throw conflict(`network with name ${spec.name} already exists`);
+    this.#overlayCreates.add(spec.name);
+    try {
+      await overlay.freeStaleName(spec.name);
+      const n = await this.controller.create(await overlay.prepareCreate(spec));
+      // Refused when another manager's network holds the name in the cluster (this one is gone again then).
+      await overlay.created(n);
+      return this.#published(n);
+    } finally {
+      this.#overlayCreates.delete(spec.name);
+    }
+  }
+
+  #published(n: NetworkRecord): NetworkRecord {
     this.events.publish('network', 'create', n.id, { name: n.name, type: shownDriver(n) });
     return n;
   }

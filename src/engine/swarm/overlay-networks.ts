@@ -303,6 +303,22 @@ export class OverlayNetworks {
   }
 
   /**
+   * Before this manager creates a network named `name`: a network of that name realised here from
+   * the cluster, and removed on another manager since, goes now, as the news of its removal would
+   * take it a moment later, rather than the create being refused meanwhile (etcd is asked, as for
+   * services, secrets and configs). One that containers here are still on stays, and refuses it.
+   */
+  async freeStaleName(name: string): Promise<void> {
+    const local = this.#d.driver.list().find((n) => n.overlay && n.name === name);
+    if (!local) return;
+    if (!this.#removed.has(local.id)) {
+      if (await this.#d.store.nameHeld('networks', name, [local.id])) return;
+      this.applyRemote(local.id, undefined);
+    }
+    await this.settled();
+  }
+
+  /**
    * A network made here goes to the cluster, its name taken there. Refused (another manager's
    * network holds the name), it goes from here again, and the cluster's network of that name, which
    * could not be realised while this one stood in its way, is realised now.
@@ -354,6 +370,12 @@ export class OverlayNetworks {
     this.#removed.delete(id);
     // Every node lists the routing mesh's network, as with dockerd.
     if (local || (this.#d.store.cluster?.node.spec.Role !== 'manager' && !doc.attachable && !doc.ingress)) return;
+    // A network of its name, removed from the cluster, is still here: this one follows its drop.
+    if (this.#d.driver.list().some((n) => n.name === doc.name && this.#removed.has(n.id))) {
+      this.#unrealised.set(id, doc);
+      this.sync();
+      return;
+    }
     this.#realise({ networkId: id, networkName: doc.name, addresses: [], network: doc }).then(
       // What waited for it (the routing mesh on ingress) follows now.
       () => this.sync(),
@@ -475,13 +497,20 @@ export class OverlayNetworks {
     this.#d.share?.('attachments', self, Object.keys(mine).length ? mine : undefined);
   }
 
-  /** Networks removed elsewhere go here once no container here is on them any more. */
+  /**
+   * Networks removed elsewhere go here once no container here is on them any more. A network the
+   * cluster made since with one's name could not be realised while it stood: it is, now.
+   */
   async #dropRemoved(): Promise<void> {
-    for (const id of this.#removed) {
+    let dropped = false;
+    for (const id of [...this.#removed]) {
       if (this.#d.driver.endpointsOf(id).length) continue;
-      this.#removed.delete(id);
+      // Kept among the removed until it is gone: a network of its name heard meanwhile waits (applyRemote).
       await this.#d.driver.remove(id).catch((err) => log.warn('removing a swarm network failed', { network: id, error: errorMessage(err) }));
+      this.#removed.delete(id);
+      dropped = true;
     }
+    if (dropped) for (const [id, doc] of this.#unrealised) this.applyRemote(id, doc);
   }
 
   /** A network services still use cannot go (dockerd: 403 with this text). */
