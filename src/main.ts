@@ -127,7 +127,7 @@ async function main(): Promise<void> {
   });
   // Containers restarted during recovery start before the swarm exists (and before it reaches etcd).
   let swarmMade: SwarmService | undefined;
-  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }), addressClaims: () => swarmMade?.overlay });
+  const network = new NetworkController({ records: new NetworkRecords(db), driver: new BridgeDriver({ execRoot: config.execRoot, prefix: config.networkPrefix }), addressClaims: () => swarmMade?.overlay?.addresses });
   await network.init();
   const networking = new ContainerNetworkSetup(network);
   const processes = new RuntimeProcesses(runtime, networking, (id) => containers.containerDir(id), (id, exit) => containers.handleExit(id, exit), config.logOpts, (idOrName) => containers.find(idOrName), () => containers.all());

@@ -9,12 +9,13 @@
  * name its address, for tasks on every node. The node's driver already answers for its own
  * containers; the rest is handed to it as extra records.
  *
- * Node-side work (`sync`, most of it in overlay-node.ts) is idempotent and serialized; it runs after
+ * Plain (attachable) containers' addresses, which each node picks, are kept unique across nodes by
+ * overlay-addresses.ts. Node-side work (`sync`, most of it in overlay-node.ts) is idempotent and
+ * serialized; it runs after
  * every change of services, tasks or nodes, when a container starts or dies (an attachable one needs
  * its VIP rules, and its address is shared) and when a network goes.
  */
-import { conflict, errorMessage, invalidArgument, notFound, notImplemented, unavailable } from '../../lib/errors.js';
-import { waitAtMost } from '../../lib/deadline.js';
+import { conflict, errorMessage, invalidArgument, notFound, notImplemented } from '../../lib/errors.js';
 import { log } from '../../lib/log.js';
 import { SerialRerun } from '../../lib/serial-rerun.js';
 import { cidrContains, formatAddress, formatCidr, parseAddress, parseCidr, type Cidr } from '../../network/cidr.js';
@@ -28,6 +29,7 @@ import { allocateFromTop, INGRESS_VNI, nextVni, pickOverlaySubnet, VNI_OPTION } 
 import type { NameChange, SwarmStore } from './swarm-store.js';
 import type { ServiceRecord, ServiceSpec, TaskNetwork, TaskRecord, VirtualIP } from './swarm-model.js';
 import { networkTargets, OverlayNode, vniOf } from './overlay-node.js';
+import { OverlayAddresses, type ClaimStore } from './overlay-addresses.js';
 import { INGRESS_ENDPOINT, IngressMesh } from './ingress-mesh.js';
 import { publishesIngress } from './service-spec.js';
 
@@ -47,27 +49,6 @@ export interface OverlayDeps {
   disconnect?: (network: string, container: string) => Promise<void>;
 }
 
-/** What addresses are claimed through (cluster/etcd-state.ts): a transaction on `addresses/<network>/<ip>`. */
-export interface ClaimStore {
-  claim(key: string, doc: unknown): Promise<{ taken: true } | { taken: false; holder: unknown }>;
-  release(key: string, doc: unknown): Promise<void>;
-}
-
-/** Who holds an address of an overlay network, as kept in etcd under `addresses/<network id>/<ip>`. */
-interface AddressClaim {
-  node: string;
-  container: string;
-}
-
-/** A claim made here is not released for this long while its container has no endpoint yet (its start is under way). */
-const CLAIM_GRACE_MS = 60_000;
-/** How many syncs look again for an ended container's endpoint to be gone (it may have restarted). */
-const ENDED_LOOKS = 30;
-/** How long leaving waits for etcd to take this node's claims back. */
-const LEAVE_RELEASE_MS = 5000;
-/** Addresses found held elsewhere before a start gives up (each costs one etcd transaction). */
-const CLAIM_ATTEMPTS = 32;
-
 /** What a task's container is created with: its first network as NetworkMode, static addresses. */
 export interface TaskContainerNetworks {
   mode: string;
@@ -85,19 +66,8 @@ function shared(n: NetworkRecord): SharedNetwork {
 
 export class OverlayNetworks {
   readonly #d: OverlayDeps;
-  /** node id -> network id -> addresses of that node's own (non-task) containers, as it shares them. */
-  readonly #attachments = new Map<string, Record<string, string[]>>();
-  /** `<network id>/<ip>` -> its holder, for every node's plain containers on overlay networks (etcd's `addresses/`). */
-  readonly #claims = new Map<string, AddressClaim>();
-  /** Claims this node made, with when (a start may still be on its way to the endpoint). */
-  readonly #claimedAt = new Map<string, number>();
-  /**
-   * Containers that died or left a network: their claims need no grace. Their endpoints go a moment
-   * after the event, so the sync looks again (every second, a bounded number of times).
-   */
-  readonly #ended = new Map<string, number>();
-  /** What this node last shared of its own containers' addresses. */
-  #sharedAttachments = '{}';
+  /** Plain containers' addresses across nodes: shared, claimed in etcd, reserved here. */
+  readonly addresses: OverlayAddresses;
   /** Networks removed on another manager, still here while containers are on them. */
   readonly #removed = new Set<string>();
   /** Networks of the cluster whose realisation here failed (a local network of the name stood in the way). */
@@ -117,15 +87,15 @@ export class OverlayNetworks {
 
   constructor(d: OverlayDeps) {
     this.#d = d;
+    this.addresses = new OverlayAddresses({ store: d.store, driver: d.driver, share: d.share, claims: d.claims, syncLater: () => this.sync() });
     this.#node = new OverlayNode(d);
     this.#mesh = new IngressMesh({ store: d.store, driver: d.driver, nodeAddress: (n, onBridge) => this.#ingressAddress(n, onBridge) });
     this.#unsubscribe = d.events.subscribe((ev) => {
       // Outside a swarm a container start costs nothing here.
       if (!d.store.cluster && !this.#node.active && this.#removed.size === 0) return;
       if (ev.Type === 'container' && ev.Action === 'die') this.#node.forget(ev.Actor.ID);
-      // Its claims go at the next sync, grace or not: its start is over.
-      if (ev.Type === 'container' && ev.Action === 'die') this.#ended.set(ev.Actor.ID, ENDED_LOOKS);
-      if (ev.Type === 'network' && ev.Action === 'disconnect' && ev.Actor.Attributes.container) this.#ended.set(ev.Actor.Attributes.container, ENDED_LOOKS);
+      if (ev.Type === 'container' && ev.Action === 'die') this.addresses.ended(ev.Actor.ID);
+      if (ev.Type === 'network' && ev.Action === 'disconnect' && ev.Actor.Attributes.container) this.addresses.ended(ev.Actor.Attributes.container);
       if ((ev.Type === 'container' && (ev.Action === 'start' || ev.Action === 'die')) || (ev.Type === 'network' && (ev.Action === 'destroy' || ev.Action === 'disconnect'))) this.sync();
     });
     // A container's process must find its network's device and its VIP rules there when it starts.
@@ -247,17 +217,6 @@ export class OverlayNetworks {
     await this.created(n);
   }
 
-  /** Leaving the swarm, while the cluster's store still answers: this node's address claims (its ingress address too) go. */
-  async leaving(): Promise<void> {
-    const store = this.#d.claims?.();
-    const self = this.#d.store.selfId;
-    if (!store || !self) return;
-    const mine = [...this.#claims].filter(([, c]) => c.node === self);
-    const released = Promise.all(mine.map(([key, c]) => store.release(`addresses/${key}`, c).catch((err) => log.warn('releasing an address claim failed', { key, error: errorMessage(err) }))));
-    // A node cut off from etcd leaves all the same (`--force`): its claims then stay behind.
-    await waitAtMost(released, LEAVE_RELEASE_MS);
-  }
-
   /**
    * Leaving the swarm (its task containers gone already): every swarm network goes from this node,
    * ingress too (a new swarm makes its own), as with dockerd, which first disconnects the plain
@@ -267,11 +226,8 @@ export class OverlayNetworks {
   async left(): Promise<void> {
     await this.#mesh.clear().catch((err) => log.warn('removing the routing mesh rules failed', { error: errorMessage(err) }));
     this.#ingressAddr = undefined;
-    this.#claims.clear();
-    this.#claimedAt.clear();
-    this.#attachments.clear();
+    this.addresses.clear();
     this.#removed.clear();
-    this.#sharedAttachments = '{}';
     // A network being realised would come back after the loop.
     await Promise.allSettled(this.#realising.values());
     await this.settled();
@@ -387,117 +343,6 @@ export class OverlayNetworks {
   }
 
   /**
-   * Another node's containers on overlay networks (attachable ones, whose addresses that node chose
-   * itself): their addresses are not given out here, nor by the manager to tasks.
-   */
-  applyRemoteAttachments(nodeId: string, doc: Record<string, string[]> | undefined): void {
-    if (nodeId === this.#d.store.selfId) return;
-    if (doc) this.#attachments.set(nodeId, doc);
-    else this.#attachments.delete(nodeId);
-    this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
-  }
-
-  /** A claim made, taken over or released on another node (or read at link time). */
-  applyRemoteClaim(key: string, doc: AddressClaim | undefined): void {
-    if (doc && typeof doc.node === 'string' && typeof doc.container === 'string') this.#claims.set(key, { node: doc.node, container: doc.container });
-    // Only this node deletes its claims; one it made again since the deletion stays.
-    else if (!this.#claimedAt.has(key)) this.#claims.delete(key);
-    if (doc?.node !== this.#d.store.selfId) this.#reserve(this.#d.driver.list().filter((n) => n.overlay));
-  }
-
-  /**
-   * A plain container's address on an overlay network (AddressClaims, for the node's driver): the
-   * address `next` picks is taken in etcd in one transaction, so two nodes starting containers at
-   * the same moment never both hold it; one found held is skipped and the next one tried.
-   */
-  async claimAddress(net: NetworkRecord, containerId: string, next: (skip: ReadonlySet<string>) => string): Promise<string> {
-    const store = this.#d.claims?.();
-    const self = this.#d.store.selfId;
-    if (!store || !self || !this.#d.store.clustered) return next(new Set());
-    // Every claim known on the network: others' (their containers), and this node's own not yet
-    // released (a start under way, or a container gone whose claim the next sync drops).
-    const skip = new Set([...this.#claims.keys()].filter((k) => k.startsWith(`${net.id}/`)).map((k) => k.slice(net.id.length + 1)));
-    for (let i = 0; i < CLAIM_ATTEMPTS; i++) {
-      const ip = next(skip);
-      const key = `${net.id}/${ip}`;
-      const doc: AddressClaim = { node: self, container: containerId };
-      const r = await store.claim(`addresses/${key}`, doc).catch((err) => {
-        throw unavailable(`cannot claim an address on network ${net.name}: the swarm's store does not answer: ${errorMessage(err)}`);
-      });
-      const holder = r.taken ? undefined : (r.holder as AddressClaim | undefined);
-      // Held by this very endpoint already (berthd restarted): still ours.
-      if (r.taken || (holder?.node === self && holder.container === containerId)) {
-        this.#claims.set(key, doc);
-        this.#claimedAt.set(key, Date.now());
-        return ip;
-      }
-      if (holder) this.#claims.set(key, holder);
-      skip.add(ip);
-    }
-    throw forbidden(`no available IPv4 addresses on network ${net.name}: ${CLAIM_ATTEMPTS} were found held by other nodes`);
-  }
-
-  /** This node's claims whose container no longer has the address here go (after the grace of a start under way). */
-  async #releaseClaims(overlays: NetworkRecord[]): Promise<void> {
-    const store = this.#d.claims?.();
-    const self = this.#d.store.selfId;
-    if (!store || !self) return;
-    const held = new Set(overlays.flatMap((n) => this.#d.driver.endpointsOf(n.id).map((e) => `${n.id}/${e.ipAddress}`)));
-    if (this.#ingressAddr) held.add(`${this.#ingressAddr.networkId}/${this.#ingressAddr.cidr.split('/')[0]}`);
-    const now = Date.now();
-    // Containers that end while this pass awaits etcd are looked at by the next one.
-    const ended = new Map(this.#ended);
-    const waiting = new Set<string>();
-    for (const [key, c] of this.#claims) {
-      if (c.node !== self) continue;
-      if (held.has(key)) {
-        if (ended.has(c.container)) waiting.add(c.container);
-        continue;
-      }
-      if (!ended.has(c.container) && now - (this.#claimedAt.get(key) ?? 0) < CLAIM_GRACE_MS) continue;
-      try {
-        await store.release(`addresses/${key}`, c);
-        this.#claims.delete(key);
-        this.#claimedAt.delete(key);
-      } catch (err) {
-        log.debug('releasing an address claim failed; the next sync tries again', { key, error: errorMessage(err) });
-      }
-    }
-    for (const [id, looks] of ended) {
-      if (this.#ended.get(id) !== looks) continue; // ended again meanwhile
-      if (!waiting.has(id) || looks <= 1) this.#ended.delete(id);
-      else this.#ended.set(id, looks - 1);
-    }
-    if (waiting.size && !this.#closed) setTimeout(() => this.sync(), 1000).unref();
-  }
-
-  #reserve(overlays: NetworkRecord[]): void {
-    for (const n of overlays) this.#d.driver.setReservedAddresses(n.id, this.#heldElsewhere(n.id));
-  }
-
-  #heldElsewhere(networkId: string): string[] {
-    const self = this.#d.store.selfId;
-    const claimed = [...this.#claims].filter(([k, c]) => c.node !== self && k.startsWith(`${networkId}/`)).map(([k]) => k.slice(networkId.length + 1));
-    return [...[...this.#attachments.values()].flatMap((a) => a[networkId] ?? []), ...claimed];
-  }
-
-  /** Shares the addresses this node gave its own containers on overlay networks (not tasks': the manager chose those). */
-  #shareAttachments(overlays: NetworkRecord[]): void {
-    const self = this.#d.store.selfId;
-    if (!self || !this.#d.store.clustered) return;
-    const taskIps = new Set([...this.#d.store.tasks.values()].flatMap((t) => (t.networks ?? []).flatMap((a) => a.addresses.map((x) => x.split('/')[0]!))));
-    const mine: Record<string, string[]> = {};
-    for (const n of overlays) {
-      const ips = this.#d.driver.endpointsOf(n.id).map((e) => e.ipAddress).filter((ip) => ip && !taskIps.has(ip)).sort();
-      if (ips.length) mine[n.id] = ips;
-    }
-    const json = JSON.stringify(mine);
-    if (json === this.#sharedAttachments) return;
-    this.#sharedAttachments = json;
-    this.#d.share?.('attachments', self, Object.keys(mine).length ? mine : undefined);
-  }
-
-  /**
    * Networks removed elsewhere go here once no container here is on them any more. A network the
    * cluster made since with one's name could not be realised while it stood: it is, now.
    */
@@ -563,8 +408,7 @@ export class OverlayNetworks {
     for (const s of this.#d.store.services.values()) if (s.id !== exceptService) for (const v of s.virtualIPs ?? []) if (v.NetworkID === net.id) add(v.Addr);
     for (const t of this.#d.store.tasks.values()) for (const a of t.networks ?? []) if (a.networkId === net.id) a.addresses.forEach(add);
     for (const e of this.#d.driver.endpointsOf(net.id)) add(e.ipAddress);
-    this.#heldElsewhere(net.id).forEach(add);
-    for (const k of this.#claims.keys()) if (k.startsWith(`${net.id}/`)) add(k.slice(net.id.length + 1));
+    this.addresses.taken(net.id).forEach(add);
     for (const a of Object.values(net.auxAddresses ?? {})) add(a);
     const a = allocateFromTop(subnet, parseAddress(net.gateway) ?? undefined, used, from);
     if (!a) throw forbidden(`no available IPv4 addresses on network ${net.name}`);
@@ -586,9 +430,8 @@ export class OverlayNetworks {
   async #sync(): Promise<void> {
     await this.#dropRemoved();
     const overlays = this.#d.driver.list().filter((n) => n.overlay);
-    this.#shareAttachments(overlays);
-    this.#reserve(overlays);
-    await this.#releaseClaims(overlays);
+    const ingress = this.#ingressAddr && `${this.#ingressAddr.networkId}/${this.#ingressAddr.cidr.split('/')[0]}`;
+    await this.addresses.sync(overlays, ingress);
     try {
       await this.#node.apply(overlays);
     } finally {
@@ -611,10 +454,10 @@ export class OverlayNetworks {
     };
     const kept = (await onBridge()).map((a) => a.split('/')[0]!).find((a) => a !== net.gateway && inSubnet(a));
     const mine = (ip: string) => {
-      const c = this.#claims.get(`${net.id}/${ip}`);
+      const c = this.addresses.holder(net.id, ip);
       return !c || (c.node === this.#d.store.selfId && c.container === INGRESS_ENDPOINT);
     };
-    const ip = await this.claimAddress(net, INGRESS_ENDPOINT, (skip) => (kept && (!skip.has(kept) || mine(kept)) ? kept : this.#allocate(net, '', 'bottom').split('/')[0]!));
+    const ip = await this.addresses.claimAddress(net, INGRESS_ENDPOINT, (skip) => (kept && (!skip.has(kept) || mine(kept)) ? kept : this.#allocate(net, '', 'bottom').split('/')[0]!));
     this.#ingressAddr = { networkId: net.id, cidr: `${ip}/${subnet.prefix}` };
     return this.#ingressAddr.cidr;
   }

@@ -22,7 +22,8 @@ import { SwarmStore, type NameChange } from './swarm-store.js';
 import { TaskRunner, type PullFn } from './task-runner.js';
 import { Orchestrator } from './orchestrator.js';
 import { Updater } from './updater.js';
-import { OverlayNetworks, type ClaimStore } from './overlay-networks.js';
+import { OverlayNetworks } from './overlay-networks.js';
+import type { ClaimStore } from './overlay-addresses.js';
 import { isTerminal, type ClusterRecord, type NodeRecord, type ServiceRecord, type TaskRecord } from './swarm-model.js';
 
 export const SWARM_LOCKED = 'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.';

@@ -16,7 +16,7 @@ import { splitRemote } from './cluster/peer-tls.js';
 import type { EtcdState } from './cluster/etcd-state.js';
 import { sharedCluster } from './swarm-store.js';
 import { SwarmPeers } from './swarm-peers.js';
-import type { ClaimStore } from './overlay-networks.js';
+import type { ClaimStore } from './overlay-addresses.js';
 import { SwarmRoles } from './swarm-roles.js';
 import type { BlobData } from './task-files.js';
 import { NO_TOKENS } from './cluster/sealed-tokens.js';
@@ -423,7 +423,7 @@ export class SwarmMembership extends SwarmPart {
     this.core.locked = false;
     this.#peers.certs.stop();
     this.updater.close();
-    await this.core.overlay?.leaving();
+    await this.core.overlay?.addresses.leaving();
     const state = this.members.state;
     if (c.local && state) {
       // A manager's etcd member leaves the etcd cluster first, so the others keep their quorum.

@@ -18,7 +18,7 @@ import type { SwarmCore } from './swarm-core.js';
 import type { TaskRecord } from './swarm-model.js';
 import type { BlobData } from './task-files.js';
 import { errorMessage, unavailable } from '../../lib/errors.js';
-import type { ClaimStore } from './overlay-networks.js';
+import type { ClaimStore } from './overlay-addresses.js';
 import { INGRESS_ENDPOINT } from './ingress-mesh.js';
 
 /** On the wire: kind → id → base64 data. */

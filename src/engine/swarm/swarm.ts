@@ -20,6 +20,7 @@ import { SwarmNodes } from './swarm-nodes.js';
 import { SwarmServices, type ServiceCounts } from './swarm-services.js';
 import { SwarmLock } from './swarm-lock.js';
 import type { SharedNetwork } from './overlay-networks.js';
+import type { AddressClaim } from './overlay-addresses.js';
 import type { LogRecord } from '../containers/log-reader.js';
 import { TASK_LABELS, outOfSequence, type ClusterRecord, type NodeRecord, type NodeSpec, type ServiceRecord, type SwarmSpec, type TaskRecord, type TaskLogQuery } from './swarm-model.js';
 
@@ -44,8 +45,8 @@ export class SwarmService {
     this.#services = new SwarmServices(this.#core, () => this.#membership.members.files);
     this.#lock = new SwarmLock(this.#core, this.#membership.members, this.#membership.keys, () => this.#membership.reconnect());
     this.watchDocs('networks', (id, doc) => this.overlay?.applyRemote(id, doc as SharedNetwork | undefined));
-    this.watchDocs('attachments', (id, doc) => this.overlay?.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
-    this.watchDocs('addresses', (id, doc) => this.overlay?.applyRemoteClaim(id, doc as { node: string; container: string } | undefined));
+    this.watchDocs('attachments', (id, doc) => this.overlay?.addresses.applyRemoteAttachments(id, doc as Record<string, string[]> | undefined));
+    this.watchDocs('addresses', (id, doc) => this.overlay?.addresses.applyRemoteClaim(id, doc as AddressClaim | undefined));
   }
 
   get store() {
