@@ -75,8 +75,8 @@ describe('a manager\'s link to etcd', () => {
     const d2 = c.node(2).daemon;
     // Node 1 made its client at init, on its own member only. This test comes first: later ones may
     // move that client off its member for good (one whose node leads does not spread back). It reads
-    // etcd's member list every 5 s through that client: the members that joined must be on it before
-    // its own goes silent (the list cannot be read then).
+    // etcd's member list through that client (every 5 s, each second while a learner is on it): the
+    // members that joined must be on it before its own goes silent (the list cannot be read then).
     await eventually('node 1 lists the three members', async () => logged(d1, 'the etcd members changed').some((l) => (l.now as string[]).length === 3), 30_000);
     const left = logged(d1, LEFT).length;
     const pid = freeze(1);
