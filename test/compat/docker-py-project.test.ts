@@ -35,7 +35,8 @@ for _ in range(100):
     if db.health == 'healthy': break
     time.sleep(0.2)
 since = int(time.time()) - 1
-worker = c.containers.create(image, ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo row-$i | nc -w 3 database 6379 && echo stored row-$i; sleep 0.3; done'],
+# Each row sent until stored: a lookup while aardvark-dns reloads can fail (docs/compat.md).
+worker = c.containers.create(image, ['sh', '-c', 'i=0; while true; do i=$((i+1)); until echo row-$i | nc -w 3 database 6379; do sleep 0.2; done; echo stored row-$i; sleep 0.3; done'],
     name='py-worker', labels={'app': 'py'}, network='py-app')
 # compose 1.29's sequence through the same library: disconnect, connect with aliases, then start.
 net.disconnect(worker)

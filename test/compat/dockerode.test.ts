@@ -78,9 +78,11 @@ describe('dockerode', () => {
       NetworkingConfig: { EndpointsConfig: { 'dode-net': { Aliases: ['database'] } } },
     });
     // The worker is created on the default bridge and moved to the project network before start.
+    // It sends each row until stored: a name looked up while aardvark-dns reloads (another container
+    // starting) can fail (docs/compat.md), and the rows are checked in order from row-1.
     const worker = await docker.createContainer({
       name: 'dode-worker', Image: image, Labels: { app: 'dode' },
-      Cmd: ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo row-$i | nc -w 3 database 6379 && echo "stored row-$i"; sleep 0.5; done'],
+      Cmd: ['sh', '-c', 'i=0; while true; do i=$((i+1)); until echo row-$i | nc -w 3 database 6379; do sleep 0.2; done; echo "stored row-$i"; sleep 0.5; done'],
     });
     await docker.getNetwork('bridge').disconnect({ Container: worker.id });
     await net.connect({ Container: worker.id, EndpointConfig: { Aliases: ['worker'] } });

@@ -1,8 +1,9 @@
 /**
  * The project both compose suites run: a database-like service (busybox `nc` storing each line a
  * client sends, httpd serving what was stored, a healthcheck), a one-shot migration, a web server on
- * a published port and a worker that writes to the database through its network alias (and exits
- * with 3 once /tmp/exit appears, for the restart policy). Written as
+ * a published port and a worker that writes to the database through its network alias, each row
+ * until stored (a lookup while aardvark-dns reloads can fail: docs/compat.md), and exits with 3 once
+ * /tmp/exit appears, for the restart policy. Written as
  * JSON (which is YAML) so that compose v1 and v2 read the same file; `$$` is compose's escape of `$`.
  */
 export interface AppOptions {
@@ -48,7 +49,7 @@ export function appProject(o: AppOptions): Record<string, unknown> {
       },
       worker: {
         image,
-        command: ['sh', '-c', 'i=0; while true; do if [ -f /tmp/exit ]; then rm /tmp/exit; exit 3; fi; i=$$((i+1)); echo row-$$i | nc -w 3 database 6379 >/dev/null && echo "stored row-$$i"; sleep 1; done'],
+        command: ['sh', '-c', 'i=0; while true; do if [ -f /tmp/exit ]; then rm /tmp/exit; exit 3; fi; i=$$((i+1)); until [ -f /tmp/exit ] || echo row-$$i | nc -w 3 database 6379 >/dev/null; do sleep 0.2; done; [ -f /tmp/exit ] || echo "stored row-$$i"; sleep 1; done'],
         networks: ['backend', 'frontend'],
         depends_on: { db: { condition: 'service_healthy' }, web: { condition: 'service_started' } },
         restart: 'always',
